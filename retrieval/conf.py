@@ -1,0 +1,97 @@
+"""The ``RETRIEVAL`` setting: defaults, and one lazily resolved settings object.
+
+A site writes ``RETRIEVAL = {...}`` in its settings; anything it leaves out comes
+from :data:`DEFAULTS`. Component dicts (``PARSERS``, ``EMBEDDERS`` ...) are merged
+per alias, so a site can add one retriever without restating the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.signals import setting_changed
+
+#: Component kinds: each maps alias -> {"BACKEND": dotted path, "OPTIONS": {...}}.
+COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "RETRIEVERS")
+
+DEFAULTS: dict[str, Any] = {
+    "PARSERS": {
+        "pdf": {"BACKEND": "retrieval.services.parsers.pdf.PdfParser"},
+        "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
+        "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
+        "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
+    },
+    "CHUNKERS": {
+        "default": {
+            "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+            "OPTIONS": {"max_tokens": 256},
+        },
+        "character": {"BACKEND": "retrieval.services.chunkers.character.CharacterChunker"},
+        "paragraph": {"BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker"},
+        "token": {"BACKEND": "retrieval.services.chunkers.token.TokenChunker"},
+    },
+    "EMBEDDERS": {
+        "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
+    },
+    "RETRIEVERS": {
+        "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
+    },
+    # Alias of the chunker used for new documents.
+    "DEFAULT_CHUNKER": "default",
+    # Alias of the embedder given to collections created without one.
+    "DEFAULT_EMBEDDER": "default",
+    # Alias of the retriever given to collections created without one.
+    "DEFAULT_RETRIEVER": "dense",
+    # Texts sent to the embedder in one call during ingestion.
+    "EMBED_BATCH_SIZE": 32,
+    # tiktoken encoding used to count a chunk's tokens.
+    "TOKEN_ENCODING": "cl100k_base",
+}
+
+
+class RetrievalSettings:
+    """``RETRIEVAL`` merged over :data:`DEFAULTS`, resolved on first use and cached."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    def _resolve(self) -> dict[str, Any]:
+        from django.conf import settings
+
+        user: dict[str, Any] = getattr(settings, "RETRIEVAL", {}) or {}
+        merged = {key: value for key, value in DEFAULTS.items()}
+        for key, value in user.items():
+            if key in COMPONENT_KINDS:
+                merged[key] = {**DEFAULTS.get(key, {}), **value}
+            else:
+                merged[key] = value
+        return merged
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._cache is None:
+            self._cache = self._resolve()
+        try:
+            return self._cache[name]
+        except KeyError:
+            raise AttributeError(f"Unknown RETRIEVAL setting {name!r}") from None
+
+    def reload(self) -> None:
+        """Forget the cached values (and every component built from them)."""
+        self._cache = None
+        from .services.registry import reset_components
+
+        reset_components()
+
+    def connect_reload(self) -> None:
+        setting_changed.connect(_reload_on_change, dispatch_uid="retrieval_settings_reload")
+
+
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "RETRIEVAL":
+        retrieval_settings.reload()
+
+
+retrieval_settings = RetrievalSettings()

@@ -1,0 +1,35 @@
+"""Errors raised by the retrieval app; each names what to fix."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class RetrievalError(Exception):
+    """Base class of every error the app raises on purpose."""
+
+
+class InvalidComponentError(RetrievalError, ImproperlyConfigured):
+    """A named component (parser, chunker, embedder, retriever) is unknown or cannot load."""
+
+
+class MissingDependencyError(RetrievalError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class ParseError(RetrievalError):
+    """A file cannot be parsed: corrupt, empty or of an unsupported type."""
+
+
+class UnsupportedFileType(ParseError):
+    """No configured parser accepts this MIME type or file extension."""
+
+
+class EmbeddingError(RetrievalError):
+    """The embedder failed or returned vectors of the wrong shape."""
+
+
+class DimensionMismatchError(EmbeddingError):
+    """An embedder's dimension differs from its collection's."""
+
+
+class InvalidFilterError(RetrievalError, ValueError):
+    """A retrieval filter is malformed (unknown key, wrong type)."""

@@ -1,0 +1,46 @@
+"""The embedder interface: texts -> fixed-length vectors."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class BaseEmbedder(ABC):
+    """Embed texts into vectors of :attr:`dimension` floats.
+
+    ``embed_batch`` returns a float32 array of shape ``(len(texts), dimension)``;
+    vectors are L2-normalised when :attr:`normalized` is true. Queries go through
+    :meth:`embed_query`, which models with query prefixes override.
+    """
+
+    alias: str = ""
+    normalized: bool = True
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int:
+        """Length of every vector this embedder returns."""
+
+    @property
+    @abstractmethod
+    def model_name(self) -> str:
+        """Name of the model, stored on collections to detect a changed embedding space."""
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Return one vector per text, shape ``(len(texts), dimension)``."""
+
+    def embed(self, text: str) -> np.ndarray:
+        """Return the vector of one passage."""
+        return self.embed_batch([text])[0]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Return the vector of a search query."""
+        return self.embed(text)
+
+    def check(self) -> list:
+        """Return Django check messages about this embedder's configuration."""
+        return []

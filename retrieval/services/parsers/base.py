@@ -1,0 +1,39 @@
+"""The parser interface: raw bytes of a file -> :class:`ParsedDocument`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import PurePath
+from typing import ClassVar
+
+from retrieval.services.types import ParsedDocument
+
+
+class BaseParser(ABC):
+    """Turn a file's bytes into text with structure (pages, headings).
+
+    Subclasses list the MIME types and extensions they accept; the registry picks
+    the first configured parser that accepts a file. ``parse`` raises
+    :class:`~retrieval.exceptions.ParseError` with a reason a person can act on
+    when the bytes are corrupt or empty.
+    """
+
+    alias: str = ""
+    mime_types: ClassVar[tuple[str, ...]] = ()
+    extensions: ClassVar[tuple[str, ...]] = ()  # lower case, with the dot: ".md"
+
+    def accepts(self, *, mime_type: str | None = None, filename: str | None = None) -> bool:
+        """Return whether this parser reads files of this MIME type or name."""
+        if mime_type and mime_type.split(";")[0].strip().lower() in self.mime_types:
+            return True
+        if filename and PurePath(filename).suffix.lower() in self.extensions:
+            return True
+        return False
+
+    @property
+    def default_mime_type(self) -> str:
+        return self.mime_types[0] if self.mime_types else "application/octet-stream"
+
+    @abstractmethod
+    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        """Return the document's text, title and sections."""

@@ -1,0 +1,77 @@
+"""Frozen records passed between the ingestion and retrieval stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retrieval.models import Chunk
+
+
+@dataclass(frozen=True)
+class Section:
+    """A span of parsed text with the structure a parser knows about it.
+
+    ``page`` is 1-based for paged sources (PDF), else ``None``; ``heading_path``
+    lists the headings enclosing the span, outermost first.
+    """
+
+    start: int
+    end: int
+    page: int | None = None
+    heading_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    """What a parser returns: the text that is chunked, with its structure.
+
+    ``sections`` cover parts of ``text`` (not necessarily all of it) in order,
+    without overlap; a chunk takes the page and headings of the section it starts in.
+    """
+
+    text: str
+    title: str = ""
+    sections: tuple[Section, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """One chunk as offsets into the parsed text: ``chunk_text == text[start:end]``."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """One retrieved chunk with its score and 0-based rank.
+
+    ``metadata`` holds what explains the ranking (e.g. each fused leg's score and rank).
+    """
+
+    chunk: Chunk
+    score: float
+    rank: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form used by the commands and the API."""
+        chunk = self.chunk
+        document = chunk.document
+        return {
+            "rank": self.rank + 1,
+            "score": self.score,
+            "document": document.external_id,
+            "title": document.title,
+            "chunk_id": chunk.pk,
+            "chunk_index": chunk.index,
+            "start": chunk.start,
+            "end": chunk.end,
+            "page": chunk.page,
+            "heading_path": list(chunk.heading_path),
+            "text": chunk.content,
+            "metadata": {**chunk.metadata, **self.metadata},
+        }
