@@ -8,7 +8,7 @@ class RetrievalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, signals  # noqa: F401  (registers checks and receivers)
         from .conf import retrieval_settings
 
         retrieval_settings.connect_reload()

@@ -1,0 +1,29 @@
+"""The public service API: ``ingest``, ``search`` and the records they use.
+
+Names load on first access, so importing :mod:`retrieval.services` before Django
+is set up has no side effects.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "ingest": "retrieval.services.indexing",
+    "Source": "retrieval.services.indexing",
+    "IngestResult": "retrieval.services.indexing",
+    "search": "retrieval.services.search",
+    "get_collection": "retrieval.services.search",
+    "get_or_create_collection": "retrieval.services.collections",
+    "Filters": "retrieval.services.filters",
+    "RetrievalResult": "retrieval.services.types",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

@@ -1,0 +1,157 @@
+"""System checks: a misconfigured site gets a message naming the fix, not a traceback.
+
+- ``retrieval.E001``: a database is not PostgreSQL.
+- ``retrieval.E002``: the pgvector extension is not available in a database.
+- ``retrieval.E003``: a component's BACKEND cannot be imported or built.
+- ``retrieval.E004``: a DEFAULT_* setting names an unknown component.
+- ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
+- ``retrieval.E010``: the local embedder's model or tokenizer is missing (from the embedder).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.db import DatabaseError, connections
+
+from .exceptions import InvalidComponentError, MissingDependencyError
+
+DEFAULT_KEYS = {
+    "DEFAULT_CHUNKER": "CHUNKERS",
+    "DEFAULT_EMBEDDER": "EMBEDDERS",
+    "DEFAULT_RETRIEVER": "RETRIEVERS",
+}
+
+
+def _app_databases(databases: Any) -> list[str]:
+    from django.db import router
+
+    from .models import Chunk
+
+    aliases = databases if databases is not None else list(connections)
+    return [alias for alias in aliases if router.allow_migrate_model(alias, Chunk)]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_database_vendor(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """The app's tables need PostgreSQL; say so before any query fails."""
+    errors = []
+    for alias in _app_databases(None):
+        vendor = connections[alias].vendor
+        if vendor != "postgresql":
+            errors.append(
+                checks.Error(
+                    f"Database {alias!r} uses {vendor}; the retrieval app needs PostgreSQL "
+                    "with the pgvector extension.",
+                    hint="Point DATABASES[...]['ENGINE'] at django.db.backends.postgresql.",
+                    id="retrieval.E001",
+                )
+            )
+    return errors
+
+
+@checks.register(checks.Tags.database)
+def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """pgvector must be installed in the PostgreSQL server (checked when a command asks)."""
+    errors = []
+    for alias in _app_databases(databases or []):
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue  # E001 already says it
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+                available = cursor.fetchone() is not None
+        except DatabaseError as e:
+            errors.append(
+                checks.Error(
+                    f"Cannot ask database {alias!r} for the pgvector extension: {e}",
+                    id="retrieval.E002",
+                )
+            )
+            continue
+        if not available:
+            errors.append(
+                checks.Error(
+                    f"The pgvector extension is not installed in the PostgreSQL server of "
+                    f"database {alias!r}.",
+                    hint="Install pgvector (https://github.com/pgvector/pgvector#installation) "
+                    "on the server; the app's migration then runs CREATE EXTENSION vector.",
+                    id="retrieval.E002",
+                )
+            )
+    return errors
+
+
+@checks.register()
+def check_components(app_configs: Any = None, **kwargs: Any) -> list:
+    """Every configured component must import and build from its OPTIONS."""
+    from .conf import retrieval_settings
+    from .services.registry import HANDLERS
+
+    errors: list = []
+    for handler in HANDLERS:
+        for alias in handler.aliases():
+            try:
+                component = handler.create(alias)
+            except (InvalidComponentError, MissingDependencyError) as e:
+                errors.append(checks.Error(str(e), id="retrieval.E003"))
+                continue
+            check = getattr(component, "check", None)
+            if callable(check):
+                errors.extend(check())
+    for key, kind in DEFAULT_KEYS.items():
+        alias = getattr(retrieval_settings, key)
+        if alias not in getattr(retrieval_settings, kind):
+            errors.append(
+                checks.Error(
+                    f"RETRIEVAL[{key!r}] is {alias!r}, which is not in RETRIEVAL[{kind!r}].",
+                    hint=f"Use one of: {', '.join(sorted(getattr(retrieval_settings, kind)))}.",
+                    id="retrieval.E004",
+                )
+            )
+    return errors
+
+
+@checks.register(checks.Tags.database)
+def check_collection_embedders(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """Each collection's embedder must exist and match the collection's dimensions."""
+    from .models import Collection
+    from .services.registry import embedders
+
+    errors = []
+    for alias in _app_databases(databases or []):
+        if connections[alias].vendor != "postgresql":
+            continue
+        try:
+            collections = list(Collection.objects.using(alias).all())
+        except DatabaseError:
+            continue  # not migrated yet
+        for collection in collections:
+            if collection.embedder not in embedders:
+                errors.append(
+                    checks.Error(
+                        f"Collection {collection.name!r} uses embedder {collection.embedder!r}, "
+                        "which is not in RETRIEVAL['EMBEDDERS'].",
+                        hint=f"Configure it, or use one of: {', '.join(embedders.aliases())}.",
+                        obj=collection,
+                        id="retrieval.E005",
+                    )
+                )
+                continue
+            try:
+                dimension = embedders[collection.embedder].dimension
+            except Exception:  # reported by check_components
+                continue
+            if dimension != collection.dimensions:
+                errors.append(
+                    checks.Error(
+                        f"Collection {collection.name!r} holds {collection.dimensions}-dimensional "
+                        f"vectors, but embedder {collection.embedder!r} makes {dimension}.",
+                        hint="Restore the embedder's configuration, or re-embed the collection.",
+                        obj=collection,
+                        id="retrieval.E005",
+                    )
+                )
+    return errors

@@ -1,0 +1,119 @@
+"""``retrieval_ingest PATH [PATH ...] --collection NAME``: index files and folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import IngestResult, Source, ingest
+from retrieval.services.parsing import parser_for
+
+
+class Command(BaseCommand):
+    help = (
+        "Index files and folders (recursively) into a collection, creating it with the "
+        "default embedder if needed. Unchanged files are skipped; exits non-zero if any failed."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="Files or folders to index.")
+        parser.add_argument("--collection", required=True, help="Collection name.")
+        parser.add_argument("--embedder", help="Embedder alias for a new collection.")
+        parser.add_argument("--retriever", help="Default retriever alias for a new collection.")
+        parser.add_argument("--force", action="store_true", help="Re-index unchanged files too.")
+        parser.add_argument("--metadata", help="JSON object stored on every document.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        metadata = _json_object(options["metadata"])
+        files, missing = collect_files([Path(p) for p in options["paths"]])
+        try:
+            collection, created = get_or_create_collection(
+                options["collection"], embedder=options["embedder"], retriever=options["retriever"]
+            )
+        except RetrievalError as e:
+            raise CommandError(str(e)) from e
+        if created:
+            self.stdout.write(
+                f"Created collection {collection.name!r} ({collection.embedder}, "
+                f"{collection.dimensions} dimensions)."
+            )
+        results: list[IngestResult] = [
+            IngestResult(str(path), "failed", error="no such file or folder") for path in missing
+        ]
+        sources = (
+            Source.from_path(path, external_id=external_id, metadata=metadata) for path, external_id in files
+        )
+        console = Console(stderr=True)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+            task = bar.add_task("Indexing", total=len(files))
+
+            def on_result(result: IngestResult) -> None:
+                results.append(result)
+                bar.advance(task)
+
+            run = ingest(collection, sources, total=len(files), force=options["force"], on_result=on_result)
+        self._report(results)
+        self.stdout.write(f"IndexRun #{run.pk}: {run.message}.")
+        failed = sum(1 for r in results if r.outcome == "failed")
+        if failed:
+            raise CommandError(f"{failed} of {len(results)} documents failed.")
+
+    def _report(self, results: list[IngestResult]) -> None:
+        for result in results:
+            if result.outcome == "indexed":
+                self.stdout.write(f"indexed  {result.external_id} ({result.chunks} chunks)")
+            elif result.outcome == "skipped":
+                self.stdout.write(f"skipped  {result.external_id} (unchanged)")
+            else:
+                self.stdout.write(self.style.ERROR(f"failed   {result.external_id}: {result.error}"))
+
+
+def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]]:
+    """Return ``(file, external id)`` pairs and the paths that do not exist.
+
+    A folder contributes the files under it that some parser accepts (hidden
+    ones left out); a file named explicitly is always tried. The external id is
+    the path relative to the argument's parent, in POSIX form.
+    """
+    files: list[tuple[Path, str]] = []
+    missing: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            files.append((path, path.name))
+        elif path.is_dir():
+            base = path.resolve().parent
+            for child in sorted(path.resolve().rglob("*")):
+                relative = child.relative_to(base)
+                if child.is_file() and not any(part.startswith(".") for part in relative.parts) and _parseable(child):
+                    files.append((child, relative.as_posix()))
+        else:
+            missing.append(path)
+    return files, missing
+
+
+def _parseable(path: Path) -> bool:
+    try:
+        parser_for(filename=path.name)
+    except UnsupportedFileType:
+        return False
+    return True
+
+
+def _json_object(raw: str | None) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--metadata is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise CommandError("--metadata must be a JSON object.")
+    return value

@@ -1,0 +1,59 @@
+"""``retrieval_search "QUERY" --collection NAME``: print the ranked chunks."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retrieval.exceptions import RetrievalError
+from retrieval.services.search import get_collection, retriever_alias, search
+
+
+class Command(BaseCommand):
+    help = "Search a collection and print the ranked chunks (or JSON with --json)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("query", help="What to search for.")
+        parser.add_argument("--collection", required=True, help="Collection name or slug.")
+        parser.add_argument("--retriever", help="Retriever alias (default: the collection's).")
+        parser.add_argument("--top-k", type=int, default=5, help="How many chunks (default 5).")
+        parser.add_argument("--filters", help='JSON filters, e.g. {"metadata": {"lang": "en"}}.')
+        parser.add_argument("--json", action="store_true", help="Print a JSON list of results.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["top_k"] < 1:
+            raise CommandError("--top-k must be at least 1.")
+        filters = None
+        if options["filters"]:
+            try:
+                filters = json.loads(options["filters"])
+            except json.JSONDecodeError as e:
+                raise CommandError(f"--filters is not valid JSON: {e}") from e
+        try:
+            collection = get_collection(options["collection"])
+            results = search(
+                options["query"],
+                collection=collection,
+                retriever=options["retriever"],
+                top_k=options["top_k"],
+                filters=filters,
+            )
+        except (RetrievalError, ValueError) as e:
+            raise CommandError(str(e)) from e
+        if options["json"]:
+            self.stdout.write(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
+            return
+        alias = retriever_alias(collection, options["retriever"])
+        self.stdout.write(f"{len(results)} results from {collection.name!r} ({alias}):\n")
+        for result in results:
+            chunk = result.chunk
+            where = f"page {chunk.page}" if chunk.page else " › ".join(chunk.heading_path)
+            self.stdout.write(
+                self.style.SUCCESS(f"{result.rank + 1}. {result.score:.4f}  ")
+                + f"{chunk.document.external_id}"
+                + (f"  ·  {where}" if where else "")
+            )
+            self.stdout.write(textwrap.indent(chunk.content.strip(), "    ") + "\n")

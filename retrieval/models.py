@@ -1,0 +1,195 @@
+"""The app's tables: collections, documents, chunks, triples and indexing runs.
+
+Models stay thin: fields, managers, ``Meta``, ``__str__``. Indexing and retrieval
+logic lives in :mod:`retrieval.services`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from pgvector.django import VectorField
+
+from .querysets import ChunkQuerySet
+
+
+class Collection(models.Model):
+    """A named corpus with its own embedding space and default retriever."""
+
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    embedder = models.CharField(
+        max_length=100, help_text="Alias of the embedder in RETRIEVAL['EMBEDDERS']."
+    )
+    model_name = models.CharField(max_length=200, blank=True)
+    dimensions = models.PositiveIntegerField()
+    chunker = models.CharField(
+        max_length=100, blank=True, help_text="Chunker alias; blank uses DEFAULT_CHUNKER."
+    )
+    default_retriever = models.CharField(
+        max_length=100, blank=True, help_text="Retriever alias; blank uses DEFAULT_RETRIEVER."
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    """One source document of a collection, with its parsed text."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        INDEXING = "indexing", "Indexing"
+        INDEXED = "indexed", "Indexed"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
+    external_id = models.CharField(
+        max_length=1000, help_text="Stable id within the collection: a path, URL or key."
+    )
+    title = models.CharField(max_length=1000, blank=True)
+    source_path = models.CharField(
+        max_length=2000, blank=True, help_text="File path or URL the content was read from."
+    )
+    source_file = models.FileField(upload_to="retrieval/sources/%Y/%m/", blank=True)
+    mime_type = models.CharField(max_length=200, blank=True)
+    content = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["collection", "external_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "external_id"], name="retrieval_document_unique_external_id"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["collection", "status"], name="retrieval_doc_status_idx"),
+            GinIndex(fields=["metadata"], name="retrieval_doc_metadata_gin", opclasses=["jsonb_path_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.external_id
+
+
+class Chunk(models.Model):
+    """A span of a document's content with its embedding.
+
+    ``content == document.content[start:end]`` always holds. ``collection`` repeats
+    the document's collection so each collection can have its own partial HNSW
+    index (an index predicate cannot follow a join).
+    """
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    content = models.TextField()
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    page = models.PositiveIntegerField(null=True, blank=True, help_text="1-based page, if paged.")
+    heading_path = models.JSONField(default=list, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    # No fixed dimension: collections of different dimensions share the table,
+    # each indexed by a partial expression index over ``embedding::vector(n)``.
+    embedding = VectorField(null=True, blank=True)
+
+    objects = ChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["document", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "index"], name="retrieval_chunk_unique_index")
+        ]
+        indexes = [
+            GinIndex(fields=["metadata"], name="retrieval_chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} #{self.index}"
+
+
+class Triple(models.Model):
+    """A knowledge-graph edge ``subject --predicate--> object`` from one chunk."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="triples")
+    chunk = models.ForeignKey(
+        Chunk, on_delete=models.CASCADE, related_name="triples", null=True, blank=True
+    )
+    subject = models.CharField(max_length=500)
+    predicate = models.CharField(max_length=200)
+    object = models.CharField(max_length=500)
+    subject_key = models.CharField(max_length=500)
+    predicate_key = models.CharField(max_length=200)
+    object_key = models.CharField(max_length=500)
+    confidence = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["subject_key", "predicate_key", "object_key"]
+        indexes = [
+            models.Index(fields=["collection", "subject_key"], name="retrieval_triple_subject_idx"),
+            models.Index(fields=["collection", "object_key"], name="retrieval_triple_object_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} —{self.predicate}→ {self.object}"
+
+
+class IndexRun(models.Model):
+    """One indexing job: what was asked, its progress, and what failed and why."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="index_runs", null=True, blank=True
+    )
+    scope = models.CharField(max_length=50, help_text="What the run covers: ingest, document, collection.")
+    options = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    documents_total = models.PositiveIntegerField(default=0)
+    documents_done = models.PositiveIntegerField(default=0)
+    documents_indexed = models.PositiveIntegerField(default=0)
+    documents_skipped = models.PositiveIntegerField(default=0)
+    documents_failed = models.PositiveIntegerField(default=0)
+    chunks_written = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    message = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        get_latest_by = "created_at"
+
+    def __str__(self) -> str:
+        return f"{self.scope} run #{self.pk} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

@@ -1,0 +1,217 @@
+"""Structure-aware chunks: sections, then paragraphs, lines, sentences, words, tokens."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.character import skip_space, trim
+from retrieval.services.chunkers.paragraph import PARAGRAPH_BREAK, split_at
+from retrieval.services.chunkers.token import (
+    MIN_MAX_TOKENS,
+    split_by_tokens,
+    validate_encoding_name,
+)
+from retrieval.services.chunkers.tokens import count_tokens, token_boundaries
+from retrieval.services.types import ChunkSpan, Section
+
+__all__ = ["RecursiveChunker"]
+
+# Tried in order, each only inside a piece still over budget; tokens come last.
+_SEPARATORS = (
+    PARAGRAPH_BREAK,
+    re.compile(r"[\n\r\x0b\x0c\x85\u2028]"),
+    re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])"),  # after . ! ? (and 。！？)
+    re.compile(r"\s+"),
+)
+
+Piece = tuple[int, int, int]  # start, end, token count
+
+
+class RecursiveChunker(BaseChunker):
+    """Split text at the coarsest structure that brings pieces within ``max_tokens``.
+
+    A section boundary always ends a chunk. Inside a section, pieces over budget
+    are split at blank lines, then line breaks, sentence ends, whitespace and
+    finally token windows; neighbouring pieces that fit together are merged, and a
+    chunk under ``min_tokens`` joins a neighbour when the pair fits. With
+    ``overlap_tokens``, each chunk also starts with the tail of the one before it
+    in the same section.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int = 256,
+        overlap_tokens: int = 0,
+        encoding: str = "cl100k_base",
+        min_tokens: int = 32,
+    ) -> None:
+        if (
+            isinstance(max_tokens, bool)
+            or not isinstance(max_tokens, int)
+            or max_tokens < MIN_MAX_TOKENS
+        ):
+            raise ValueError(
+                f"max_tokens must be an integer of at least {MIN_MAX_TOKENS}, got {max_tokens!r}."
+            )
+        if not _is_int_in(overlap_tokens, 0, max_tokens - 1):
+            raise ValueError(
+                "overlap_tokens must be an integer from 0 to max_tokens - 1 "
+                f"({max_tokens - 1}), got {overlap_tokens!r}."
+            )
+        if not _is_int_in(min_tokens, 0, max_tokens):
+            raise ValueError(
+                f"min_tokens must be an integer from 0 to max_tokens ({max_tokens}), "
+                f"got {min_tokens!r}."
+            )
+        validate_encoding_name(encoding)
+        self.max_tokens = max_tokens
+        self.overlap_tokens = overlap_tokens
+        self.encoding = encoding
+        self.min_tokens = min_tokens
+        # Leave room for the overlap that is prepended afterwards.
+        self._budget = max(max_tokens - overlap_tokens, MIN_MAX_TOKENS)
+
+    def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
+        """Return the chunk spans of ``text``, none crossing a boundary of ``sections``."""
+        spans: list[ChunkSpan] = []
+        for region_start, region_end in _regions(text, sections):
+            start, end = trim(text, region_start, region_end)
+            if start >= end:
+                continue
+            pieces = self._split(text, start, end, self._count(text, start, end), 0)
+            pieces = self._absorb_small(text, pieces)
+            if self.overlap_tokens:
+                pieces = self._add_overlap(text, pieces)
+            spans.extend(ChunkSpan(start, end) for start, end, _ in pieces)
+        return spans
+
+    def _count(self, text: str, start: int, end: int) -> int:
+        return count_tokens(text[start:end], self.encoding)
+
+    def _split(self, text: str, start: int, end: int, count: int, level: int) -> list[Piece]:
+        """Return pieces of ``text[start:end]`` within budget, split from ``level`` down."""
+        if count <= self._budget:
+            return [(start, end, count)]
+        parts: list[tuple[int, int]] = []
+        while level < len(_SEPARATORS) and len(parts) < 2:
+            parts = split_at(_SEPARATORS[level], text, start, end)
+            level += 1
+        if len(parts) < 2:
+            return split_by_tokens(
+                text, start, end, max_tokens=self._budget, overlap=0, encoding=self.encoding
+            )
+        pieces: list[Piece] = []
+        fitting: list[Piece] = []
+        for part_start, part_end in parts:
+            part_count = self._count(text, part_start, part_end)
+            if part_count <= self._budget:
+                fitting.append((part_start, part_end, part_count))
+                continue
+            pieces.extend(self._merge(text, fitting))
+            fitting = []
+            pieces.extend(self._split(text, part_start, part_end, part_count, level))
+        pieces.extend(self._merge(text, fitting))
+        return pieces
+
+    def _merge(self, text: str, pieces: list[Piece]) -> list[Piece]:
+        """Merge runs of neighbouring pieces greedily while they fit the budget.
+
+        Runs are sized from the pieces' own counts (plus one per line break between
+        them), then each merged span is counted exactly and cut back if it overshoots.
+        """
+        merged: list[Piece] = []
+        first = 0
+        while first < len(pieces):
+            estimate = pieces[first][2]
+            after = first + 1
+            while after < len(pieces):
+                gap = text[pieces[after - 1][1] : pieces[after][0]]
+                step = pieces[after][2] + ("\n" in gap)
+                if estimate + step > self._budget:
+                    break
+                estimate += step
+                after += 1
+            if after - first == 1:
+                merged.append(pieces[first])
+            else:
+                after = self._longest_fitting_run(text, pieces, first, after)
+                start, end = pieces[first][0], pieces[after - 1][1]
+                merged.append((start, end, self._count(text, start, end)))
+            first = after
+        return merged
+
+    def _longest_fitting_run(self, text: str, pieces: list[Piece], first: int, after: int) -> int:
+        """Return the largest ``after`` such that ``pieces[first:after]`` fits when merged."""
+        start = pieces[first][0]
+        if self._count(text, start, pieces[after - 1][1]) <= self._budget:
+            return after
+        fits, too_long = first + 1, after  # a single piece always fits
+        while too_long - fits > 1:
+            middle = (fits + too_long) // 2
+            if self._count(text, start, pieces[middle - 1][1]) <= self._budget:
+                fits = middle
+            else:
+                too_long = middle
+        return fits
+
+    def _absorb_small(self, text: str, pieces: list[Piece]) -> list[Piece]:
+        """Join each chunk under ``min_tokens`` to its predecessor when the pair fits."""
+        if not self.min_tokens:
+            return pieces
+        joined: list[Piece] = []
+        for start, end, count in pieces:
+            if joined and min(count, joined[-1][2]) < self.min_tokens:
+                previous_start = joined[-1][0]
+                pair_count = self._count(text, previous_start, end)
+                if pair_count <= self._budget:
+                    joined[-1] = (previous_start, end, pair_count)
+                    continue
+            joined.append((start, end, count))
+        return joined
+
+    def _add_overlap(self, text: str, pieces: list[Piece]) -> list[Piece]:
+        """Start each chunk with up to ``overlap_tokens`` tokens from the end of the last."""
+        overlapped = pieces[:1]
+        for (previous_start, previous_end, _), (start, end, count) in zip(pieces, pieces[1:]):
+            offsets = token_boundaries(text[previous_start:previous_end], self.encoding)
+            token_total = len(offsets) - 1
+            taken = min(self.overlap_tokens, token_total - 1)  # never the whole chunk
+            while taken > 0:
+                tail_start = _word_start(text, previous_start + offsets[-1 - taken], previous_end)
+                if tail_start <= previous_start:
+                    break
+                tail_count = self._count(text, tail_start, end)
+                if tail_count <= self.max_tokens:
+                    start, count = tail_start, tail_count
+                    break
+                taken -= tail_count - self.max_tokens
+            overlapped.append((start, end, count))
+        return overlapped
+
+
+def _regions(text: str, sections: Sequence[Section]) -> list[tuple[int, int]]:
+    """Return the stretches of ``text`` between consecutive section boundaries."""
+    boundaries = {0, len(text)}
+    for section in sections:
+        if not 0 <= section.start <= section.end <= len(text):
+            raise ValueError(
+                f"{section!r} does not fit in the text (0 <= start <= end <= {len(text)})."
+            )
+        boundaries.update((section.start, section.end))
+    ordered = sorted(boundaries)
+    return list(zip(ordered, ordered[1:]))
+
+
+def _word_start(text: str, start: int, end: int) -> int:
+    # Begin the overlap on a word when one starts within it.
+    if start > 0 and not text[start - 1].isspace():
+        for offset in range(start, end):
+            if text[offset].isspace():
+                return skip_space(text, offset, end)
+    return skip_space(text, start, end)
+
+
+def _is_int_in(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

@@ -1,0 +1,134 @@
+"""Fixed-size token windows, cut only between characters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tiktoken
+
+from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.character import drop_contained, skip_space, trim
+from retrieval.services.chunkers.tokens import count_tokens, token_boundaries
+from retrieval.services.types import ChunkSpan, Section
+
+__all__ = ["MIN_MAX_TOKENS", "TokenChunker", "split_by_tokens", "validate_encoding_name"]
+
+# One code point is at most 4 UTF-8 bytes, so at most 4 tokens: a smaller budget
+# could not always hold a chunk without cutting a character.
+MIN_MAX_TOKENS = 4
+
+
+class TokenChunker(BaseChunker):
+    """Split text into windows of at most ``max_tokens`` tokens, ``overlap`` shared."""
+
+    def __init__(
+        self, max_tokens: int = 256, overlap: int = 32, encoding: str = "cl100k_base"
+    ) -> None:
+        if (
+            isinstance(max_tokens, bool)
+            or not isinstance(max_tokens, int)
+            or max_tokens < MIN_MAX_TOKENS
+        ):
+            raise ValueError(
+                f"max_tokens must be an integer of at least {MIN_MAX_TOKENS}, got {max_tokens!r}."
+            )
+        if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < max_tokens:
+            raise ValueError(
+                f"overlap must be an integer from 0 to max_tokens - 1 ({max_tokens - 1}), "
+                f"got {overlap!r}."
+            )
+        validate_encoding_name(encoding)
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.encoding = encoding
+
+    def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
+        """Return token windows over ``text``; ``sections`` are ignored."""
+        spans = split_by_tokens(
+            text,
+            0,
+            len(text),
+            max_tokens=self.max_tokens,
+            overlap=self.overlap,
+            encoding=self.encoding,
+        )
+        return [ChunkSpan(start, end) for start, end, _ in spans]
+
+
+def validate_encoding_name(encoding: str) -> None:
+    """Raise ``ValueError`` unless tiktoken knows ``encoding`` (without loading it)."""
+    names = tiktoken.list_encoding_names()
+    if encoding not in names:
+        raise ValueError(f"encoding must be one of {', '.join(names)}, got {encoding!r}.")
+
+
+def split_by_tokens(
+    text: str, start: int, end: int, *, max_tokens: int, overlap: int, encoding: str
+) -> list[tuple[int, int, int]]:
+    """Return ``(start, end, token_count)`` windows over ``text[start:end]``.
+
+    Each window, encoded on its own, has at most ``max_tokens`` tokens; windows
+    that would exceed it (tokens merge differently at the edges) are shortened.
+    """
+    spans: list[tuple[int, int, int]] = []
+    position = skip_space(text, start, end)
+    while position < end:
+        offsets = [position + offset for offset in token_boundaries(text[position:end], encoding)]
+        resume = _add_windows(text, offsets, spans, max_tokens, overlap, encoding)
+        if resume is None:
+            break
+        position = skip_space(text, resume, end)
+    counts = {(start, end): count for start, end, count in spans}
+    kept = drop_contained((start, end) for start, end, _ in spans)
+    return [(start, end, counts[start, end]) for start, end in kept]
+
+
+def _add_windows(
+    text: str,
+    offsets: list[int],
+    spans: list[tuple[int, int, int]],
+    max_tokens: int,
+    overlap: int,
+    encoding: str,
+) -> int | None:
+    """Append windows over the tokens starting at ``offsets``.
+
+    Return the offset to encode afresh from when no whole number of tokens fits.
+    """
+    token_total = len(offsets) - 1
+    first = 0
+    while first < token_total:
+        last = min(first + max_tokens, token_total)
+        while True:
+            start, end = trim(text, offsets[first], offsets[last])
+            if start >= end:
+                break
+            count = count_tokens(text[start:end], encoding)
+            if count <= max_tokens:
+                spans.append((start, end, count))
+                break
+            if last - first > 1:
+                last = max(first + 1, last - (count - max_tokens))
+                continue
+            start, end, count = _longest_fitting_prefix(text, start, end, max_tokens, encoding)
+            spans.append((start, end, count))
+            return end
+        if last >= token_total:
+            return None
+        first = max(last - overlap, first + 1)
+    return None
+
+
+def _longest_fitting_prefix(
+    text: str, start: int, end: int, max_tokens: int, encoding: str
+) -> tuple[int, int, int]:
+    # text[start] is one non-space code point, so it alone fits in MIN_MAX_TOKENS.
+    fits, too_long = start + 1, end
+    while too_long - fits > 1:
+        middle = (fits + too_long) // 2
+        if count_tokens(text[start : trim(text, start, middle)[1]], encoding) <= max_tokens:
+            fits = middle
+        else:
+            too_long = middle
+    end = trim(text, start, fits)[1]
+    return start, end, count_tokens(text[start:end], encoding)

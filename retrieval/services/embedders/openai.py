@@ -1,0 +1,201 @@
+"""Embeddings from OpenAI or any OpenAI-compatible server, through the official client."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from django.core import checks
+
+from retrieval.exceptions import DimensionMismatchError, EmbeddingError, InvalidComponentError
+from retrieval.services.embedders.base import BaseEmbedder
+
+#: Output lengths of OpenAI's models, so :attr:`OpenAIEmbedder.dimension` needs no request.
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+#: Sent as the API key to servers that need none (the client refuses an empty key).
+PLACEHOLDER_API_KEY = "unused"
+PROBE_TEXT = "dimension probe"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIEmbedder(BaseEmbedder):
+    """Embed texts through an OpenAI-style ``/embeddings`` endpoint, in batches.
+
+    :param model: model id sent to the server.
+    :param base_url: server URL ending in ``/v1``; ``None`` means OpenAI itself.
+    :param api_key: defaults to ``OPENAI_API_KEY``, then to a placeholder when
+        ``base_url`` is set (local servers without auth).
+    :param dimensions: vector length; asked of the server when ``send_dimensions``.
+    :param batch_size: texts sent in one request.
+    :param max_retries: retries of the client on 408/409/429/5xx, connection errors
+        and timeouts, with exponential backoff (or the server's ``Retry-After``).
+    :param timeout: seconds to wait for one response.
+    :param send_dimensions: send ``dimensions`` in requests; by default only for
+        ``text-embedding-3*`` models with ``dimensions`` set, since most other
+        servers reject the parameter.
+    :param normalize: scale vectors to unit length.
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        max_retries: int = 5,
+        timeout: float = 30.0,
+        send_dimensions: bool | None = None,
+        normalize: bool = True,
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a non-empty model id, e.g. 'text-embedding-3-small'.")
+        if dimensions is not None and dimensions < 1:
+            raise ValueError(f"dimensions must be at least 1 or None, got {dimensions!r}.")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}.")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}.")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        if send_dimensions and dimensions is None:
+            raise ValueError("send_dimensions=True needs dimensions set to the length to ask for.")
+        if send_dimensions is None:
+            send_dimensions = dimensions is not None and model.startswith("text-embedding-3")
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.send_dimensions = send_dimensions
+        self.normalized = normalize
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._learned_dimension: int | None = None
+
+    @property
+    def dimension(self) -> int:
+        expected = self._expected_dimension()
+        if expected is None:
+            self._request([PROBE_TEXT])  # learns the length from the answer
+            expected = self._expected_dimension()
+        assert expected is not None
+        return expected
+
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("embed_batch() takes a sequence of texts, not one string; use embed().")
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        batches = [
+            self._request(texts[start : start + self.batch_size])
+            for start in range(0, len(texts), self.batch_size)
+        ]
+        vectors = np.concatenate(batches)
+        if self.normalized:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.maximum(norms, 1e-12)
+        return vectors.astype(np.float32, copy=False)
+
+    def check(self) -> list[checks.CheckMessage]:
+        if self._resolve_api_key() is not None:
+            return []
+        where = f"RETRIEVAL['EMBEDDERS'][{self.alias!r}]" if self.alias else "OpenAIEmbedder"
+        return [
+            checks.Error(
+                "The OpenAI embedder has no API key.",
+                hint="Set OPENAI_API_KEY, or pass api_key in OPTIONS; for a local server "
+                "without auth, pass its base_url.",
+                obj=where,
+                id="retrieval.E011",
+            )
+        ]
+
+    def _expected_dimension(self) -> int | None:
+        return self.dimensions or KNOWN_DIMENSIONS.get(self.model) or self._learned_dimension
+
+    def _resolve_api_key(self) -> str | None:
+        key = self.api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and self.base_url:
+            key = PLACEHOLDER_API_KEY
+        return key or None
+
+    def _get_client(self) -> Any:
+        """Return the openai client, built once on first use."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build_client()
+        return self._client
+
+    def _build_client(self) -> Any:
+        import openai
+
+        api_key = self._resolve_api_key()
+        if api_key is None:
+            raise InvalidComponentError(
+                "OpenAIEmbedder has no API key: set OPENAI_API_KEY or pass api_key; "
+                "for a local OpenAI-compatible server without auth, pass its base_url."
+            )
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        """Return the vectors of one batch in input order, checking their count and length."""
+        import openai
+
+        client = self._get_client()
+        params: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.send_dimensions:
+            params["dimensions"] = self.dimensions
+        try:
+            response = client.embeddings.create(**params)
+            items = sorted(response.data, key=lambda item: item.index)
+            vectors = [item.embedding for item in items]
+        except openai.OpenAIError as e:
+            raise self._error(f"failed (max_retries={self.max_retries}): {e}") from e
+        except (AttributeError, TypeError, ValueError) as e:
+            raise self._error(f"returned a malformed answer: {e}") from e
+        if [item.index for item in items] != list(range(len(texts))):
+            raise self._error(f"answered {len(items)} vectors with bad indexes for {len(texts)} texts")
+        return self._as_matrix(vectors)
+
+    def _as_matrix(self, vectors: list[list[float]]) -> np.ndarray:
+        lengths = {len(vector) for vector in vectors}
+        expected = self._expected_dimension()
+        if expected is None and len(lengths) == 1:
+            expected = self._learned_dimension = next(iter(lengths))
+        if lengths != {expected}:
+            received = ", ".join(str(length) for length in sorted(lengths))
+            raise DimensionMismatchError(
+                f"{self._where()} returned vectors of length {received}; "
+                f"expected {expected or 'one length for all'}. "
+                "Set dimensions to the model's real output length (and send_dimensions if the "
+                "server should shorten vectors)."
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _where(self) -> str:
+        base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        return f"Embedding model {self.model!r} at {base_url}"
+
+    def _error(self, problem: str) -> EmbeddingError:
+        return EmbeddingError(f"{self._where()} {problem}")

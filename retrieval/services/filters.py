@@ -1,0 +1,71 @@
+"""Retrieval filters: validated once, applied the same way by every retriever."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from retrieval.exceptions import InvalidFilterError
+
+ALLOWED_KEYS = ("document_ids", "documents", "metadata")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search may return, beyond its collection.
+
+    ``document_ids`` are primary keys, ``documents`` external ids, and ``metadata``
+    a JSON object each chunk's metadata must contain (chunks carry their
+    document's metadata).
+    """
+
+    document_ids: tuple[int, ...] | None = None
+    documents: tuple[str, ...] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Filters | Mapping[str, Any] | None) -> Filters:
+        """Validate a filters mapping (e.g. from JSON); raise ``InvalidFilterError``."""
+        if raw is None:
+            return cls()
+        if isinstance(raw, Filters):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise InvalidFilterError(f"filters must be an object, not {type(raw).__name__}.")
+        unknown = sorted(set(raw) - set(ALLOWED_KEYS))
+        if unknown:
+            raise InvalidFilterError(
+                f"Unknown filter {', '.join(map(repr, unknown))}; allowed: {', '.join(ALLOWED_KEYS)}."
+            )
+        document_ids = raw.get("document_ids")
+        if document_ids is not None:
+            if not isinstance(document_ids, list | tuple) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in document_ids
+            ):
+                raise InvalidFilterError("filters.document_ids must be a list of integers.")
+            document_ids = tuple(document_ids)
+        documents = raw.get("documents")
+        if documents is not None:
+            if not isinstance(documents, list | tuple) or not all(isinstance(d, str) for d in documents):
+                raise InvalidFilterError("filters.documents must be a list of external ids (strings).")
+            documents = tuple(documents)
+        metadata = raw.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InvalidFilterError("filters.metadata must be a JSON object.")
+        return cls(document_ids=document_ids, documents=documents, metadata=dict(metadata))
+
+    def __bool__(self) -> bool:
+        return self.document_ids is not None or self.documents is not None or bool(self.metadata)
+
+    def apply(self, chunks: QuerySet) -> QuerySet:
+        """Narrow a ``Chunk`` queryset to what these filters allow."""
+        if self.document_ids is not None:
+            chunks = chunks.filter(document_id__in=self.document_ids)
+        if self.documents is not None:
+            chunks = chunks.filter(document__external_id__in=self.documents)
+        if self.metadata:
+            chunks = chunks.filter(metadata__contains=self.metadata)
+        return chunks

@@ -1,0 +1,333 @@
+"""Ingestion: parse → chunk → embed in batches → store, recorded in an IndexRun.
+
+One entry point, :func:`ingest`, serves the commands, the API and the admin.
+Embedding happens outside any transaction, batched across documents; each
+document's chunks are then replaced in one transaction, so a failure at any step
+leaves that document's previous chunks searchable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import mimetypes
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.collections import embedder_for, ensure_vector_index
+from retrieval.services.parsing import parse
+from retrieval.services.registry import chunkers
+from retrieval.services.types import ParsedDocument, Section
+
+logger = logging.getLogger(__name__)
+
+Outcome = Literal["indexed", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Raw content to ingest as one document of a collection."""
+
+    external_id: str
+    data: bytes
+    filename: str | None = None
+    mime_type: str | None = None
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_path: str = ""
+
+    @classmethod
+    def from_path(cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None) -> Source:
+        """Read a file; the MIME type is guessed from its name."""
+        return cls(
+            external_id=external_id,
+            data=path.read_bytes(),
+            filename=path.name,
+            mime_type=mimetypes.guess_type(path.name)[0],
+            metadata=metadata or {},
+            source_path=str(path),
+        )
+
+    @classmethod
+    def from_text(cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None) -> Source:
+        return cls(
+            external_id=external_id,
+            data=text.encode("utf-8"),
+            mime_type="text/plain",
+            title=title,
+            metadata=metadata or {},
+        )
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What happened to one source."""
+
+    external_id: str
+    outcome: Outcome
+    document_id: int | None = None
+    chunks: int = 0
+    error: str = ""
+
+
+@dataclass
+class _PreparedDocument:
+    source: Source
+    parsed: ParsedDocument
+    mime_type: str
+    rows: list[Chunk]
+
+
+def ingest(
+    collection: Collection,
+    sources: Iterable[Source],
+    *,
+    total: int | None = None,
+    force: bool = False,
+    on_result: Callable[[IngestResult], None] | None = None,
+    created_by: Any = None,
+) -> IndexRun:
+    """Index ``sources`` into ``collection`` and return the finished IndexRun.
+
+    Unchanged sources (same content hash, already indexed) are skipped unless
+    ``force``. A source that fails is recorded with its reason and the rest go on.
+    """
+    run = IndexRun.objects.create(
+        collection=collection,
+        scope="ingest",
+        options={
+            "collection": collection.name,
+            "chunker": _chunker_alias(collection),
+            "embedder": collection.embedder,
+            "force": force,
+        },
+        status=IndexRun.Status.RUNNING,
+        documents_total=total or 0,
+        started_at=timezone.now(),
+        created_by=created_by if getattr(created_by, "pk", None) else None,
+    )
+    indexer = _Indexer(collection, run, force=force, on_result=on_result)
+    try:
+        ensure_vector_index(collection)
+        for source in sources:
+            indexer.add(source)
+        indexer.flush()
+    except BaseException as e:
+        _finish(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
+        raise
+    _finish(run)
+    return run
+
+
+def _finish(run: IndexRun, *, failure: str = "") -> None:
+    run.finished_at = timezone.now()
+    summary = (
+        f"{run.documents_indexed} indexed, {run.documents_skipped} skipped, "
+        f"{run.documents_failed} failed, {run.chunks_written} chunks written"
+    )
+    run.message = f"{failure} ({summary})" if failure else summary
+    run.status = IndexRun.Status.FAILED if failure or run.documents_failed else IndexRun.Status.SUCCEEDED
+    run.save()
+
+
+def _chunker_alias(collection: Collection) -> str:
+    return collection.chunker or retrieval_settings.DEFAULT_CHUNKER
+
+
+class _Indexer:
+    """Accumulate prepared documents and embed them in shared batches."""
+
+    def __init__(
+        self,
+        collection: Collection,
+        run: IndexRun,
+        *,
+        force: bool,
+        on_result: Callable[[IngestResult], None] | None,
+    ) -> None:
+        self.collection = collection
+        self.run = run
+        self.force = force
+        self.on_result = on_result
+        self.chunker = chunkers[_chunker_alias(collection)]
+        self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
+        self.encoding = retrieval_settings.TOKEN_ENCODING
+        self.pending: list[_PreparedDocument] = []
+
+    def add(self, source: Source) -> None:
+        try:
+            prepared = self._prepare(source)
+        except Exception as e:  # any reason to fail this one document, named for the user
+            self._fail(source, e)
+            return
+        if prepared is None:
+            return
+        self.pending.append(prepared)
+        if sum(len(p.rows) for p in self.pending) >= self.batch_size * 4:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        try:
+            vectors = self._embed([row.content for p in pending for row in p.rows])
+        except Exception as e:
+            if len(pending) == 1:
+                self._fail(pending[0].source, e)
+                return
+            # Find the document the batch failed on; the others still get indexed.
+            for prepared in pending:
+                self.pending = [prepared]
+                self.flush()
+            return
+        offset = 0
+        for prepared in pending:
+            count = len(prepared.rows)
+            self._write(prepared, vectors[offset : offset + count])
+            offset += count
+
+    def _prepare(self, source: Source) -> _PreparedDocument | None:
+        existing = (
+            Document.objects.filter(collection=self.collection, external_id=source.external_id)
+            .only("pk", "content_hash", "status")
+            .first()
+        )
+        if (
+            existing is not None
+            and not self.force
+            and existing.status == Document.Status.INDEXED
+            and existing.content_hash == source.content_hash
+        ):
+            self._record(IngestResult(source.external_id, "skipped", existing.pk))
+            return None
+        parsed, parser = parse(source.data, filename=source.filename, mime_type=source.mime_type)
+        # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
+        text = parsed.text.replace("\x00", "\ufffd")
+        if not text.strip():
+            raise RetrievalError("the file has no text to index")
+        spans = self.chunker.chunk(text, sections=parsed.sections)
+        section_starts = [section.start for section in parsed.sections]
+        rows = [
+            Chunk(
+                collection=self.collection,
+                index=i,
+                content=text[span.start : span.end],
+                start=span.start,
+                end=span.end,
+                token_count=count_tokens(text[span.start : span.end], self.encoding),
+                **_structure_at(parsed.sections, section_starts, span.start),
+            )
+            for i, span in enumerate(spans)
+        ]
+        parsed = ParsedDocument(text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata)
+        return _PreparedDocument(source, parsed, source.mime_type or parser.default_mime_type, rows)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        embedder = embedder_for(self.collection)
+        parts = [
+            embedder.embed_batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)
+        ]
+        vectors = np.concatenate(parts) if parts else np.zeros((0, self.collection.dimensions))
+        if vectors.shape != (len(texts), self.collection.dimensions):
+            raise RetrievalError(
+                f"embedder {self.collection.embedder!r} returned vectors of shape {vectors.shape}, "
+                f"expected ({len(texts)}, {self.collection.dimensions})"
+            )
+        return vectors
+
+    def _write(self, prepared: _PreparedDocument, vectors: np.ndarray) -> None:
+        source, parsed = prepared.source, prepared.parsed
+        metadata = {**parsed.metadata, **source.metadata}
+        try:
+            with transaction.atomic():
+                document, _ = Document.objects.select_for_update().get_or_create(
+                    collection=self.collection, external_id=source.external_id
+                )
+                document.title = (source.title or parsed.title or Path(source.filename or source.external_id).stem)[:1000]
+                document.mime_type = prepared.mime_type
+                document.source_path = source.source_path
+                document.content = parsed.text
+                document.content_hash = source.content_hash
+                document.metadata = metadata
+                document.status = Document.Status.INDEXED
+                document.error = ""
+                document.indexed_at = timezone.now()
+                document.save()
+                Chunk.objects.filter(document=document).delete()
+                for row, vector in zip(prepared.rows, vectors, strict=True):
+                    row.document = document
+                    row.metadata = dict(metadata)
+                    row.embedding = vector
+                Chunk.objects.bulk_create(prepared.rows, batch_size=500)
+        except Exception as e:
+            self._fail(source, e)
+            return
+        self._record(IngestResult(source.external_id, "indexed", document.pk, len(prepared.rows)))
+
+    def _fail(self, source: Source, error: BaseException) -> None:
+        reason = str(error) or error.__class__.__name__
+        logger.warning("Could not index %s: %s", source.external_id, reason)
+        document, created = Document.objects.get_or_create(
+            collection=self.collection,
+            external_id=source.external_id,
+            defaults={"title": source.title or Path(source.filename or source.external_id).stem},
+        )
+        # An indexed document keeps its content, hash and chunks: only the status says
+        # the last attempt failed, and a retry with the same bytes is not skipped.
+        document.status = Document.Status.FAILED
+        document.error = reason
+        if created:
+            document.source_path = source.source_path
+            document.mime_type = source.mime_type or ""
+        document.save()
+        self._record(IngestResult(source.external_id, "failed", document.pk, error=reason))
+
+    def _record(self, result: IngestResult) -> None:
+        run = self.run
+        run.documents_done += 1
+        run.documents_total = max(run.documents_total, run.documents_done)
+        if result.outcome == "indexed":
+            run.documents_indexed += 1
+            run.chunks_written += result.chunks
+        elif result.outcome == "skipped":
+            run.documents_skipped += 1
+        else:
+            run.documents_failed += 1
+            run.errors.append({"document": result.external_id, "error": result.error})
+        run.save(
+            update_fields=[
+                "documents_done",
+                "documents_total",
+                "documents_indexed",
+                "documents_skipped",
+                "documents_failed",
+                "chunks_written",
+                "errors",
+            ]
+        )
+        if self.on_result is not None:
+            self.on_result(result)
+
+
+def _structure_at(sections: Sequence[Section], starts: Sequence[int], offset: int) -> dict[str, Any]:
+    """Return the page and heading path of the section containing ``offset``."""
+    i = bisect.bisect_right(starts, offset) - 1
+    if i < 0 or offset >= sections[i].end:
+        return {"page": None, "heading_path": []}
+    return {"page": sections[i].page, "heading_path": list(sections[i].heading_path)}

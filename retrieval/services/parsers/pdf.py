@@ -1,0 +1,145 @@
+"""PDF files via PyMuPDF: one section per page, split further at outline headings."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+import pymupdf
+
+from retrieval.exceptions import ParseError
+from retrieval.services.parsers.base import BaseParser
+from retrieval.services.parsers.text import (
+    TextBuilder,
+    clip_title,
+    file_label,
+    first_line,
+    nest_heading,
+    stem_title,
+)
+from retrieval.services.types import ParsedDocument
+
+# Expand ligatures ("ﬁ" -> "fi") and join words hyphenated across lines, so they match queries.
+TEXT_FLAGS = (
+    pymupdf.TEXT_DEHYPHENATE | pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
+)
+# A heading may be printed with a number the outline omits: "2.1 Installation".
+NUMBER_PREFIX_MAX_CHARS = 8
+_WHITESPACE = re.compile(r"\s+")
+
+OutlineEntry = tuple[int, str]  # (level, title)
+
+
+class PdfParser(BaseParser):
+    """Read a PDF's text page by page; outline headings give sections their heading paths."""
+
+    mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
+    extensions: ClassVar[tuple[str, ...]] = (".pdf",)
+
+    def __init__(self, *, use_outline: bool = True) -> None:
+        self.use_outline = use_outline
+
+    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        """Return the pages' text joined by blank lines, one section per page (or part of one)."""
+        label = file_label(filename)
+        if not data:
+            raise ParseError(f"Cannot parse {label}: it is empty.")
+        pages, outline, meta_title = _read(data, label, use_outline=self.use_outline)
+        builder = TextBuilder()
+        stack: list[tuple[int, str]] = []
+        path: tuple[str, ...] = ()
+        for number, page_text in enumerate(pages, start=1):
+            lines = page_text.split("\n")
+            segments, path = _split_at_headings(lines, outline.get(number, []), stack, path)
+            builder.block_break()
+            for index, (start, heading_path) in enumerate(segments):
+                end = segments[index + 1][0] if index + 1 < len(segments) else len(lines)
+                builder.open_section(page=number, heading_path=heading_path)
+                builder.write_lines("\n".join(lines[start:end]))
+        text, sections = builder.build()
+        if not text:
+            raise ParseError(
+                f"Cannot parse {label}: it has no extractable text; it may be a scanned "
+                "document, and OCR is not supported."
+            )
+        title = clip_title(meta_title) or first_line(text) or stem_title(filename)
+        return ParsedDocument(
+            text=text, title=title, sections=sections, metadata={"page_count": len(pages)}
+        )
+
+
+def _read(
+    data: bytes, label: str, *, use_outline: bool
+) -> tuple[list[str], dict[int, list[OutlineEntry]], str]:
+    """Return each page's text, the outline entries by page and the metadata title."""
+    try:
+        document = pymupdf.open(stream=data, filetype="pdf")
+    except (RuntimeError, ValueError) as e:  # pymupdf.FileDataError is a RuntimeError
+        raise ParseError(f"Cannot parse {label}: it is not a readable PDF ({e}).") from e
+    with document:
+        if document.needs_pass:
+            raise ParseError(
+                f"Cannot parse {label}: it is encrypted and needs a password; "
+                "upload a copy saved without one."
+            )
+        try:
+            pages = [page.get_text("text", sort=True, flags=TEXT_FLAGS) for page in document]
+            outline = _outline(document) if use_outline else {}
+            meta_title = (document.metadata or {}).get("title") or ""
+        except (RuntimeError, ValueError) as e:
+            raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
+    return pages, outline, meta_title
+
+
+def _outline(document: pymupdf.Document) -> dict[int, list[OutlineEntry]]:
+    """Return the outline's ``(level, title)`` entries by 1-based page, in order."""
+    by_page: dict[int, list[OutlineEntry]] = {}
+    for level, title, page, *_ in document.get_toc(simple=True):
+        if 1 <= page <= document.page_count and (heading := _one_line(title)):
+            by_page.setdefault(page, []).append((level, heading))
+    return by_page
+
+
+def _split_at_headings(
+    lines: list[str],
+    entries: list[OutlineEntry],
+    stack: list[tuple[int, str]],
+    path: tuple[str, ...],
+) -> tuple[list[tuple[int, tuple[str, ...]]], tuple[str, ...]]:
+    """Return a page's segments as ``(first line, heading path)``, and the path after it.
+
+    A heading not found on its page applies from the next segment or page on.
+    """
+    segments = [(0, path)]
+    first_text = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    cursor = 0
+    for level, title in entries:
+        path = nest_heading(stack, level, title)
+        found = _find_heading(lines, title, cursor)
+        if found is None:
+            continue
+        if found <= first_text:
+            segments[0] = (0, path)
+        else:
+            segments.append((found, path))
+        cursor = found + 1
+    return segments, path
+
+
+def _find_heading(lines: list[str], title: str, start: int) -> int | None:
+    """Return the index of the first line from ``start`` that shows ``title``."""
+    key = title.casefold()
+    for index in range(start, len(lines)):
+        line = _one_line(lines[index]).casefold()
+        if not line:
+            continue
+        prefix = line[: -len(key)] if line.endswith(key) else None
+        numbered = prefix is not None and prefix.endswith(" ")
+        wrapped = key.startswith(line) and len(line) * 2 >= len(key)
+        if line == key or wrapped or (numbered and len(prefix) <= NUMBER_PREFIX_MAX_CHARS):
+            return index
+    return None
+
+
+def _one_line(text: str) -> str:
+    return _WHITESPACE.sub(" ", text).strip()

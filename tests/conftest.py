@@ -1,0 +1,46 @@
+"""Shared fixtures. Every test that touches the database uses the real PostgreSQL
++ pgvector of ``project.settings`` (embedded, or ``DATABASE_URL``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retrieval.conf import DEFAULTS
+
+SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
+SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
+
+
+@pytest.fixture
+def retrieval_settings(settings):
+    """Return a function that replaces parts of ``RETRIEVAL`` for one test."""
+
+    def configure(**overrides: Any) -> None:
+        current = dict(getattr(settings, "RETRIEVAL", {}) or {})
+        for key, value in overrides.items():
+            if isinstance(value, dict) and key in DEFAULTS and isinstance(DEFAULTS[key], dict):
+                current[key] = {**current.get(key, {}), **value}
+            else:
+                current[key] = value
+        settings.RETRIEVAL = current
+
+    return configure
+
+
+@pytest.fixture
+def keyword_settings(retrieval_settings):
+    """Make the hand-checkable keyword embedder the default, with small chunks."""
+    retrieval_settings(
+        EMBEDDERS={"default": KEYWORD_EMBEDDER},
+        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker", "OPTIONS": {"max_chars": 60}}},
+    )
+
+
+@pytest.fixture
+def sample_docs() -> Path:
+    return SAMPLE_DOCS

@@ -1,0 +1,59 @@
+"""Embedders for tests whose answers can be worked out by hand.
+
+They implement the real :class:`BaseEmbedder` contract; the database, indexing
+and ranking they feed are the real ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from retrieval.exceptions import EmbeddingError
+from retrieval.services.embedders.base import BaseEmbedder
+
+
+class KeywordEmbedder(BaseEmbedder):
+    """One axis per keyword: a text's vector counts the keywords it contains.
+
+    With keywords ``("north", "east", "up")``, "north north east" embeds to
+    ``[2, 1, 0]`` normalised, so cosine similarities are easy to compute by hand.
+    A text with no keyword gets a small constant vector.
+    """
+
+    def __init__(self, keywords: Sequence[str] = ("north", "east", "up"), model: str = "keywords") -> None:
+        self.keywords = tuple(keywords)
+        self.model = model
+        self.calls = 0
+
+    @property
+    def dimension(self) -> int:
+        return len(self.keywords)
+
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = text.lower().split()
+            counts = [sum(w.strip(".,;:!?") == k for w in words) for k in self.keywords]
+            vectors[i] = counts if any(counts) else [0.01] * self.dimension
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+
+
+class FailingEmbedder(KeywordEmbedder):
+    """A keyword embedder whose calls fail from the ``fail_from_call``-th one on."""
+
+    def __init__(self, fail_from_call: int = 2, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fail_from_call = fail_from_call
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if self.calls + 1 >= self.fail_from_call:
+            self.calls += 1
+            raise EmbeddingError(f"embedding service unavailable (call {self.calls})")
+        return super().embed_batch(texts)

@@ -1,0 +1,167 @@
+"""Dense retrieval on real PostgreSQL + pgvector, with answers worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
+from retrieval.models import Chunk, Collection, Document
+from retrieval.services.collections import ensure_vector_index, get_or_create_collection, vector_index_name
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.retrievers.dense import PgvectorRetriever
+from retrieval.services.search import search
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def compass(keyword_settings):
+    """Four one-paragraph documents on the axes (north, east, up)."""
+    collection, _ = get_or_create_collection("compass")
+    texts = {
+        "n": "north",
+        "ne": "north east",
+        "e": "east",
+        "u": "up",
+    }
+    sources = [
+        Source.from_text(text, external_id=key, metadata={"axis": key, "group": "flat" if key != "u" else "vertical"})
+        for key, text in texts.items()
+    ]
+    run = ingest(collection, sources)
+    assert run.status == "succeeded", run.errors
+    return collection
+
+
+def test_scores_are_cosine_similarities(compass):
+    results = search("north", collection=compass, retriever="dense", top_k=4)
+    ranked = [(r.chunk.document.external_id, round(r.score, 4)) for r in results]
+    # cos(north, north) = 1; cos(north, (north+east)/√2) = 1/√2; east and up are orthogonal.
+    assert ranked[:2] == [("n", 1.0), ("ne", round(1 / math.sqrt(2), 4))]
+    assert {doc for doc, _ in ranked[2:]} == {"e", "u"}
+    assert all(score == 0.0 for _, score in ranked[2:])
+    assert [r.rank for r in results] == [0, 1, 2, 3]
+
+
+def test_top_k_limits_results(compass):
+    assert len(search("north east", collection=compass, top_k=2)) == 2
+
+
+def test_document_and_metadata_filters(compass):
+    by_external_id = search("north", collection=compass, top_k=4, filters={"documents": ["e", "u"]})
+    assert {r.chunk.document.external_id for r in by_external_id} == {"e", "u"}
+
+    up_id = Document.objects.get(collection=compass, external_id="u").pk
+    by_pk = search("north", collection=compass, top_k=4, filters={"document_ids": [up_id]})
+    assert [r.chunk.document.external_id for r in by_pk] == ["u"]
+
+    flat = search("up", collection=compass, top_k=4, filters={"metadata": {"group": "flat"}})
+    assert {r.chunk.document.external_id for r in flat} == {"n", "ne", "e"}
+
+
+def test_score_threshold_drops_weak_matches(compass):
+    retriever = PgvectorRetriever(score_threshold=0.5)
+    results = retriever.retrieve("north", collection=compass, top_k=4)
+    assert [r.chunk.document.external_id for r in results] == ["n", "ne"]
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [{"unknown": 1}, {"document_ids": ["a"]}, {"documents": [1]}, {"metadata": [1]}, ["not", "a", "dict"]],
+)
+def test_bad_filters_are_refused(compass, filters):
+    with pytest.raises(InvalidFilterError):
+        search("north", collection=compass, filters=filters)
+
+
+def test_bad_top_k_is_refused(compass):
+    with pytest.raises(ValueError, match="top_k"):
+        search("north", collection=compass, top_k=0)
+
+
+def test_query_vector_of_wrong_dimension_is_refused(compass):
+    with pytest.raises(DimensionMismatchError):
+        PgvectorRetriever().search_vector([1.0, 0.0], collection=compass, top_k=3)
+
+
+def _new_collection(name: str, dimensions: int) -> Collection:
+    collection = Collection.objects.create(name=name, slug=name, embedder="default", dimensions=dimensions)
+    ensure_vector_index(collection)  # before any chunk write in this transaction
+    return collection
+
+
+def _fill(collection: Collection, rows: int, *, rare_every: int = 0, seed: int = 0) -> np.ndarray:
+    """Store ``rows`` random unit vectors directly; every ``rare_every``-th is tagged rare."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(rows, collection.dimensions)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    name = collection.name
+    document = Document.objects.create(collection=collection, external_id=f"{name}-doc", content="x" * rows)
+    Chunk.objects.bulk_create(
+        [
+            Chunk(
+                collection=collection,
+                document=document,
+                index=i,
+                content="x",
+                start=i,
+                end=i + 1,
+                embedding=vector,
+                metadata={"tag": "rare"} if rare_every and i % rare_every == 0 else {},
+            )
+            for i, vector in enumerate(vectors)
+        ],
+        batch_size=1000,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE retrieval_chunk")
+    return vectors
+
+
+def test_collections_of_different_dimensions_each_use_their_hnsw_index():
+    small, large = _new_collection("dims3", 3), _new_collection("dims8", 8)
+    small_vectors, large_vectors = _fill(small, 1500, seed=1), _fill(large, 1500, seed=2)
+    retriever = PgvectorRetriever()
+    for collection, vectors in ((small, small_vectors), (large, large_vectors)):
+        plan = retriever.explain(vectors[0], collection=collection, top_k=10)
+        assert vector_index_name(collection.pk) in plan, plan
+        results = retriever.search_vector(vectors[0], collection=collection, top_k=10)
+        assert results[0].chunk.index == 0
+        assert results[0].score == pytest.approx(1.0, abs=1e-5)
+        exact = np.argsort(-(vectors @ vectors[0]))[:10]
+        found = {r.chunk.index for r in results}
+        assert len(found & set(exact.tolist())) >= 9  # approximate index, near-exact recall
+
+
+def test_small_filter_is_ranked_by_an_exact_scan():
+    collection = _new_collection("sparse-tags", 8)
+    vectors = _fill(collection, 3000, rare_every=150, seed=3)  # 20 rare chunks
+    query, rare_filter = vectors[1], {"metadata": {"tag": "rare"}}
+    retriever = PgvectorRetriever()  # exact_scan_limit 5000 > 20 matches
+    results = retriever.search_vector(query, collection=collection, top_k=10, filters=rare_filter)
+    rare = np.arange(0, 3000, 150)
+    expected = rare[np.argsort(-(vectors[rare] @ query))[:10]]
+    assert [r.chunk.index for r in results] == expected.tolist()
+    plan = retriever.explain(query, collection=collection, top_k=10, filters=rare_filter)
+    assert vector_index_name(collection.pk) not in plan, plan
+
+
+def test_wide_filter_walks_the_index_iteratively_until_top_k_match():
+    collection = _new_collection("tagged", 8)
+    vectors = _fill(collection, 4000, rare_every=20, seed=4)  # 200 tagged chunks, 5%
+    query, tag_filter = vectors[7], {"metadata": {"tag": "rare"}}
+    # Force the index path: without iterative scans, ef_search=10 candidates hold ~0.5 tagged ones.
+    retriever = PgvectorRetriever(exact_scan_limit=0, ef_search=10)
+    plan = retriever.explain(query, collection=collection, top_k=10, filters=tag_filter)
+    assert vector_index_name(collection.pk) in plan, plan
+    results = retriever.search_vector(query, collection=collection, top_k=10, filters=tag_filter)
+    assert len(results) == 10
+    assert all(r.chunk.metadata == {"tag": "rare"} for r in results)
+    tagged = np.arange(0, 4000, 20)
+    expected = set(tagged[np.argsort(-(vectors[tagged] @ query))[:10]].tolist())
+    assert len(expected & {r.chunk.index for r in results}) >= 8
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
