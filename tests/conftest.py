@@ -37,7 +37,12 @@ def keyword_settings(retrieval_settings):
     """Make the hand-checkable keyword embedder the default, with small chunks."""
     retrieval_settings(
         EMBEDDERS={"default": KEYWORD_EMBEDDER},
-        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker", "OPTIONS": {"max_chars": 60}}},
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 12, "min_tokens": 1},
+            }
+        },
     )
 
 

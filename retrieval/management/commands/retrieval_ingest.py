@@ -69,7 +69,7 @@ class Command(BaseCommand):
     def _report(self, results: list[IngestResult]) -> None:
         for result in results:
             if result.outcome == "indexed":
-                self.stdout.write(f"indexed  {result.external_id} ({result.chunks} chunks)")
+                self.stdout.write(f"indexed  {result.external_id} ({result.chunks} chunk{'s' * (result.chunks != 1)})")
             elif result.outcome == "skipped":
                 self.stdout.write(f"skipped  {result.external_id} (unchanged)")
             else:

@@ -1,0 +1,159 @@
+"""``retrieval_ingest`` and ``retrieval_search`` end to end, including error exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pymupdf
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from retrieval.models import Collection, Document, IndexRun
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    """A folder of small documents, one of them corrupt, one hidden, one unsupported."""
+    root = tmp_path / "library"
+    (root / "nested").mkdir(parents=True)
+    (root / "north.txt").write_text("North is at the top of most maps.\n\nThe needle of a compass points north.")
+    (root / "nested" / "east.md").write_text("# Directions\n\n## East\n\nThe sun rises in the east.")
+    pdf = pymupdf.open()
+    for text in ("Page one points north.", "Page two looks up."):
+        pdf.new_page().insert_text((72, 72), text)
+    (root / "nested" / "atlas.pdf").write_bytes(pdf.tobytes())
+    (root / "nested" / "corrupt.pdf").write_bytes(b"%PDF-1.4 truncated")
+    (root / ".hidden.txt").write_text("north north north")
+    (root / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    return root
+
+
+def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings, library):
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 of 4 documents failed"):
+        call_command("retrieval_ingest", str(library), "--collection", "atlas", stdout=out, stderr=StringIO())
+    text = out.getvalue()
+    assert "Created collection 'atlas'" in text
+    assert "indexed  library/north.txt (2 chunks)" in text
+    assert "indexed  library/nested/east.md" in text
+    assert "indexed  library/nested/atlas.pdf (2 chunks)" in text
+    assert "failed   library/nested/corrupt.pdf:" in text
+    assert ".hidden" not in text and "picture.png" not in text
+    collection = Collection.objects.get(name="atlas")
+    assert collection.documents.filter(status="indexed").count() == 3
+    pdf_pages = list(
+        Document.objects.get(external_id="library/nested/atlas.pdf").chunks.values_list("page", flat=True)
+    )
+    assert pdf_pages == [1, 2]
+    heading = Document.objects.get(external_id="library/nested/east.md").chunks.last().heading_path
+    assert heading == ["Directions", "East"]
+    assert IndexRun.objects.get().status == IndexRun.Status.FAILED
+
+
+def test_second_ingest_skips_unchanged_files(keyword_settings, library):
+    (library / "nested" / "corrupt.pdf").unlink()
+    run("retrieval_ingest", str(library), "--collection", "atlas")
+    (library / "north.txt").write_text("North changed.\n\nStill north.")
+    text = run("retrieval_ingest", str(library), "--collection", "atlas")
+    assert "skipped  library/nested/east.md (unchanged)" in text
+    assert "indexed  library/north.txt" in text
+    assert "1 indexed, 2 skipped, 0 failed" in text
+
+
+def test_ingest_of_missing_path_or_unsupported_file_fails_after_the_rest(keyword_settings, library):
+    out = StringIO()
+    with pytest.raises(CommandError, match="2 of 3 documents failed"):
+        call_command(
+            "retrieval_ingest",
+            str(library / "north.txt"),
+            str(library / "picture.png"),
+            str(library / "absent.txt"),
+            "--collection",
+            "atlas",
+            stdout=out,
+        )
+    text = out.getvalue()
+    assert "failed   " + str(library / "absent.txt") + ": no such file or folder" in text
+    assert "failed   picture.png: No parser accepts picture.png" in text
+    assert Document.objects.get(external_id="north.txt").status == "indexed"
+
+
+def test_ingest_refuses_bad_options(keyword_settings, library):
+    with pytest.raises(CommandError, match="--metadata is not valid JSON"):
+        run("retrieval_ingest", str(library), "--collection", "atlas", "--metadata", "{nope")
+    with pytest.raises(CommandError, match="Unknown embedder 'missing'; configured: default"):
+        run("retrieval_ingest", str(library), "--collection", "new", "--embedder", "missing")
+
+
+def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
+    (library / "nested" / "corrupt.pdf").unlink()
+    run("retrieval_ingest", str(library), "--collection", "atlas")
+    text = run("retrieval_search", "north", "--collection", "atlas", "--top-k", "3")
+    assert "3 results from 'atlas' (dense):" in text
+    assert "1. 1.0000  " in text
+    results = json.loads(run("retrieval_search", "up", "--collection", "atlas", "--top-k", "2", "--json"))
+    assert len(results) == 2
+    required = {"rank", "score", "document", "title", "chunk_index", "start", "end", "page", "text", "metadata"}
+    assert required <= set(results[0])
+    top = results[0]
+    assert top["rank"] == 1 and top["document"] == "library/nested/atlas.pdf" and top["page"] == 2
+    assert top["text"] == "Page two looks up."
+    document = Document.objects.get(external_id=top["document"])
+    assert document.content[top["start"] : top["end"]] == top["text"]
+    md = json.loads(run("retrieval_search", "east", "--collection", "atlas", "--top-k", "1", "--json"))[0]
+    assert md["page"] is None and md["document"] == "library/nested/east.md"
+
+
+def test_search_errors_are_command_errors(keyword_settings, library):
+    run("retrieval_ingest", str(library / "north.txt"), "--collection", "atlas")
+    with pytest.raises(CommandError, match="No collection named 'nowhere'; existing: atlas"):
+        run("retrieval_search", "north", "--collection", "nowhere")
+    with pytest.raises(CommandError, match="Unknown retriever 'psychic'; configured: dense"):
+        run("retrieval_search", "north", "--collection", "atlas", "--retriever", "psychic")
+    with pytest.raises(CommandError, match="Unknown filter 'colour'"):
+        run("retrieval_search", "north", "--collection", "atlas", "--filters", '{"colour": "red"}')
+    with pytest.raises(CommandError, match="--top-k must be at least 1"):
+        run("retrieval_search", "north", "--collection", "atlas", "--top-k", "0")
+
+
+def _manage(*args: str) -> subprocess.CompletedProcess:
+    """Run manage.py in a child process against this test database."""
+    settings = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{settings['USER']}@/{settings['NAME']}?host={settings['HOST']}",
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_commands_in_a_real_process_with_the_local_model(sample_docs):
+    """The demo's path: default settings, the local embedder, exit codes as a shell sees them."""
+    ingested = _manage("retrieval_ingest", str(sample_docs), "--collection", "handbook")
+    assert ingested.returncode == 0, ingested.stderr + ingested.stdout
+    assert ingested.stdout.count("indexed  sample_docs/") >= 5
+    found = _manage("retrieval_search", "How do I install the package?", "--collection", "handbook", "--json")
+    assert found.returncode == 0, found.stderr
+    results = json.loads(found.stdout)
+    assert results and any("pip install" in r["text"] for r in results)
+    missing = _manage("retrieval_search", "anything", "--collection", "nope")
+    assert missing.returncode == 1 and "No collection named 'nope'" in missing.stderr

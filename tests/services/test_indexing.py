@@ -1,0 +1,135 @@
+"""Ingestion on the real database: offsets, idempotency, atomic replacement, failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.models import Chunk, Document, IndexRun
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.search import search
+
+pytestmark = pytest.mark.django_db
+
+TWO_PARAGRAPHS = "North is where the compass points.\n\nEast is where the sun rises up."
+THREE_PARAGRAPHS = (
+    "North again, and north once more.\n\nNow east, only east, always east.\n\nAnd up, straight up, up again."
+)
+
+
+@pytest.fixture
+def collection(keyword_settings):
+    return get_or_create_collection("notes")[0]
+
+
+def _chunks(document: Document) -> list[Chunk]:
+    return list(document.chunks.order_by("index"))
+
+
+def test_ingest_stores_document_chunks_and_run(collection):
+    run = ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt", metadata={"lang": "en"})])
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert (run.documents_indexed, run.documents_failed, run.chunks_written) == (1, 0, 2)
+    assert run.started_at <= run.finished_at
+    document = Document.objects.get(collection=collection, external_id="a.txt")
+    assert document.status == Document.Status.INDEXED
+    assert document.content == TWO_PARAGRAPHS
+    chunks = _chunks(document)
+    assert [c.content for c in chunks] == TWO_PARAGRAPHS.split("\n\n")
+    for chunk in chunks:
+        assert chunk.content == document.content[chunk.start : chunk.end]
+        assert chunk.token_count > 0
+        assert len(chunk.embedding) == collection.dimensions
+        assert chunk.metadata == document.metadata and document.metadata["lang"] == "en"
+        assert chunk.collection_id == collection.pk
+
+
+def test_reingesting_unchanged_content_is_a_no_op(collection):
+    source = Source.from_text(TWO_PARAGRAPHS, external_id="a.txt")
+    ingest(collection, [source])
+    before = list(Chunk.objects.filter(document__external_id="a.txt").values_list("pk", flat=True))
+    run = ingest(collection, [source])
+    assert (run.documents_skipped, run.documents_indexed, run.chunks_written) == (1, 0, 0)
+    assert list(Chunk.objects.filter(document__external_id="a.txt").values_list("pk", flat=True)) == before
+    forced = ingest(collection, [source], force=True)
+    assert forced.documents_indexed == 1
+
+
+def test_changed_content_replaces_the_chunks(collection):
+    ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt")])
+    ingest(collection, [Source.from_text(THREE_PARAGRAPHS, external_id="a.txt")])
+    document = Document.objects.get(external_id="a.txt")
+    assert [c.content for c in _chunks(document)] == THREE_PARAGRAPHS.split("\n\n")
+    assert Chunk.objects.filter(collection=collection).count() == 3
+
+
+def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_settings):
+    ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt")])
+    old = [(c.pk, c.content) for c in _chunks(Document.objects.get(external_id="a.txt"))]
+    old_hash = Document.objects.get(external_id="a.txt").content_hash
+    # One text per embedding call; the second call fails, halfway through the new version.
+    retrieval_settings(
+        EMBEDDERS={"default": {"BACKEND": "tests.embedders.FailingEmbedder", "OPTIONS": {"fail_from_call": 2}}},
+        EMBED_BATCH_SIZE=1,
+    )
+    run = ingest(collection, [Source.from_text(THREE_PARAGRAPHS, external_id="a.txt")])
+    assert run.status == IndexRun.Status.FAILED
+    assert run.errors == [{"document": "a.txt", "error": "embedding service unavailable (call 2)"}]
+    document = Document.objects.get(external_id="a.txt")
+    assert document.status == Document.Status.FAILED
+    assert "unavailable" in document.error
+    assert document.content == TWO_PARAGRAPHS and document.content_hash == old_hash
+    assert [(c.pk, c.content) for c in _chunks(document)] == old
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    hits = search("north", collection=collection, top_k=1)
+    assert hits[0].chunk.content == "North is where the compass points."
+    # The same new bytes are retried (not skipped) once the embedder works again.
+    retry = ingest(collection, [Source.from_text(THREE_PARAGRAPHS, external_id="a.txt")])
+    assert retry.documents_indexed == 1
+    assert Document.objects.get(external_id="a.txt").status == Document.Status.INDEXED
+
+
+def test_a_bad_file_fails_alone_and_the_run_goes_on(collection):
+    sources = [
+        Source(external_id="broken.pdf", data=b"%PDF-1.7 this is not really a pdf", filename="broken.pdf"),
+        Source(external_id="photo.png", data=b"\x89PNG\r\n\x1a\n", filename="photo.png"),
+        Source.from_text(TWO_PARAGRAPHS, external_id="good.txt"),
+    ]
+    run = ingest(collection, sources)
+    assert run.status == IndexRun.Status.FAILED
+    assert (run.documents_indexed, run.documents_failed, run.documents_done) == (1, 2, 3)
+    errors = {e["document"]: e["error"] for e in run.errors}
+    assert set(errors) == {"broken.pdf", "photo.png"}
+    assert "No parser accepts photo.png" in errors["photo.png"]
+    assert errors["broken.pdf"]
+    assert Document.objects.get(external_id="good.txt").status == Document.Status.INDEXED
+    failed = Document.objects.get(external_id="broken.pdf")
+    assert failed.status == Document.Status.FAILED and not failed.chunks.exists()
+    assert "2 failed" in run.message
+
+
+def test_embedder_of_another_dimension_is_refused(collection, retrieval_settings):
+    retrieval_settings(
+        EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder", "OPTIONS": {"keywords": ["a", "b", "c", "d"]}}}
+    )
+    run = ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt")])
+    assert run.documents_failed == 1
+    assert "4-dimensional" in run.errors[0]["error"] and "3-dimensional" in run.errors[0]["error"]
+    assert not Chunk.objects.exists()
+
+
+def test_nul_characters_are_stored_without_shifting_offsets(collection):
+    text = "north\x00pole\n\neast"
+    ingest(collection, [Source(external_id="nul.json", data=b'{"a": "north\\u0000pole"}', filename="nul.json"),
+                        Source.from_text(text.replace("\x00", " "), external_id="plain.txt")])
+    document = Document.objects.get(external_id="nul.json")
+    assert "\x00" not in document.content
+    for chunk in document.chunks.all():
+        assert chunk.content == document.content[chunk.start : chunk.end]
+
+
+def test_deleting_a_document_removes_its_chunks(collection):
+    ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt"), Source.from_text("up", external_id="b.txt")])
+    Document.objects.get(external_id="a.txt").delete()
+    assert list(Chunk.objects.values_list("document__external_id", flat=True)) == ["b.txt"]
+    assert [r.chunk.document.external_id for r in search("north", collection=collection)] == ["b.txt"]
