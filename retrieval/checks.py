@@ -5,7 +5,8 @@
 - ``retrieval.E003``: a component's BACKEND cannot be imported or built.
 - ``retrieval.E004``: a DEFAULT_* setting names an unknown component.
 - ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
-- ``retrieval.E010``: the local embedder's model or tokenizer is missing (from the embedder).
+- ``retrieval.E010``: the local embedder's model, tokenizer or runtime is missing.
+- ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 """
 
 from __future__ import annotations
@@ -141,10 +142,12 @@ def check_collection_embedders(app_configs: Any = None, databases: Any = None, *
                 )
                 continue
             try:
-                dimension = embedders[collection.embedder].dimension
+                # Never a network call from a check: an embedder that would have to ask
+                # its server for the dimension is checked at ingestion and query time.
+                dimension = embedders[collection.embedder].known_dimension
             except Exception:  # reported by check_components
                 continue
-            if dimension != collection.dimensions:
+            if dimension is not None and dimension != collection.dimensions:
                 errors.append(
                     checks.Error(
                         f"Collection {collection.name!r} holds {collection.dimensions}-dimensional "

@@ -7,7 +7,6 @@ logic lives in :mod:`retrieval.services`.
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from pgvector.django import VectorField
 
@@ -79,8 +78,9 @@ class Document(models.Model):
         ]
         indexes = [
             models.Index(fields=["collection", "status"], name="retrieval_doc_status_idx"),
-            GinIndex(fields=["metadata"], name="retrieval_doc_metadata_gin", opclasses=["jsonb_path_ops"]),
         ]
+        # GIN (jsonb_path_ops) indexes on metadata are created in SQL by migration 0001:
+        # GinIndex would make hosts add django.contrib.postgres to INSTALLED_APPS.
 
     def __str__(self) -> str:
         return self.title or self.external_id
@@ -115,9 +115,8 @@ class Chunk(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["document", "index"], name="retrieval_chunk_unique_index")
         ]
-        indexes = [
-            GinIndex(fields=["metadata"], name="retrieval_chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
-        ]
+        # Its metadata GIN index and per-collection HNSW indexes are created in SQL
+        # (migration 0001, services.collections.ensure_vector_index).
 
     def __str__(self) -> str:
         return f"{self.document} #{self.index}"

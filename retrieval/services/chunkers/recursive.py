@@ -13,17 +13,21 @@ from retrieval.services.chunkers.token import (
     split_by_tokens,
     validate_encoding_name,
 )
-from retrieval.services.chunkers.tokens import count_tokens, token_boundaries
+from retrieval.services.chunkers.tokens import (
+    count_tokens,
+    longest_token_bytes,
+    token_boundaries,
+)
 from retrieval.services.types import ChunkSpan, Section
 
 __all__ = ["RecursiveChunker"]
 
-# Tried in order, each only inside a piece still over budget; tokens come last.
+# Tried in order, each only inside a piece still over budget; then token windows
+# that end between words where they can.
 _SEPARATORS = (
     PARAGRAPH_BREAK,
     re.compile(r"[\n\r\x0b\x0c\x85\u2028]"),
     re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])"),  # after . ! ? (and 。！？)
-    re.compile(r"\s+"),
 )
 
 Piece = tuple[int, int, int]  # start, end, token count
@@ -33,8 +37,8 @@ class RecursiveChunker(BaseChunker):
     """Split text at the coarsest structure that brings pieces within ``max_tokens``.
 
     A section boundary always ends a chunk. Inside a section, pieces over budget
-    are split at blank lines, then line breaks, sentence ends, whitespace and
-    finally token windows; neighbouring pieces that fit together are merged, and a
+    are split at blank lines, then line breaks, then sentence ends, then into
+    token windows that end between words (mid-word only for a word over budget); neighbouring pieces that fit together are merged, and a
     chunk under ``min_tokens`` joins a neighbour when the pair fits. With
     ``overlap_tokens``, each chunk also starts with the tail of the one before it
     in the same section.
@@ -80,7 +84,7 @@ class RecursiveChunker(BaseChunker):
             start, end = trim(text, region_start, region_end)
             if start >= end:
                 continue
-            pieces = self._split(text, start, end, self._count(text, start, end), 0)
+            pieces = self._split(text, start, end, self._count_up_to_budget(text, start, end), 0)
             pieces = self._absorb_small(text, pieces)
             if self.overlap_tokens:
                 pieces = self._add_overlap(text, pieces)
@@ -89,6 +93,12 @@ class RecursiveChunker(BaseChunker):
 
     def _count(self, text: str, start: int, end: int) -> int:
         return count_tokens(text[start:end], self.encoding)
+
+    def _count_up_to_budget(self, text: str, start: int, end: int) -> int:
+        """Return the token count of ``text[start:end]``, or budget + 1 if surely over it."""
+        if end - start > self._budget * longest_token_bytes(self.encoding):
+            return self._budget + 1
+        return self._count(text, start, end)
 
     def _split(self, text: str, start: int, end: int, count: int, level: int) -> list[Piece]:
         """Return pieces of ``text[start:end]`` within budget, split from ``level`` down."""
@@ -100,12 +110,18 @@ class RecursiveChunker(BaseChunker):
             level += 1
         if len(parts) < 2:
             return split_by_tokens(
-                text, start, end, max_tokens=self._budget, overlap=0, encoding=self.encoding
+                text,
+                start,
+                end,
+                max_tokens=self._budget,
+                overlap=0,
+                encoding=self.encoding,
+                word_ends=True,
             )
         pieces: list[Piece] = []
         fitting: list[Piece] = []
         for part_start, part_end in parts:
-            part_count = self._count(text, part_start, part_end)
+            part_count = self._count_up_to_budget(text, part_start, part_end)
             if part_count <= self._budget:
                 fitting.append((part_start, part_end, part_count))
                 continue

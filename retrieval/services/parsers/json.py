@@ -64,7 +64,7 @@ def _parse_document(source: str, label: str, filename: str | None) -> ParsedDocu
             f"Cannot parse {label}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}."
         ) from e
     builder = TextBuilder()
-    if isinstance(value, _Object):
+    if isinstance(value, _Object) and value:
         for key, child in value:
             builder.open_section(heading_path=(key or '""',))
             _write_leaves(builder, child, _join_key("", key))
@@ -163,7 +163,7 @@ def _scalar(value: str | bool | None) -> str:
         return str(value)
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    return _LINE_BREAKS.sub(" ", value) if value else '""'
+    return _LINE_BREAKS.sub(" ", value) if value.strip() else json.dumps(value)
 
 
 def _title(value: Any) -> str:

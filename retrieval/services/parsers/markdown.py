@@ -53,7 +53,8 @@ class MarkdownParser(BaseParser):
             if node.type == "heading" and (heading := _one_line(_inline_text(node))):
                 level = int(node.tag[1])
                 first_h1 = first_h1 or (heading if level == 1 else "")
-                builder.open_section(heading_path=nest_heading(stack, level, heading))
+                path = nest_heading(stack, level, clip_title(heading))
+                builder.open_section(heading_path=path)
                 builder.write_lines(heading)
             else:
                 builder.write_lines(_block_text(node))
@@ -91,7 +92,8 @@ def _block_text(node: SyntaxTreeNode) -> str:
     if kind == "table":
         return "\n".join(_table_rows(node))
     if kind == "html_block":
-        return html.unescape(_HTML_TAG.sub("", _HTML_HIDDEN.sub("", node.content)))
+        text = html.unescape(_HTML_TAG.sub("", _HTML_HIDDEN.sub("", node.content)))
+        return "\n".join(line.strip() for line in text.split("\n"))
     if kind == "hr":
         return ""
     return "\n\n".join(_block_text(child) for child in node.children)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import pymupdf
 
@@ -17,7 +17,7 @@ from retrieval.services.parsers.text import (
     nest_heading,
     stem_title,
 )
-from retrieval.services.types import ParsedDocument
+from retrieval.services.types import ParsedDocument, Section
 
 # Expand ligatures ("ﬁ" -> "fi") and join words hyphenated across lines, so they match queries.
 TEXT_FLAGS = (
@@ -44,33 +44,31 @@ class PdfParser(BaseParser):
         label = file_label(filename)
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
-        pages, outline, meta_title = _read(data, label, use_outline=self.use_outline)
-        builder = TextBuilder()
-        stack: list[tuple[int, str]] = []
-        path: tuple[str, ...] = ()
-        for number, page_text in enumerate(pages, start=1):
-            lines = page_text.split("\n")
-            segments, path = _split_at_headings(lines, outline.get(number, []), stack, path)
-            builder.block_break()
-            for index, (start, heading_path) in enumerate(segments):
-                end = segments[index + 1][0] if index + 1 < len(segments) else len(lines)
-                builder.open_section(page=number, heading_path=heading_path)
-                builder.write_lines("\n".join(lines[start:end]))
-        text, sections = builder.build()
+        content = _read(data, label, use_outline=self.use_outline)
+        text, sections = _assemble(content.pages, content.outline)
+        if not text and content.repaired:
+            raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
         if not text:
             raise ParseError(
                 f"Cannot parse {label}: it has no extractable text; it may be a scanned "
                 "document, and OCR is not supported."
             )
-        title = clip_title(meta_title) or first_line(text) or stem_title(filename)
+        title = clip_title(content.title) or first_line(text) or stem_title(filename)
         return ParsedDocument(
-            text=text, title=title, sections=sections, metadata={"page_count": len(pages)}
+            text=text, title=title, sections=sections, metadata={"page_count": len(content.pages)}
         )
 
 
-def _read(
-    data: bytes, label: str, *, use_outline: bool
-) -> tuple[list[str], dict[int, list[OutlineEntry]], str]:
+class _PdfContent(NamedTuple):
+    """What the parser needs from an open PDF, read before the document closes."""
+
+    pages: list[str]
+    outline: dict[int, list[OutlineEntry]]
+    title: str
+    repaired: bool
+
+
+def _read(data: bytes, label: str, *, use_outline: bool) -> _PdfContent:
     """Return each page's text, the outline entries by page and the metadata title."""
     try:
         document = pymupdf.open(stream=data, filetype="pdf")
@@ -82,13 +80,40 @@ def _read(
                 f"Cannot parse {label}: it is encrypted and needs a password; "
                 "upload a copy saved without one."
             )
+        # MuPDF silently repairs a truncated file and returns what it can; refuse that
+        # when the end-of-file marker is missing, rather than index half a document.
+        if document.is_repaired and b"%%EOF" not in data:
+            raise ParseError(
+                f"Cannot parse {label}: it is not a readable PDF (truncated: no end-of-file "
+                "marker); upload the complete file."
+            )
         try:
-            pages = [page.get_text("text", sort=True, flags=TEXT_FLAGS) for page in document]
-            outline = _outline(document) if use_outline else {}
-            meta_title = (document.metadata or {}).get("title") or ""
+            return _PdfContent(
+                pages=[page.get_text("text", sort=True, flags=TEXT_FLAGS) for page in document],
+                outline=_outline(document) if use_outline else {},
+                title=(document.metadata or {}).get("title") or "",
+                repaired=bool(document.is_repaired),
+            )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
-    return pages, outline, meta_title
+
+
+def _assemble(
+    pages: list[str], outline: dict[int, list[OutlineEntry]]
+) -> tuple[str, tuple[Section, ...]]:
+    """Return the pages' text and sections, split where outline headings start."""
+    builder = TextBuilder()
+    stack: list[tuple[int, str]] = []
+    path: tuple[str, ...] = ()
+    for number, page_text in enumerate(pages, start=1):
+        lines = page_text.split("\n")
+        segments, path = _split_at_headings(lines, outline.get(number, []), stack, path)
+        builder.block_break()
+        for index, (start, heading_path) in enumerate(segments):
+            end = segments[index + 1][0] if index + 1 < len(segments) else len(lines)
+            builder.open_section(page=number, heading_path=heading_path)
+            builder.write_lines("\n".join(lines[start:end]))
+    return builder.build()
 
 
 def _outline(document: pymupdf.Document) -> dict[int, list[OutlineEntry]]:
@@ -130,15 +155,21 @@ def _find_heading(lines: list[str], title: str, start: int) -> int | None:
     """Return the index of the first line from ``start`` that shows ``title``."""
     key = title.casefold()
     for index in range(start, len(lines)):
-        line = _one_line(lines[index]).casefold()
-        if not line:
-            continue
-        prefix = line[: -len(key)] if line.endswith(key) else None
-        numbered = prefix is not None and prefix.endswith(" ")
-        wrapped = key.startswith(line) and len(line) * 2 >= len(key)
-        if line == key or wrapped or (numbered and len(prefix) <= NUMBER_PREFIX_MAX_CHARS):
+        if _shows_heading(_one_line(lines[index]).casefold(), key):
             return index
     return None
+
+
+def _shows_heading(line: str, key: str) -> bool:
+    """Return whether ``line`` is the heading ``key``, maybe numbered or wrapped."""
+    if not line:
+        return False
+    if line == key:
+        return True
+    if line.endswith(" " + key):  # "2.1 installation"
+        return len(line) - len(key) <= NUMBER_PREFIX_MAX_CHARS
+    # The first line of a heading wrapped onto two lines.
+    return key.startswith(line + " ") and len(line) * 2 >= len(key)
 
 
 def _one_line(text: str) -> str:

@@ -1,0 +1,304 @@
+"""A small OpenAI-compatible HTTP server for tests, scripted with canned faults.
+
+Use it as a context manager (or through a pytest fixture)::
+
+    with OpenAIServer(dimension=8) as server:
+        server.fail_next(status_fault(429), status_fault(429))
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused")
+        ...
+        assert len(server.requests_to("/v1/embeddings")) == 3
+
+Routes are a dict ``(method, path) -> handler``; a handler takes the
+:class:`RecordedRequest` and the server and returns a :class:`Reply`. Add one
+with :meth:`OpenAIServer.add_route` (for example ``POST /v1/chat/completions``).
+Faults are handlers too: each queued fault answers one request in place of the route.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import re
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # the parsed JSON body, or None when there was none or it was not JSON
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What to send back: a JSON-able ``body``, or raw bytes sent as they are."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[RecordedRequest, "OpenAIServer"], Reply]
+
+
+def error_reply(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
+    """Return an error in OpenAI's wire format."""
+    kind = (
+        "rate_limit_error"
+        if status == 429
+        else "server_error"
+        if status >= 500
+        else "invalid_request_error"
+    )
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return Reply(status, body, headers or {})
+
+
+# Faults: each answers one request in place of its route.
+
+
+def status_fault(status: int, retry_after_ms: int = 1) -> Handler:
+    """Answer with an HTTP error; ``Retry-After`` is tiny so client retries stay fast.
+
+    The openai client ignores ``retry-after: 0`` (it then backs off 0.5 s or more), so
+    ``retry-after-ms`` carries the real delay.
+    """
+    headers = {"retry-after": "0", "retry-after-ms": str(retry_after_ms)}
+    return lambda request, server: error_reply(status, f"scripted fault {status}", headers)
+
+
+def delay_fault(seconds: float) -> Handler:
+    """Wait ``seconds`` (longer than the client timeout, to time it out), then answer normally."""
+
+    def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
+        server.stopping.wait(seconds)
+        return server.route_reply(request)
+
+    return handle
+
+
+def malformed_json_fault() -> Handler:
+    """Answer 200 with a body that is not JSON."""
+    return lambda request, server: Reply(200, b'{"object": "list", "data": [', {})
+
+
+def wrong_dimension_fault(dimension: int) -> Handler:
+    """Answer an embeddings request normally but with vectors of ``dimension`` floats."""
+
+    def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
+        return embeddings_reply(request, server, dimension=dimension)
+
+    return handle
+
+
+# The embeddings route.
+
+
+def hashed_bag_of_words(text: str, dimension: int) -> np.ndarray:
+    """Return a unit vector that sums signed hashed words, so texts sharing words are near."""
+    vector = np.zeros(dimension, dtype=np.float64)
+    for word in re.findall(r"\w+", text.lower()) or [""]:
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        number = int.from_bytes(digest, "little")
+        vector[number % dimension] += 1.0 if (number >> 32) & 1 else -1.0
+    norm = np.linalg.norm(vector)
+    if norm == 0:  # words cancelled out; any fixed unit vector will do
+        vector[0], norm = 1.0, 1.0
+    return (vector / norm).astype(np.float32)
+
+
+def embeddings_reply(
+    request: RecordedRequest, server: OpenAIServer, dimension: int | None = None
+) -> Reply:
+    """Answer ``POST /v1/embeddings`` with deterministic vectors."""
+    body = request.body
+    if not isinstance(body, dict) or "input" not in body:
+        return error_reply(400, "body must be a JSON object with 'input'")
+    texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return error_reply(400, "'input' must be a string or a non-empty array of strings")
+    if "dimensions" in body and server.reject_dimensions:
+        return error_reply(400, "this server does not support 'dimensions'")
+    size = dimension or body.get("dimensions") or server.dimension
+    as_base64 = body.get("encoding_format") == "base64"
+    data = []
+    for index, text in enumerate(texts):
+        vector = hashed_bag_of_words(text, size)
+        embedding: Any = (
+            base64.b64encode(vector.astype("<f4").tobytes()).decode()
+            if as_base64
+            else vector.tolist()
+        )
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    if server.shuffle and len(data) > 1:
+        shuffled = random.Random(len(server.requests)).sample(data, len(data))
+        data = shuffled if shuffled != data else data[::-1]
+    tokens = sum(len(text.split()) for text in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    model = body.get("model", server.models[0])
+    return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
+
+
+def models_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer ``GET /v1/models``."""
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "tests"} for name in server.models
+    ]
+    return Reply(200, {"object": "list", "data": data})
+
+
+class OpenAIServer:
+    """Serve the OpenAI API on 127.0.0.1 from a background thread, recording every request.
+
+    :param dimension: length of embedding vectors unless a request asks for ``dimensions``.
+    :param models: model ids listed by ``GET /v1/models``.
+    :param shuffle: return embedding items out of order (each still carries its ``index``).
+    :param reject_dimensions: answer 400 to requests that send ``dimensions``, as many
+        local servers do.
+    """
+
+    def __init__(
+        self,
+        dimension: int = 16,
+        models: tuple[str, ...] = ("test-embedding",),
+        shuffle: bool = False,
+        reject_dimensions: bool = False,
+    ) -> None:
+        self.dimension = dimension
+        self.models = models
+        self.shuffle = shuffle
+        self.reject_dimensions = reject_dimensions
+        self.routes: dict[tuple[str, str], Handler] = {
+            ("POST", "/v1/embeddings"): embeddings_reply,
+            ("GET", "/v1/models"): models_reply,
+        }
+        self.requests: list[RecordedRequest] = []
+        self.stopping = threading.Event()
+        self._faults: deque[tuple[str | None, Handler]] = deque()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("OpenAIServer is not running; use it as a context manager.")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        """Serve ``method path`` with ``handler`` (replacing any handler there)."""
+        self.routes[(method.upper(), path)] = handler
+
+    def fail_next(self, *faults: Handler, path: str | None = None) -> None:
+        """Queue faults to answer the next requests (only those to ``path``, if given)."""
+        with self._lock:
+            self._faults.extend((path, fault) for fault in faults)
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        """Return the recorded requests to ``path``, oldest first."""
+        with self._lock:
+            return [request for request in self.requests if request.path == path]
+
+    def reset(self) -> None:
+        """Forget recorded requests and pending faults."""
+        with self._lock:
+            self.requests.clear()
+            self._faults.clear()
+
+    def route_reply(self, request: RecordedRequest) -> Reply:
+        """Return the normal answer of the route ``request`` is for."""
+        handler = self.routes.get((request.method, request.path))
+        if handler is None:
+            return error_reply(404, f"no route {request.method} {request.path}")
+        return handler(request, self)
+
+    def handle(self, request: RecordedRequest) -> Reply:
+        """Record ``request`` and answer it with the next matching fault, else its route."""
+        with self._lock:
+            self.requests.append(request)
+            fault = self._pop_fault(request.path)
+        return fault(request, self) if fault else self.route_reply(request)
+
+    def _pop_fault(self, path: str) -> Handler | None:
+        for position, (fault_path, fault) in enumerate(self._faults):
+            if fault_path is None or fault_path == path:
+                del self._faults[position]
+                return fault
+        return None
+
+    def start(self) -> OpenAIServer:
+        self.stopping.clear()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_request_handler(self))
+        self._httpd.daemon_threads = True
+        # A short poll interval keeps stop(), and so every test's teardown, fast.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # wakes delay faults
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _make_request_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class RequestHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._answer()
+
+        def do_POST(self) -> None:
+            self._answer()
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            path = self.path.split("?", 1)[0]
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            reply = server.handle(RecordedRequest(self.command, path, headers, body))
+            payload = (
+                reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+            )
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test); nothing to answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+    return RequestHandler

@@ -1,0 +1,137 @@
+"""HtmlParser: visible text only, block layout, heading sections, declared charsets."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.exceptions import ParseError
+from retrieval.services.parsers.html import HtmlParser
+from retrieval.services.types import ParsedDocument
+from tests.services.parsers.test_conformance import assert_well_formed
+
+PAGE = """<!DOCTYPE html>
+<html>
+<head>
+  <title>  The   manual </title>
+  <style>body { color: red; }</style>
+  <script>var secret = "tracking";</script>
+</head>
+<body>
+  <nav>Home</nav>
+  <noscript>Please enable JavaScript</noscript>
+  <template><p>template text</p></template>
+  <svg><title>icon title</title><text>svg text</text></svg>
+  <!-- a comment -->
+  <h1>Guide</h1>
+  <p>Fish &amp; chips &lt;cheap&gt; &copy; 2024,
+     <b>bold</b>  and <a href="/x">a   link</a>.</p>
+  <div>First div</div><div>Second<br>after break</div>
+  <h2>Install</h2>
+  <ul><li>one</li><li><em>two</em></li></ul>
+  <pre>
+def f():
+    return   1
+
+
+print(f())</pre>
+  <h3>Deeper</h3>
+  <table><tr><th>Key</th><th>Value</th></tr><tr><td>a</td><td>1</td></tr></table>
+  <h2>Use</h2>
+  <p>Un<span>broken</span> word</p>
+</body>
+</html>
+"""
+
+
+def parse(markup: str | bytes, filename: str | None = "page.html") -> ParsedDocument:
+    data = markup.encode() if isinstance(markup, str) else markup
+    return HtmlParser().parse(data, filename=filename)
+
+
+def test_hidden_content_is_dropped() -> None:
+    text = parse(PAGE).text
+
+    for hidden in ("color: red", "tracking", "enable JavaScript", "template text", "svg text"):
+        assert hidden not in text
+    assert "icon title" not in text and "a comment" not in text
+    assert "The manual" not in text  # the title is metadata, not body text
+
+
+def test_block_elements_break_lines_and_inline_elements_do_not() -> None:
+    text = parse(PAGE).text
+
+    assert "Fish & chips <cheap> © 2024, bold and a link." in text
+    assert "First div\nSecond\nafter break" in text
+    assert "one\ntwo" in text
+    assert "Key | Value\na | 1" in text
+    assert "Unbroken word" in text
+
+
+def test_pre_is_kept_verbatim() -> None:
+    assert "def f():\n    return   1\n\nprint(f())" in parse(PAGE).text
+
+
+def test_headings_start_sections_with_their_paths() -> None:
+    document = parse(PAGE)
+    texts = {s.heading_path: document.text[s.start : s.end] for s in document.sections}
+
+    assert [s.heading_path for s in document.sections] == [
+        (),
+        ("Guide",),
+        ("Guide", "Install"),
+        ("Guide", "Install", "Deeper"),
+        ("Guide", "Use"),
+    ]
+    assert texts[()] == "Home"
+    assert texts[("Guide", "Install", "Deeper")] == "Deeper\n\nKey | Value\na | 1"
+    assert texts[("Guide", "Use")] == "Use\n\nUnbroken word"
+    assert_well_formed(document)
+
+
+def test_title_prefers_title_tag_then_h1_then_filename() -> None:
+    assert parse(PAGE).title == "The manual"
+    assert parse("<svg><title>icon</title></svg><h1>Heading <i>one</i></h1>").title == (
+        "Heading one"
+    )
+    assert parse("<p>just text</p>", filename="site/about.htm").title == "about"
+
+
+@pytest.mark.parametrize(
+    ("declaration", "encoding", "words"),
+    [
+        ('<meta charset="windows-1252">', "cp1252", "Café “quoted” – €5"),
+        (
+            '<meta http-equiv="Content-Type" content="text/html; charset=koi8-r">',
+            "koi8-r",
+            "Привет, мир",
+        ),
+        ('<meta charset="shift_jis">', "shift_jis", "日本語のテキスト"),
+        # Browsers read a latin-1 declaration as cp1252, so 0x93/0x94 are curly quotes.
+        ('<meta charset="iso-8859-1">', "cp1252", "“smart” quotes"),
+    ],
+)
+def test_declared_charset_decodes_non_utf8_bytes(
+    declaration: str, encoding: str, words: str
+) -> None:
+    markup = f"<html><head>{declaration}</head><body><p>{words}</p></body></html>"
+
+    assert parse(markup.encode(encoding)).text == words
+
+
+def test_undeclared_bytes_are_read_as_utf8() -> None:
+    assert parse("<p>naïve café ✓ — 日本</p>").text == "naïve café ✓ — 日本"
+
+
+def test_utf8_bytes_win_over_a_wrong_utf16_declaration() -> None:
+    assert parse('<meta charset="utf-16"><p>café</p>').text == "café"
+
+
+def test_page_without_visible_text_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="'page.html'.*no visible text"):
+        parse("<html><head><title>Only a title</title><script>x()</script></head></html>")
+
+
+def test_deeply_nested_markup_does_not_exhaust_recursion() -> None:
+    markup = "<span>" * 3000 + "deep" + "</span>" * 3000
+
+    assert parse(markup).text == "deep"
