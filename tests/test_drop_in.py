@@ -1,0 +1,80 @@
+"""The app drops into a host site: custom user model, prefixed names, nothing from the example."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.apps import apps
+from django.core.management import get_commands
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def empty_database():
+    """A new, empty database on the test server, dropped afterwards."""
+    settings = connection.settings_dict
+    name = f"retrieval_host_{uuid.uuid4().hex[:8]}"
+    admin_url = f"postgresql://{settings['USER']}@/postgres?host={settings['HOST']}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgres://{settings['USER']}@/{name}?host={settings['HOST']}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def host_manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.custom_user.settings"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(empty_database, tmp_path):
+    migrated = host_manage("migrate", "--noinput", database_url=empty_database)
+    assert migrated.returncode == 0, migrated.stderr
+    (tmp_path / "note.txt").write_text("Members sign in with their e-mail address.")
+    script = (
+        "from pathlib import Path\n"
+        "from tests.custom_user.models import Member\n"
+        "from retrieval.models import IndexRun\n"
+        "from retrieval.services import Source, get_or_create_collection, ingest\n"
+        "from django.test import override_settings\n"
+        "override_settings(RETRIEVAL={'EMBEDDERS': {'default': {'BACKEND': 'tests.embedders.KeywordEmbedder'}}}).enable()\n"
+        "member = Member.objects.create(email='ada@example.org')\n"
+        "collection, _ = get_or_create_collection('members')\n"
+        f"run = ingest(collection, [Source.from_path(Path({str(tmp_path / 'note.txt')!r}), external_id='note')], created_by=member)\n"
+        "print(run.status, IndexRun.objects.get(pk=run.pk).created_by.email)\n"
+    )
+    ran = host_manage("shell", "-c", script, database_url=empty_database)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().splitlines()[-1] == "succeeded ada@example.org"
+
+
+def test_names_are_prefixed():
+    config = apps.get_app_config("retrieval")
+    assert {model._meta.db_table for model in config.get_models()} == {
+        "retrieval_collection",
+        "retrieval_document",
+        "retrieval_chunk",
+        "retrieval_triple",
+        "retrieval_indexrun",
+    }
+    ours = {name for name, app in get_commands().items() if app == "retrieval"}
+    assert ours and all(name.startswith("retrieval_") for name in ours)
+    package = ROOT / "retrieval"
+    for folder in ("templates", "static"):
+        assert [p.name for p in (package / folder).iterdir() if not p.name.startswith(".")] == ["retrieval"]
+
+
+def test_the_app_imports_nothing_from_the_example_project():
+    sources = [p for p in (ROOT / "retrieval").rglob("*.py")]
+    offenders = [str(p) for p in sources if "from project" in p.read_text() or "import project" in p.read_text()]
+    assert offenders == []
