@@ -10,7 +10,7 @@ from bs4.element import NavigableString, PreformattedString, Script, Stylesheet,
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.parsers.text import (
+from retrieval.services.parsers.layout import (
     TextBuilder,
     clip_title,
     file_label,

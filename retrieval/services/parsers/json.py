@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.parsers.text import TextBuilder, clip_title, file_label, stem_title
+from retrieval.services.parsers.layout import TextBuilder, clip_title, file_label, stem_title
 from retrieval.services.types import ParsedDocument
 
 JSON_LINES_EXTENSIONS = (".jsonl", ".ndjson")

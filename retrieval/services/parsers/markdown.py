@@ -12,7 +12,7 @@ from markdown_it.tree import SyntaxTreeNode
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.parsers.text import (
+from retrieval.services.parsers.layout import (
     TextBuilder,
     clip_title,
     decode_text,

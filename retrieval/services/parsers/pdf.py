@@ -9,7 +9,7 @@ import pymupdf
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.parsers.text import (
+from retrieval.services.parsers.layout import (
     TextBuilder,
     clip_title,
     file_label,

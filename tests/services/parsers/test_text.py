@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.exceptions import ParseError
-from retrieval.services.parsers.text import TextBuilder, TextParser
+from retrieval.services.parsers.layout import TextBuilder
+from retrieval.services.parsers.text import TextParser
 from retrieval.services.types import ParsedDocument, Section
 from tests.services.parsers.test_conformance import assert_well_formed
 
