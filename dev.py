@@ -31,7 +31,9 @@ ENVIRONMENTS = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the example site at http://127.0.0.1:8000")
     demo.add_argument("--port", default="8000")
@@ -55,16 +57,26 @@ def run_demo(port: str) -> int:
             "shell",
             "-c",
             "from django.contrib.auth import get_user_model as g;U=g();"
-            "u=U.objects.filter(**{U.USERNAME_FIELD:'admin'}).first() or U(**{U.USERNAME_FIELD:'admin'});"
+            "k={U.USERNAME_FIELD:'admin'};"
+            "u=U.objects.filter(**k).first() or U(**k);"
             f"u.is_staff=u.is_superuser=True;u.set_password({password!r});u.save()",
         ]
     )
     step("Indexing the sample documents")
-    subprocess.call([*manage, "retrieval_ingest", str(ROOT / "project" / "sample_docs"), "--collection", "handbook"])
+    subprocess.call(
+        [
+            *manage,
+            "retrieval_ingest",
+            str(ROOT / "project" / "sample_docs"),
+            "--collection",
+            "handbook",
+        ]
+    )
     print(
         f"\n  Site:   http://127.0.0.1:{port}/   (search page)\n"
         f"  Admin:  http://127.0.0.1:{port}/admin/   login: admin / {password}\n"
-        f'  Try:    {python} manage.py retrieval_search "how do I install it?" --collection handbook\n',
+        f"  Try:    {python} manage.py retrieval_search "
+        '"how do I install it?" --collection handbook\n',
         flush=True,
     )
     return subprocess.call([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
@@ -91,7 +103,9 @@ def ensure_environment(environment: dict[str, str]) -> str:
     python = venv / "bin" / "python"
     stamp = venv / ".installed"
     fingerprint = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + Path(__file__).read_bytes() + environment["django"].encode()
+        (ROOT / "pyproject.toml").read_bytes()
+        + Path(__file__).read_bytes()
+        + environment["django"].encode()
     ).hexdigest()
     if python.exists() and stamp.exists() and stamp.read_text() == fingerprint:
         return str(python)
@@ -112,9 +126,17 @@ def find_python(version: str) -> str:
         return sys.executable
     candidates = [shutil.which(f"python{version}") or ""]
     pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-    candidates += sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"), reverse=True)
+    candidates += sorted(
+        glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"), reverse=True
+    )
     for candidate in candidates:
-        if candidate and subprocess.call([candidate, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        if (
+            candidate
+            and subprocess.call(
+                [candidate, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            == 0
+        ):
             return candidate
     sys.exit(f"Python {version} is needed for this step and was not found (tried PATH and pyenv).")
 

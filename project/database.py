@@ -95,10 +95,15 @@ def _exit_cleanly_on_sigterm() -> None:
     import threading
 
     def exit_once(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+        signal.signal(
+            signal.SIGTERM, signal.SIG_IGN
+        )  # a second SIGTERM must not cut the cleanup short
         sys.exit(128 + signum)
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
         signal.signal(signal.SIGTERM, exit_once)
 
 
@@ -106,6 +111,8 @@ def _ensure_database(server: Any, name: str) -> None:
     import psycopg
 
     with psycopg.connect(server.get_uri(), autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [name]
+        ).fetchone()
         if not exists:
             connection.execute(f'CREATE DATABASE "{name}"')

@@ -22,7 +22,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "embedder", "model_name", "dimensions", "default_retriever", "updated_at"]
+    list_display = [
+        "name",
+        "embedder",
+        "model_name",
+        "dimensions",
+        "default_retriever",
+        "updated_at",
+    ]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["model_name", "dimensions", "created_at", "updated_at"]
@@ -33,7 +40,15 @@ class DocumentAdmin(admin.ModelAdmin):
     list_display = ["external_id", "title", "collection", "mime_type", "status", "indexed_at"]
     list_filter = ["collection", "status", "mime_type"]
     search_fields = ["external_id", "title"]
-    readonly_fields = ["content", "content_hash", "status", "error", "indexed_at", "created_at", "updated_at"]
+    readonly_fields = [
+        "content",
+        "content_hash",
+        "status",
+        "error",
+        "indexed_at",
+        "created_at",
+        "updated_at",
+    ]
 
 
 @admin.register(Chunk)
@@ -55,7 +70,14 @@ class TripleAdmin(ReadOnlyAdmin):
 @admin.register(IndexRun)
 class IndexRunAdmin(ReadOnlyAdmin):
     list_display = [
-        "pk", "scope", "collection", "status", "documents_done", "documents_total",
-        "documents_failed", "chunks_written", "created_at",
+        "pk",
+        "scope",
+        "collection",
+        "status",
+        "documents_done",
+        "documents_total",
+        "documents_failed",
+        "chunks_written",
+        "created_at",
     ]
     list_filter = ["status", "scope", "collection"]

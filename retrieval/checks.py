@@ -116,7 +116,9 @@ def check_components(app_configs: Any = None, **kwargs: Any) -> list:
 
 
 @checks.register(checks.Tags.database)
-def check_collection_embedders(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+def check_collection_embedders(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list:
     """Each collection's embedder must exist and match the collection's dimensions."""
     from .models import Collection
     from .services.registry import embedders

@@ -113,7 +113,9 @@ class Chunk(models.Model):
     class Meta:
         ordering = ["document", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "index"], name="retrieval_chunk_unique_index")
+            models.UniqueConstraint(
+                fields=["document", "index"], name="retrieval_chunk_unique_index"
+            )
         ]
         # Its metadata GIN index and per-collection HNSW indexes are created in SQL
         # (migration 0001, services.collections.ensure_vector_index).
@@ -162,7 +164,9 @@ class IndexRun(models.Model):
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="index_runs", null=True, blank=True
     )
-    scope = models.CharField(max_length=50, help_text="What the run covers: ingest, document, collection.")
+    scope = models.CharField(
+        max_length=50, help_text="What the run covers: ingest, document, collection."
+    )
     options = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     documents_total = models.PositiveIntegerField(default=0)

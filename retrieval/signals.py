@@ -10,7 +10,9 @@ from .models import Collection
 
 
 @receiver(post_delete, sender=Collection, dispatch_uid="retrieval_drop_vector_index")
-def drop_collection_vector_index(sender: type, instance: Collection, using: str, **kwargs: Any) -> None:
+def drop_collection_vector_index(
+    sender: type, instance: Collection, using: str, **kwargs: Any
+) -> None:
     """Drop a deleted collection's partial HNSW index once the delete commits."""
     from .services.collections import drop_vector_index
 

@@ -19,7 +19,9 @@ class SearchView(TemplateView):
         context = super().get_context_data(**kwargs)
         collections = list(Collection.objects.all())
         query = self.request.GET.get("q", "").strip()
-        selected = self.request.GET.get("collection") or (collections[0].name if collections else "")
+        selected = self.request.GET.get("collection") or (
+            collections[0].name if collections else ""
+        )
         results, error = [], ""
         if query and selected:
             try:

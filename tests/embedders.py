@@ -22,7 +22,9 @@ class KeywordEmbedder(BaseEmbedder):
     A text with no keyword gets a small constant vector.
     """
 
-    def __init__(self, keywords: Sequence[str] = ("north", "east", "up"), model: str = "keywords") -> None:
+    def __init__(
+        self, keywords: Sequence[str] = ("north", "east", "up"), model: str = "keywords"
+    ) -> None:
         self.keywords = tuple(keywords)
         self.model = model
         self.calls = 0

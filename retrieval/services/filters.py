@@ -38,7 +38,8 @@ class Filters:
         unknown = sorted(set(raw) - set(ALLOWED_KEYS))
         if unknown:
             raise InvalidFilterError(
-                f"Unknown filter {', '.join(map(repr, unknown))}; allowed: {', '.join(ALLOWED_KEYS)}."
+                f"Unknown filter {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(ALLOWED_KEYS)}."
             )
         document_ids = raw.get("document_ids")
         if document_ids is not None:
@@ -49,8 +50,12 @@ class Filters:
             document_ids = tuple(document_ids)
         documents = raw.get("documents")
         if documents is not None:
-            if not isinstance(documents, list | tuple) or not all(isinstance(d, str) for d in documents):
-                raise InvalidFilterError("filters.documents must be a list of external ids (strings).")
+            if not isinstance(documents, list | tuple) or not all(
+                isinstance(d, str) for d in documents
+            ):
+                raise InvalidFilterError(
+                    "filters.documents must be a list of external ids (strings)."
+                )
             documents = tuple(documents)
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):

@@ -48,7 +48,9 @@ class Source:
     source_path: str = ""
 
     @classmethod
-    def from_path(cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None) -> Source:
+    def from_path(
+        cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None
+    ) -> Source:
         """Read a file; the MIME type is guessed from its name."""
         return cls(
             external_id=external_id,
@@ -60,7 +62,9 @@ class Source:
         )
 
     @classmethod
-    def from_text(cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None) -> Source:
+    def from_text(
+        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
+    ) -> Source:
         return cls(
             external_id=external_id,
             data=text.encode("utf-8"),
@@ -141,7 +145,9 @@ def _finish(run: IndexRun, *, failure: str = "") -> None:
         f"{run.documents_failed} failed, {run.chunks_written} chunks written"
     )
     run.message = f"{failure} ({summary})" if failure else summary
-    run.status = IndexRun.Status.FAILED if failure or run.documents_failed else IndexRun.Status.SUCCEEDED
+    run.status = (
+        IndexRun.Status.FAILED if failure or run.documents_failed else IndexRun.Status.SUCCEEDED
+    )
     run.save()
 
 
@@ -235,13 +241,16 @@ class _Indexer:
             )
             for i, span in enumerate(spans)
         ]
-        parsed = ParsedDocument(text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata)
+        parsed = ParsedDocument(
+            text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
+        )
         return _PreparedDocument(source, parsed, source.mime_type or parser.default_mime_type, rows)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
         parts = [
-            embedder.embed_batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)
+            embedder.embed_batch(texts[i : i + self.batch_size])
+            for i in range(0, len(texts), self.batch_size)
         ]
         vectors = np.concatenate(parts) if parts else np.zeros((0, self.collection.dimensions))
         if vectors.shape != (len(texts), self.collection.dimensions):
@@ -259,7 +268,9 @@ class _Indexer:
                 document, _ = Document.objects.select_for_update().get_or_create(
                     collection=self.collection, external_id=source.external_id
                 )
-                document.title = (source.title or parsed.title or Path(source.filename or source.external_id).stem)[:1000]
+                document.title = (
+                    source.title or parsed.title or Path(source.filename or source.external_id).stem
+                )[:1000]
                 document.mime_type = prepared.mime_type
                 document.source_path = source.source_path
                 document.content = parsed.text
@@ -325,7 +336,9 @@ class _Indexer:
             self.on_result(result)
 
 
-def _structure_at(sections: Sequence[Section], starts: Sequence[int], offset: int) -> dict[str, Any]:
+def _structure_at(
+    sections: Sequence[Section], starts: Sequence[int], offset: int
+) -> dict[str, Any]:
     """Return the page and heading path of the section containing ``offset``."""
     i = bisect.bisect_right(starts, offset) - 1
     if i < 0 or offset >= sections[i].end:

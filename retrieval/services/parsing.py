@@ -32,7 +32,9 @@ def parser_for(*, mime_type: str | None = None, filename: str | None = None) -> 
     )
 
 
-def parse(data: bytes, *, filename: str | None = None, mime_type: str | None = None) -> tuple[ParsedDocument, BaseParser]:
+def parse(
+    data: bytes, *, filename: str | None = None, mime_type: str | None = None
+) -> tuple[ParsedDocument, BaseParser]:
     """Parse ``data`` with the parser chosen for it; raise ``ParseError`` with a reason."""
     parser = parser_for(mime_type=mime_type, filename=filename)
     try:
@@ -40,4 +42,6 @@ def parse(data: bytes, *, filename: str | None = None, mime_type: str | None = N
     except ParseError:
         raise
     except Exception as e:  # a parser library's own error: keep the reason, name the file
-        raise ParseError(f"{parser.__class__.__name__} could not read {filename or 'the file'}: {e}") from e
+        raise ParseError(
+            f"{parser.__class__.__name__} could not read {filename or 'the file'}: {e}"
+        ) from e

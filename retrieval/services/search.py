@@ -21,7 +21,10 @@ def get_collection(collection: Collection | str) -> Collection:
     """Return a collection given itself, its name or its slug."""
     if isinstance(collection, Collection):
         return collection
-    found = Collection.objects.filter(name=collection).first() or Collection.objects.filter(slug=collection).first()
+    found = (
+        Collection.objects.filter(name=collection).first()
+        or Collection.objects.filter(slug=collection).first()
+    )
     if found is None:
         names = list(Collection.objects.values_list("name", flat=True)[:20])
         raise CollectionNotFound(

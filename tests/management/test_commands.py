@@ -32,8 +32,12 @@ def library(tmp_path: Path) -> Path:
     """A folder of small documents, one of them corrupt, one hidden, one unsupported."""
     root = tmp_path / "library"
     (root / "nested").mkdir(parents=True)
-    (root / "north.txt").write_text("North is at the top of most maps.\n\nThe needle of a compass points north.")
-    (root / "nested" / "east.md").write_text("# Directions\n\n## East\n\nThe sun rises in the east.")
+    (root / "north.txt").write_text(
+        "North is at the top of most maps.\n\nThe needle of a compass points north."
+    )
+    (root / "nested" / "east.md").write_text(
+        "# Directions\n\n## East\n\nThe sun rises in the east."
+    )
     pdf = pymupdf.open()
     for text in ("Page one points north.", "Page two looks up."):
         pdf.new_page().insert_text((72, 72), text)
@@ -47,7 +51,9 @@ def library(tmp_path: Path) -> Path:
 def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings, library):
     out = StringIO()
     with pytest.raises(CommandError, match="1 of 4 documents failed"):
-        call_command("retrieval_ingest", str(library), "--collection", "atlas", stdout=out, stderr=StringIO())
+        call_command(
+            "retrieval_ingest", str(library), "--collection", "atlas", stdout=out, stderr=StringIO()
+        )
     text = out.getvalue()
     assert "Created collection 'atlas'" in text
     assert "indexed  library/north.txt (2 chunks)" in text
@@ -58,7 +64,9 @@ def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings,
     collection = Collection.objects.get(name="atlas")
     assert collection.documents.filter(status="indexed").count() == 3
     pdf_pages = list(
-        Document.objects.get(external_id="library/nested/atlas.pdf").chunks.values_list("page", flat=True)
+        Document.objects.get(external_id="library/nested/atlas.pdf").chunks.values_list(
+            "page", flat=True
+        )
     )
     assert pdf_pages == [1, 2]
     heading = Document.objects.get(external_id="library/nested/east.md").chunks.last().heading_path
@@ -107,16 +115,31 @@ def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
     text = run("retrieval_search", "north", "--collection", "atlas", "--top-k", "3")
     assert "3 results from 'atlas' (dense):" in text
     assert "1. 1.0000  " in text
-    results = json.loads(run("retrieval_search", "up", "--collection", "atlas", "--top-k", "2", "--json"))
+    results = json.loads(
+        run("retrieval_search", "up", "--collection", "atlas", "--top-k", "2", "--json")
+    )
     assert len(results) == 2
-    required = {"rank", "score", "document", "title", "chunk_index", "start", "end", "page", "text", "metadata"}
+    required = {
+        "rank",
+        "score",
+        "document",
+        "title",
+        "chunk_index",
+        "start",
+        "end",
+        "page",
+        "text",
+        "metadata",
+    }
     assert required <= set(results[0])
     top = results[0]
     assert top["rank"] == 1 and top["document"] == "library/nested/atlas.pdf" and top["page"] == 2
     assert top["text"] == "Page two looks up."
     document = Document.objects.get(external_id=top["document"])
     assert document.content[top["start"] : top["end"]] == top["text"]
-    md = json.loads(run("retrieval_search", "east", "--collection", "atlas", "--top-k", "1", "--json"))[0]
+    md = json.loads(
+        run("retrieval_search", "east", "--collection", "atlas", "--top-k", "1", "--json")
+    )[0]
     assert md["page"] is None and md["document"] == "library/nested/east.md"
 
 
@@ -140,7 +163,12 @@ def _manage(*args: str) -> subprocess.CompletedProcess:
         "DATABASE_URL": f"postgres://{settings['USER']}@/{settings['NAME']}?host={settings['HOST']}",
     }
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -151,7 +179,9 @@ def test_commands_in_a_real_process_with_the_local_model(sample_docs):
     ingested = _manage("retrieval_ingest", str(sample_docs), "--collection", "handbook")
     assert ingested.returncode == 0, ingested.stderr + ingested.stdout
     assert ingested.stdout.count("indexed  sample_docs/") >= 5
-    found = _manage("retrieval_search", "How do I install the package?", "--collection", "handbook", "--json")
+    found = _manage(
+        "retrieval_search", "How do I install the package?", "--collection", "handbook", "--json"
+    )
     assert found.returncode == 0, found.stderr
     results = json.loads(found.stdout)
     assert results and any("pip install" in r["text"] for r in results)

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db
 
 TWO_PARAGRAPHS = "North is where the compass points.\n\nEast is where the sun rises up."
 THREE_PARAGRAPHS = (
-    "North again, and north once more.\n\nNow east, only east, always east.\n\nAnd up, straight up, up again."
+    "North again, and north once more.\n\n"
+    "Now east, only east, always east.\n\n"
+    "And up, straight up, up again."
 )
 
 
@@ -27,7 +29,9 @@ def _chunks(document: Document) -> list[Chunk]:
 
 
 def test_ingest_stores_document_chunks_and_run(collection):
-    run = ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt", metadata={"lang": "en"})])
+    run = ingest(
+        collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt", metadata={"lang": "en"})]
+    )
     assert run.status == IndexRun.Status.SUCCEEDED
     assert (run.documents_indexed, run.documents_failed, run.chunks_written) == (1, 0, 2)
     assert run.started_at <= run.finished_at
@@ -50,7 +54,10 @@ def test_reingesting_unchanged_content_is_a_no_op(collection):
     before = list(Chunk.objects.filter(document__external_id="a.txt").values_list("pk", flat=True))
     run = ingest(collection, [source])
     assert (run.documents_skipped, run.documents_indexed, run.chunks_written) == (1, 0, 0)
-    assert list(Chunk.objects.filter(document__external_id="a.txt").values_list("pk", flat=True)) == before
+    assert (
+        list(Chunk.objects.filter(document__external_id="a.txt").values_list("pk", flat=True))
+        == before
+    )
     forced = ingest(collection, [source], force=True)
     assert forced.documents_indexed == 1
 
@@ -69,7 +76,12 @@ def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_s
     old_hash = Document.objects.get(external_id="a.txt").content_hash
     # One text per embedding call; the second call fails, halfway through the new version.
     retrieval_settings(
-        EMBEDDERS={"default": {"BACKEND": "tests.embedders.FailingEmbedder", "OPTIONS": {"fail_from_call": 2}}},
+        EMBEDDERS={
+            "default": {
+                "BACKEND": "tests.embedders.FailingEmbedder",
+                "OPTIONS": {"fail_from_call": 2},
+            }
+        },
         EMBED_BATCH_SIZE=1,
     )
     run = ingest(collection, [Source.from_text(THREE_PARAGRAPHS, external_id="a.txt")])
@@ -91,7 +103,11 @@ def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_s
 
 def test_a_bad_file_fails_alone_and_the_run_goes_on(collection):
     sources = [
-        Source(external_id="broken.pdf", data=b"%PDF-1.7 this is not really a pdf", filename="broken.pdf"),
+        Source(
+            external_id="broken.pdf",
+            data=b"%PDF-1.7 this is not really a pdf",
+            filename="broken.pdf",
+        ),
         Source(external_id="photo.png", data=b"\x89PNG\r\n\x1a\n", filename="photo.png"),
         Source.from_text(TWO_PARAGRAPHS, external_id="good.txt"),
     ]
@@ -110,7 +126,12 @@ def test_a_bad_file_fails_alone_and_the_run_goes_on(collection):
 
 def test_embedder_of_another_dimension_is_refused(collection, retrieval_settings):
     retrieval_settings(
-        EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder", "OPTIONS": {"keywords": ["a", "b", "c", "d"]}}}
+        EMBEDDERS={
+            "default": {
+                "BACKEND": "tests.embedders.KeywordEmbedder",
+                "OPTIONS": {"keywords": ["a", "b", "c", "d"]},
+            }
+        }
     )
     run = ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt")])
     assert run.documents_failed == 1
@@ -120,8 +141,13 @@ def test_embedder_of_another_dimension_is_refused(collection, retrieval_settings
 
 def test_nul_characters_are_stored_without_shifting_offsets(collection):
     text = "north\x00pole\n\neast"
-    ingest(collection, [Source(external_id="nul.json", data=b'{"a": "north\\u0000pole"}', filename="nul.json"),
-                        Source.from_text(text.replace("\x00", " "), external_id="plain.txt")])
+    ingest(
+        collection,
+        [
+            Source(external_id="nul.json", data=b'{"a": "north\\u0000pole"}', filename="nul.json"),
+            Source.from_text(text.replace("\x00", " "), external_id="plain.txt"),
+        ],
+    )
     document = Document.objects.get(external_id="nul.json")
     assert "\x00" not in document.content
     for chunk in document.chunks.all():
@@ -129,7 +155,15 @@ def test_nul_characters_are_stored_without_shifting_offsets(collection):
 
 
 def test_deleting_a_document_removes_its_chunks(collection):
-    ingest(collection, [Source.from_text(TWO_PARAGRAPHS, external_id="a.txt"), Source.from_text("up", external_id="b.txt")])
+    ingest(
+        collection,
+        [
+            Source.from_text(TWO_PARAGRAPHS, external_id="a.txt"),
+            Source.from_text("up", external_id="b.txt"),
+        ],
+    )
     Document.objects.get(external_id="a.txt").delete()
     assert list(Chunk.objects.values_list("document__external_id", flat=True)) == ["b.txt"]
-    assert [r.chunk.document.external_id for r in search("north", collection=collection)] == ["b.txt"]
+    assert [r.chunk.document.external_id for r in search("north", collection=collection)] == [
+        "b.txt"
+    ]

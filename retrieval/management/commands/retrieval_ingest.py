@@ -48,18 +48,28 @@ class Command(BaseCommand):
             IngestResult(str(path), "failed", error="no such file or folder") for path in missing
         ]
         sources = (
-            Source.from_path(path, external_id=external_id, metadata=metadata) for path, external_id in files
+            Source.from_path(path, external_id=external_id, metadata=metadata)
+            for path, external_id in files
         )
         console = Console(stderr=True)
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        with Progress(
+            *columns, console=console, transient=True, disable=not console.is_terminal
+        ) as bar:
             task = bar.add_task("Indexing", total=len(files))
 
             def on_result(result: IngestResult) -> None:
                 results.append(result)
                 bar.advance(task)
 
-            run = ingest(collection, sources, total=len(files), force=options["force"], on_result=on_result)
+            run = ingest(
+                collection, sources, total=len(files), force=options["force"], on_result=on_result
+            )
         self._report(results)
         self.stdout.write(f"IndexRun #{run.pk}: {run.message}.")
         failed = sum(1 for r in results if r.outcome == "failed")
@@ -69,11 +79,16 @@ class Command(BaseCommand):
     def _report(self, results: list[IngestResult]) -> None:
         for result in results:
             if result.outcome == "indexed":
-                self.stdout.write(f"indexed  {result.external_id} ({result.chunks} chunk{'s' * (result.chunks != 1)})")
+                self.stdout.write(
+                    f"indexed  {result.external_id} "
+                    f"({result.chunks} chunk{'s' * (result.chunks != 1)})"
+                )
             elif result.outcome == "skipped":
                 self.stdout.write(f"skipped  {result.external_id} (unchanged)")
             else:
-                self.stdout.write(self.style.ERROR(f"failed   {result.external_id}: {result.error}"))
+                self.stdout.write(
+                    self.style.ERROR(f"failed   {result.external_id}: {result.error}")
+                )
 
 
 def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]]:
@@ -92,7 +107,11 @@ def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]
             base = path.resolve().parent
             for child in sorted(path.resolve().rglob("*")):
                 relative = child.relative_to(base)
-                if child.is_file() and not any(part.startswith(".") for part in relative.parts) and _parseable(child):
+                if (
+                    child.is_file()
+                    and not any(part.startswith(".") for part in relative.parts)
+                    and _parseable(child)
+                ):
                     files.append((child, relative.as_posix()))
         else:
             missing.append(path)

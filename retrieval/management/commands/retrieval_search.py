@@ -44,7 +44,9 @@ class Command(BaseCommand):
         except (RetrievalError, ValueError) as e:
             raise CommandError(str(e)) from e
         if options["json"]:
-            self.stdout.write(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
+            self.stdout.write(
+                json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False)
+            )
             return
         alias = retriever_alias(collection, options["retriever"])
         self.stdout.write(f"{len(results)} results from {collection.name!r} ({alias}):\n")

@@ -54,7 +54,7 @@ def split_by_characters(
     while position < end:
         cut = min(position + size, end)
         if cut < end and not text[cut].isspace():
-            for candidate in range(cut - 1, max(position, cut - search_length), -1):
+            for candidate in range(cut - 1, max(position, cut - search_length - 1), -1):
                 if text[candidate].isspace():
                     cut = candidate
                     break
@@ -62,10 +62,11 @@ def split_by_characters(
         spans.append((position, span_end))
         if cut >= end:
             break
-        if overlap:
-            position = _overlap_start(text, max(span_end - overlap, position + 1), span_end)
+        next_start = max(span_end - overlap, position + 1) if overlap else cut
+        if next_start < span_end:
+            position = _overlap_start(text, next_start, span_end)
         else:
-            position = skip_space(text, cut, end)
+            position = skip_space(text, next_start, end)
     return drop_contained(spans)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 from retrieval.services.chunkers.base import BaseChunker
 from retrieval.services.chunkers.character import skip_space, trim
@@ -36,12 +37,15 @@ Piece = tuple[int, int, int]  # start, end, token count
 class RecursiveChunker(BaseChunker):
     """Split text at the coarsest structure that brings pieces within ``max_tokens``.
 
-    A section boundary always ends a chunk. Inside a section, pieces over budget
-    are split at blank lines, then line breaks, then sentence ends, then into
-    token windows that end between words (mid-word only for a word over budget); neighbouring pieces that fit together are merged, and a
-    chunk under ``min_tokens`` joins a neighbour when the pair fits. With
-    ``overlap_tokens``, each chunk also starts with the tail of the one before it
-    in the same section.
+    A section boundary (and the edge of text outside any section) always ends a
+    chunk. Inside a section, a piece over budget is split at blank lines, then
+    line breaks, then sentence ends, then into token windows that end between
+    words (mid-word only for a single word over budget). Neighbouring pieces of
+    one split that fit together are merged greedily, and a chunk under
+    ``min_tokens`` joins its predecessor when the pair fits. With
+    ``overlap_tokens``, a chunk also starts with up to that many tokens from the
+    end of the chunk before it in the same section; chunks are then built within
+    ``max_tokens - overlap_tokens`` to leave room for it.
     """
 
     def __init__(
@@ -64,11 +68,8 @@ class RecursiveChunker(BaseChunker):
                 "overlap_tokens must be an integer from 0 to max_tokens - 1 "
                 f"({max_tokens - 1}), got {overlap_tokens!r}."
             )
-        if not _is_int_in(min_tokens, 0, max_tokens):
-            raise ValueError(
-                f"min_tokens must be an integer from 0 to max_tokens ({max_tokens}), "
-                f"got {min_tokens!r}."
-            )
+        if not _is_int_in(min_tokens, 0, None):
+            raise ValueError(f"min_tokens must be a non-negative integer, got {min_tokens!r}.")
         validate_encoding_name(encoding)
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
@@ -190,7 +191,7 @@ class RecursiveChunker(BaseChunker):
     def _add_overlap(self, text: str, pieces: list[Piece]) -> list[Piece]:
         """Start each chunk with up to ``overlap_tokens`` tokens from the end of the last."""
         overlapped = pieces[:1]
-        for (previous_start, previous_end, _), (start, end, count) in zip(pieces, pieces[1:]):
+        for (previous_start, previous_end, _), (start, end, count) in pairwise(pieces):
             offsets = token_boundaries(text[previous_start:previous_end], self.encoding)
             token_total = len(offsets) - 1
             taken = min(self.overlap_tokens, token_total - 1)  # never the whole chunk
@@ -198,11 +199,13 @@ class RecursiveChunker(BaseChunker):
                 tail_start = _word_start(text, previous_start + offsets[-1 - taken], previous_end)
                 if tail_start <= previous_start:
                     break
-                tail_count = self._count(text, tail_start, end)
-                if tail_count <= self.max_tokens:
-                    start, count = tail_start, tail_count
+                # Count the tail on its own too: it may start inside a multi-token character.
+                tail_count = self._count(text, tail_start, previous_end)
+                total = self._count(text, tail_start, end)
+                if tail_count <= self.overlap_tokens and total <= self.max_tokens:
+                    start, count = tail_start, total
                     break
-                taken -= tail_count - self.max_tokens
+                taken -= max(1, tail_count - self.overlap_tokens, total - self.max_tokens)
             overlapped.append((start, end, count))
         return overlapped
 
@@ -217,7 +220,7 @@ def _regions(text: str, sections: Sequence[Section]) -> list[tuple[int, int]]:
             )
         boundaries.update((section.start, section.end))
     ordered = sorted(boundaries)
-    return list(zip(ordered, ordered[1:]))
+    return list(pairwise(ordered))
 
 
 def _word_start(text: str, start: int, end: int) -> int:
@@ -229,5 +232,7 @@ def _word_start(text: str, start: int, end: int) -> int:
     return skip_space(text, start, end)
 
 
-def _is_int_in(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+def _is_int_in(value: object, low: int, high: int | None) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return low <= value and (high is None or value <= high)

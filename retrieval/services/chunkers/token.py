@@ -34,7 +34,11 @@ class TokenChunker(BaseChunker):
             raise ValueError(
                 f"max_tokens must be an integer of at least {MIN_MAX_TOKENS}, got {max_tokens!r}."
             )
-        if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < max_tokens:
+        if (
+            isinstance(overlap, bool)
+            or not isinstance(overlap, int)
+            or not 0 <= overlap < max_tokens
+        ):
             raise ValueError(
                 f"overlap must be an integer from 0 to max_tokens - 1 ({max_tokens - 1}), "
                 f"got {overlap!r}."
@@ -138,6 +142,7 @@ class _Windows:
                 return offsets[first]
             if last < token_total:
                 last = self._word_end(first, last)
+            window_end = None
             while True:
                 start, end = trim(text, offsets[first], offsets[last])
                 if start >= end:
@@ -145,6 +150,7 @@ class _Windows:
                 count = count_tokens(text[start:end], self.encoding)
                 if count <= max_tokens:
                     spans.append((start, end, count))
+                    window_end = end
                     break
                 if last - first > 1:
                     last = self._word_end(first, max(first + 1, last - (count - max_tokens)))
@@ -156,8 +162,27 @@ class _Windows:
                 return end
             if last >= token_total:
                 return None
-            first = max(last - self.overlap, first + 1)
+            first = self._next_first(first, last, window_end)
         return None
+
+    def _next_first(self, first: int, last: int, window_end: int | None) -> int:
+        """Return the token the next window starts at, sharing at most ``overlap`` tokens.
+
+        The shared text is counted on its own: when it starts inside a character
+        (the character is then shared whole) or tokenizes differently, it shrinks.
+        """
+        following = max(last - self.overlap, first + 1)
+        if not self.overlap or window_end is None:
+            return following
+        while following < last:
+            shared_start = skip_space(self.text, self.offsets[following], window_end)
+            if shared_start >= window_end:
+                break
+            shared = self.text[shared_start:window_end]
+            if count_tokens(shared, self.encoding) <= self.overlap:
+                break
+            following += 1
+        return following
 
     def _word_end(self, first: int, last: int) -> int:
         """Return the last token boundary in ``(first, last]`` between words, else ``last``."""

@@ -32,7 +32,9 @@ class BaseRetriever(ABC):
         """Return at most ``top_k`` results for ``query`` in ``collection``."""
         if not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
-        return self._retrieve(query, collection=collection, top_k=top_k, filters=Filters.parse(filters))
+        return self._retrieve(
+            query, collection=collection, top_k=top_k, filters=Filters.parse(filters)
+        )
 
     @abstractmethod
     def _retrieve(

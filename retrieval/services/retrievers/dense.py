@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.db import connections, transaction
 
 from retrieval.exceptions import DimensionMismatchError
-
 from retrieval.models import Chunk, Collection
 from retrieval.services.collections import embedder_for
 from retrieval.services.filters import Filters
@@ -61,7 +60,9 @@ class PgvectorRetriever(BaseRetriever):
             for rank, chunk in enumerate(rows)
         ]
 
-    def explain(self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None) -> str:
+    def explain(
+        self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
+    ) -> str:
         """Return PostgreSQL's plan for the query :meth:`search_vector` runs."""
         chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
         with transaction.atomic(using=chunks.db):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -60,7 +61,7 @@ def texts_with_sections(draw: st.DrawFn) -> tuple[str, tuple[Section, ...]]:
     text = draw(texts)
     cuts = sorted(draw(st.sets(st.integers(0, len(text)), max_size=8)))
     sections = []
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in pairwise(cuts):
         if draw(st.booleans()):
             sections.append(Section(start, end, page=len(sections) + 1))
     return text, tuple(sections)
@@ -75,7 +76,7 @@ def assert_contract(text: str, spans: Sequence[ChunkSpan], *, may_overlap: bool)
         assert 0 <= span.start < span.end <= len(text), span
         assert not text[span.start].isspace(), f"{span} starts on whitespace"
         assert not text[span.end - 1].isspace(), f"{span} ends on whitespace"
-    for previous, span in zip(spans, spans[1:]):
+    for previous, span in pairwise(spans):
         assert previous.start < span.start, f"{span} does not start after {previous}"
         assert previous.end < span.end, f"{span} does not end after {previous}"
         if not may_overlap:

@@ -10,7 +10,11 @@ from django.db import connection
 
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Chunk, Collection, Document
-from retrieval.services.collections import ensure_vector_index, get_or_create_collection, vector_index_name
+from retrieval.services.collections import (
+    ensure_vector_index,
+    get_or_create_collection,
+    vector_index_name,
+)
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.dense import PgvectorRetriever
 from retrieval.services.search import search
@@ -29,7 +33,11 @@ def compass(keyword_settings):
         "u": "up",
     }
     sources = [
-        Source.from_text(text, external_id=key, metadata={"axis": key, "group": "flat" if key != "u" else "vertical"})
+        Source.from_text(
+            text,
+            external_id=key,
+            metadata={"axis": key, "group": "flat" if key != "u" else "vertical"},
+        )
         for key, text in texts.items()
     ]
     run = ingest(collection, sources)
@@ -71,7 +79,13 @@ def test_score_threshold_drops_weak_matches(compass):
 
 @pytest.mark.parametrize(
     "filters",
-    [{"unknown": 1}, {"document_ids": ["a"]}, {"documents": [1]}, {"metadata": [1]}, ["not", "a", "dict"]],
+    [
+        {"unknown": 1},
+        {"document_ids": ["a"]},
+        {"documents": [1]},
+        {"metadata": [1]},
+        ["not", "a", "dict"],
+    ],
 )
 def test_bad_filters_are_refused(compass, filters):
     with pytest.raises(InvalidFilterError):
@@ -89,7 +103,9 @@ def test_query_vector_of_wrong_dimension_is_refused(compass):
 
 
 def _new_collection(name: str, dimensions: int) -> Collection:
-    collection = Collection.objects.create(name=name, slug=name, embedder="default", dimensions=dimensions)
+    collection = Collection.objects.create(
+        name=name, slug=name, embedder="default", dimensions=dimensions
+    )
     ensure_vector_index(collection)  # before any chunk write in this transaction
     return collection
 
@@ -100,7 +116,9 @@ def _fill(collection: Collection, rows: int, *, rare_every: int = 0, seed: int =
     vectors = rng.normal(size=(rows, collection.dimensions)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     name = collection.name
-    document = Document.objects.create(collection=collection, external_id=f"{name}-doc", content="x" * rows)
+    document = Document.objects.create(
+        collection=collection, external_id=f"{name}-doc", content="x" * rows
+    )
     Chunk.objects.bulk_create(
         [
             Chunk(
