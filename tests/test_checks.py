@@ -5,26 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.core import checks
 
 from retrieval.models import Collection
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.processes import manage
 
 
 def error_ids(messages: list) -> list[str]:

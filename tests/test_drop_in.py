@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,7 +10,7 @@ from django.apps import apps
 from django.core.management import get_commands
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.processes import ROOT, database_url, manage
 
 
 @pytest.fixture
@@ -22,34 +18,24 @@ def empty_database():
     """A new, empty database on the test server, dropped afterwards."""
     settings = connection.settings_dict
     name = f"retrieval_host_{uuid.uuid4().hex[:8]}"
-    admin_url = f"postgresql://{settings['USER']}@/postgres?host={settings['HOST']}"
+    admin_url = database_url(settings, "postgres")
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgres://{settings['USER']}@/{name}?host={settings['HOST']}"
+    yield database_url(settings, name)
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def host_manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "tests.custom_user.settings",
-    }
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def host_manage(*args: str, url: str):
+    return manage(
+        *args, env={"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "tests.custom_user.settings"}
     )
 
 
 def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(
     empty_database, tmp_path
 ):
-    migrated = host_manage("migrate", "--noinput", database_url=empty_database)
+    migrated = host_manage("migrate", "--noinput", url=empty_database)
     assert migrated.returncode == 0, migrated.stderr
     (tmp_path / "note.txt").write_text("Members sign in with their e-mail address.")
     script = (
@@ -66,7 +52,7 @@ def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(
         "run = ingest(collection, [source], created_by=member)\n"
         "print(run.status, IndexRun.objects.get(pk=run.pk).created_by.email)\n"
     )
-    ran = host_manage("shell", "-c", script, database_url=empty_database)
+    ran = host_manage("shell", "-c", script, url=empty_database)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == "succeeded ada@example.org"
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from io import StringIO
 from pathlib import Path
 
@@ -15,10 +12,9 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from retrieval.models import Collection, Document, IndexRun
+from tests.processes import database_url, manage
 
 pytestmark = pytest.mark.django_db
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> str:
@@ -155,21 +151,9 @@ def test_search_errors_are_command_errors(keyword_settings, library):
         run("retrieval_search", "north", "--collection", "atlas", "--top-k", "0")
 
 
-def _manage(*args: str) -> subprocess.CompletedProcess:
+def _manage(*args: str):
     """Run manage.py in a child process against this test database."""
-    settings = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{settings['USER']}@/{settings['NAME']}?host={settings['HOST']}",
-    }
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return manage(*args, env={"DATABASE_URL": database_url(connection.settings_dict)})
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ import pytest
 from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.parsers.base import BaseParser
 from retrieval.services.search import search
+from retrieval.services.types import ParsedDocument
 
 pytestmark = pytest.mark.django_db
 
@@ -167,3 +169,26 @@ def test_deleting_a_document_removes_its_chunks(collection):
     assert [r.chunk.document.external_id for r in search("north", collection=collection)] == [
         "b.txt"
     ]
+
+
+class SemicolonParser(BaseParser):
+    """A site's own parser: ``key;value`` lines become ``key: value``."""
+
+    mime_types = ("text/x-semicolon",)
+    extensions = (".scsv",)
+
+    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        lines = [line.split(";", 1) for line in data.decode().splitlines() if ";" in line]
+        return ParsedDocument(text="\n\n".join(f"{k}: {v}" for k, v in lines), title="semicolons")
+
+
+def test_a_site_registers_its_own_parser(collection, retrieval_settings):
+    source = Source(external_id="dirs.scsv", data=b"north;up\neast;right", filename="dirs.scsv")
+    assert ingest(collection, [source]).documents_failed == 1  # no parser knows .scsv yet
+    backend = "tests.services.test_indexing.SemicolonParser"
+    retrieval_settings(PARSERS={"semicolon": {"BACKEND": backend}})
+    run = ingest(collection, [source])
+    assert run.documents_indexed == 1
+    document = Document.objects.get(external_id="dirs.scsv")
+    assert (document.title, document.content) == ("semicolons", "north: up\n\neast: right")
+    assert document.mime_type == "text/x-semicolon"

@@ -22,3 +22,23 @@ class BaseChunker(ABC):
     @abstractmethod
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
         """Return the chunk spans of ``text``; ``sections`` are the parser's structure."""
+
+
+def require_int(
+    name: str, value: object, *, low: int, high: int | None = None, high_name: str = ""
+) -> int:
+    """Return ``value`` if it is an integer in ``[low, high]``; else raise ``ValueError``."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and low <= value
+        and (high is None or value <= high)
+    ):
+        return value
+    if high is not None:
+        expected = f"an integer from {low} to {high_name} ({high})"
+    else:
+        expected = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            low, f"an integer of at least {low}"
+        )
+    raise ValueError(f"{name} must be {expected}, got {value!r}.")

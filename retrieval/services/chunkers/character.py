@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.base import BaseChunker, require_int
 from retrieval.services.types import ChunkSpan, Section
 
 __all__ = ["CharacterChunker", "drop_contained", "skip_space", "split_by_characters", "trim"]
@@ -24,12 +24,8 @@ class CharacterChunker(BaseChunker):
     """Split text into windows of at most ``size`` characters, ``overlap`` shared."""
 
     def __init__(self, size: int = 1000, overlap: int = 200) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"size must be a positive integer, got {size!r}.")
-        if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < size:
-            raise ValueError(
-                f"overlap must be an integer from 0 to size - 1 ({size - 1}), got {overlap!r}."
-            )
+        require_int("size", size, low=1)
+        require_int("overlap", overlap, low=0, high=size - 1, high_name="size - 1")
         self.size = size
         self.overlap = overlap
 

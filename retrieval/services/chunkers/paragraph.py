@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.base import BaseChunker, require_int
 from retrieval.services.chunkers.character import split_by_characters, trim
 from retrieval.services.types import ChunkSpan, Section
 
@@ -22,8 +22,7 @@ class ParagraphChunker(BaseChunker):
     """
 
     def __init__(self, max_chars: int = 2000) -> None:
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-            raise ValueError(f"max_chars must be a positive integer, got {max_chars!r}.")
+        require_int("max_chars", max_chars, low=1)
         self.max_chars = max_chars
 
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.base import BaseChunker, require_int
 from retrieval.services.chunkers.character import skip_space, trim
 from retrieval.services.chunkers.paragraph import PARAGRAPH_BREAK, split_at
 from retrieval.services.chunkers.token import (
@@ -55,21 +55,11 @@ class RecursiveChunker(BaseChunker):
         encoding: str = "cl100k_base",
         min_tokens: int = 32,
     ) -> None:
-        if (
-            isinstance(max_tokens, bool)
-            or not isinstance(max_tokens, int)
-            or max_tokens < MIN_MAX_TOKENS
-        ):
-            raise ValueError(
-                f"max_tokens must be an integer of at least {MIN_MAX_TOKENS}, got {max_tokens!r}."
-            )
-        if not _is_int_in(overlap_tokens, 0, max_tokens - 1):
-            raise ValueError(
-                "overlap_tokens must be an integer from 0 to max_tokens - 1 "
-                f"({max_tokens - 1}), got {overlap_tokens!r}."
-            )
-        if not _is_int_in(min_tokens, 0, None):
-            raise ValueError(f"min_tokens must be a non-negative integer, got {min_tokens!r}.")
+        require_int("max_tokens", max_tokens, low=MIN_MAX_TOKENS)
+        require_int(
+            "overlap_tokens", overlap_tokens, low=0, high=max_tokens - 1, high_name="max_tokens - 1"
+        )
+        require_int("min_tokens", min_tokens, low=0)
         validate_encoding_name(encoding)
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
@@ -230,9 +220,3 @@ def _word_start(text: str, start: int, end: int) -> int:
             if text[offset].isspace():
                 return skip_space(text, offset, end)
     return skip_space(text, start, end)
-
-
-def _is_int_in(value: object, low: int, high: int | None) -> bool:
-    if not isinstance(value, int) or isinstance(value, bool):
-        return False
-    return low <= value and (high is None or value <= high)

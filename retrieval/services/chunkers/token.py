@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import tiktoken
 
-from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.base import BaseChunker, require_int
 from retrieval.services.chunkers.character import drop_contained, skip_space, trim
 from retrieval.services.chunkers.tokens import count_tokens, token_boundaries
 from retrieval.services.types import ChunkSpan, Section
@@ -26,23 +26,8 @@ class TokenChunker(BaseChunker):
     def __init__(
         self, max_tokens: int = 256, overlap: int = 32, encoding: str = "cl100k_base"
     ) -> None:
-        if (
-            isinstance(max_tokens, bool)
-            or not isinstance(max_tokens, int)
-            or max_tokens < MIN_MAX_TOKENS
-        ):
-            raise ValueError(
-                f"max_tokens must be an integer of at least {MIN_MAX_TOKENS}, got {max_tokens!r}."
-            )
-        if (
-            isinstance(overlap, bool)
-            or not isinstance(overlap, int)
-            or not 0 <= overlap < max_tokens
-        ):
-            raise ValueError(
-                f"overlap must be an integer from 0 to max_tokens - 1 ({max_tokens - 1}), "
-                f"got {overlap!r}."
-            )
+        require_int("max_tokens", max_tokens, low=MIN_MAX_TOKENS)
+        require_int("overlap", overlap, low=0, high=max_tokens - 1, high_name="max_tokens - 1")
         validate_encoding_name(encoding)
         self.max_tokens = max_tokens
         self.overlap = overlap
