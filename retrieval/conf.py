@@ -12,7 +12,7 @@ from typing import Any
 from django.core.signals import setting_changed
 
 #: Component kinds: each maps alias -> {"BACKEND": dotted path, "OPTIONS": {...}}.
-COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "RETRIEVERS")
+COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "ANALYZERS", "RETRIEVERS")
 
 DEFAULTS: dict[str, Any] = {
     "PARSERS": {
@@ -30,19 +30,36 @@ DEFAULTS: dict[str, Any] = {
         "character": {"BACKEND": "retrieval.services.chunkers.character.CharacterChunker"},
         "paragraph": {"BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker"},
         "token": {"BACKEND": "retrieval.services.chunkers.token.TokenChunker"},
+        "whole": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"},
     },
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
+    # Text analysis for BM25, applied at indexing and at query time alike: changing
+    # "default" needs the collection's sparse index rebuilt.
+    "ANALYZERS": {
+        "default": {
+            "BACKEND": "retrieval.services.sparse.analyzer.Analyzer",
+            "OPTIONS": {"language": "english", "stopwords": "english"},
+        },
+    },
     "RETRIEVERS": {
         "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
+        "bm25": {
+            "BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever",
+            "OPTIONS": {"k1": 0.9, "b": 0.4},
+        },
+        "hybrid": {
+            "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
+            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
+        },
     },
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",
     # Alias of the embedder given to collections created without one.
     "DEFAULT_EMBEDDER": "default",
-    # Alias of the retriever given to collections created without one.
-    "DEFAULT_RETRIEVER": "dense",
+    # Alias of the retriever used when neither the call nor the collection names one.
+    "DEFAULT_RETRIEVER": "hybrid",
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

@@ -9,7 +9,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Collection
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.registry import embedders, retrievers
+from retrieval.services.registry import chunkers, embedders, retrievers
 
 #: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
 HNSW_M = 16
@@ -17,7 +17,11 @@ HNSW_EF_CONSTRUCTION = 64
 
 
 def get_or_create_collection(
-    name: str, *, embedder: str | None = None, retriever: str | None = None
+    name: str,
+    *,
+    embedder: str | None = None,
+    retriever: str | None = None,
+    chunker: str | None = None,
 ) -> tuple[Collection, bool]:
     """Return the collection called ``name``, creating it with the given components.
 
@@ -31,6 +35,8 @@ def get_or_create_collection(
     instance = embedders[embedder_alias]  # raises InvalidComponentError naming the choices
     if retriever is not None:
         retrievers[retriever]  # raises InvalidComponentError naming the choices
+    if chunker is not None:
+        chunkers[chunker]
     with transaction.atomic():
         collection = Collection.objects.create(
             name=name,
@@ -39,6 +45,7 @@ def get_or_create_collection(
             model_name=instance.model_name,
             dimensions=instance.dimension,
             default_retriever=retriever or "",
+            chunker=chunker or "",
         )
         ensure_vector_index(collection)
     return collection, True

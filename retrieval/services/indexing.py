@@ -12,6 +12,7 @@ import bisect
 import hashlib
 import logging
 import mimetypes
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
 from retrieval.services.parsing import parse
-from retrieval.services.registry import chunkers
+from retrieval.services.registry import analyzers, chunkers
+from retrieval.services.sparse.index import bm25_text, write_postings
 from retrieval.services.types import ParsedDocument, Section
 
 logger = logging.getLogger(__name__)
@@ -93,8 +95,10 @@ class IngestResult:
 class _PreparedDocument:
     source: Source
     parsed: ParsedDocument
+    title: str
     mime_type: str
     rows: list[Chunk]
+    terms: list[tuple[Counter[str], int]]  # per row: BM25 term frequencies, length
 
 
 def ingest(
@@ -171,6 +175,7 @@ class _Indexer:
         self.force = force
         self.on_result = on_result
         self.chunker = chunkers[_chunker_alias(collection)]
+        self.analyzer = analyzers["default"]
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
         self.encoding = retrieval_settings.TOKEN_ENCODING
         self.pending: list[_PreparedDocument] = []
@@ -244,7 +249,12 @@ class _Indexer:
         parsed = ParsedDocument(
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
-        return _PreparedDocument(source, parsed, source.mime_type or parser.default_mime_type, rows)
+        title = (source.title or parsed.title or Path(source.filename or source.external_id).stem)[
+            :1000
+        ]
+        terms = [self.analyzer.term_counts(bm25_text(title, row.content)) for row in rows]
+        mime_type = source.mime_type or parser.default_mime_type
+        return _PreparedDocument(source, parsed, title, mime_type, rows, terms)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
@@ -268,9 +278,7 @@ class _Indexer:
                 document, _ = Document.objects.select_for_update().get_or_create(
                     collection=self.collection, external_id=source.external_id
                 )
-                document.title = (
-                    source.title or parsed.title or Path(source.filename or source.external_id).stem
-                )[:1000]
+                document.title = prepared.title
                 document.mime_type = prepared.mime_type
                 document.source_path = source.source_path
                 document.content = parsed.text
@@ -286,6 +294,13 @@ class _Indexer:
                     row.metadata = dict(metadata)
                     row.embedding = vector
                 Chunk.objects.bulk_create(prepared.rows, batch_size=500)
+                write_postings(
+                    self.collection.pk,
+                    (
+                        (row.pk, *terms)
+                        for row, terms in zip(prepared.rows, prepared.terms, strict=True)
+                    ),
+                )
         except Exception as e:
             self._fail(source, e)
             return

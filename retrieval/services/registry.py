@@ -72,9 +72,10 @@ class ComponentHandler(Generic[T]):
 parsers: ComponentHandler[Any] = ComponentHandler("PARSERS")
 chunkers: ComponentHandler[Any] = ComponentHandler("CHUNKERS")
 embedders: ComponentHandler[Any] = ComponentHandler("EMBEDDERS")
+analyzers: ComponentHandler[Any] = ComponentHandler("ANALYZERS")
 retrievers: ComponentHandler[Any] = ComponentHandler("RETRIEVERS")
 
-HANDLERS = (parsers, chunkers, embedders, retrievers)
+HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers)
 
 
 def reset_components() -> None:

@@ -109,10 +109,21 @@ def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
     (library / "nested" / "corrupt.pdf").unlink()
     run("retrieval_ingest", str(library), "--collection", "atlas")
     text = run("retrieval_search", "north", "--collection", "atlas", "--top-k", "3")
-    assert "3 results from 'atlas' (dense):" in text
-    assert "1. 1.0000  " in text
+    assert "3 results from 'atlas' (hybrid):" in text  # the default retriever
+    dense = run("retrieval_search", "north", "--collection", "atlas", "--retriever", "dense")
+    assert "results from 'atlas' (dense):" in dense and "1. 1.0000  " in dense
     results = json.loads(
-        run("retrieval_search", "up", "--collection", "atlas", "--top-k", "2", "--json")
+        run(
+            "retrieval_search",
+            "up",
+            "--collection",
+            "atlas",
+            "--top-k",
+            "2",
+            "--json",
+            "--retriever",
+            "dense",
+        )
     )
     assert len(results) == 2
     required = {
@@ -143,7 +154,7 @@ def test_search_errors_are_command_errors(keyword_settings, library):
     run("retrieval_ingest", str(library / "north.txt"), "--collection", "atlas")
     with pytest.raises(CommandError, match="No collection named 'nowhere'; existing: atlas"):
         run("retrieval_search", "north", "--collection", "nowhere")
-    with pytest.raises(CommandError, match="Unknown retriever 'psychic'; configured: dense"):
+    with pytest.raises(CommandError, match="Unknown retriever 'psychic'; configured: bm25, dense, hybrid"):
         run("retrieval_search", "north", "--collection", "atlas", "--retriever", "psychic")
     with pytest.raises(CommandError, match="Unknown filter 'colour'"):
         run("retrieval_search", "north", "--collection", "atlas", "--filters", '{"colour": "red"}')

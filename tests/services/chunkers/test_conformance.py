@@ -10,7 +10,8 @@ from retrieval.services.chunkers.character import CharacterChunker
 from retrieval.services.chunkers.paragraph import ParagraphChunker
 from retrieval.services.chunkers.recursive import RecursiveChunker
 from retrieval.services.chunkers.token import TokenChunker
-from retrieval.services.types import Section
+from retrieval.services.chunkers.whole import WholeChunker
+from retrieval.services.types import ChunkSpan, Section
 
 from .strategies import PROPERTY_SETTINGS, assert_contract, assert_within_tokens, texts
 
@@ -22,6 +23,7 @@ CHUNKERS = {
     "token-overlap": lambda: TokenChunker(max_tokens=6, overlap=2),
     "recursive": lambda: RecursiveChunker(max_tokens=8, min_tokens=3),
     "recursive-overlap": lambda: RecursiveChunker(max_tokens=8, overlap_tokens=3, min_tokens=0),
+    "whole": WholeChunker,
 }
 
 PROSE = (
@@ -68,7 +70,10 @@ def test_short_text_is_one_span_without_edge_whitespace(chunker: BaseChunker) ->
 
 def test_prose_is_split_and_keeps_the_contract(chunker: BaseChunker) -> None:
     spans = chunker.chunk(PROSE)
-    assert len(spans) > 3
+    if isinstance(chunker, WholeChunker):
+        assert spans == [ChunkSpan(0, len(PROSE) - 1)]  # all but the final newline
+    else:
+        assert len(spans) > 3
     check(chunker, PROSE)
 
 

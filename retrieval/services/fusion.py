@@ -1,0 +1,120 @@
+"""Fusing ranked lists: weighted reciprocal-rank, relative-score and distribution-based.
+
+Each function takes ranked lists of :class:`RetrievalResult` (one per retriever),
+deduplicates by chunk, and returns new results whose metadata keeps every list's
+score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from retrieval.services.types import RetrievalResult
+
+RankedLists = Sequence[Sequence[RetrievalResult]]
+
+
+def rrf_fuse(
+    ranked_lists: RankedLists,
+    weights: Sequence[float] | None = None,
+    k: int = 60,
+    top_k: int = 10,
+    *,
+    names: Sequence[str] | None = None,
+) -> list[RetrievalResult]:
+    """Weighted reciprocal-rank fusion: ``score = Σ weight / (k + rank)``, rank from 1."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, not {k!r}.")
+    return _fuse(
+        ranked_lists,
+        weights,
+        top_k,
+        names,
+        lambda results: [1.0 / (k + r) for r in range(1, len(results) + 1)],
+    )
+
+
+def relative_score_fuse(
+    ranked_lists: RankedLists,
+    weights: Sequence[float] | None = None,
+    top_k: int = 10,
+    *,
+    names: Sequence[str] | None = None,
+) -> list[RetrievalResult]:
+    """Relative-score fusion: each list's scores min-max normalised to [0, 1], weighted sum."""
+    return _fuse(ranked_lists, weights, top_k, names, _min_max)
+
+
+def dbsf_fuse(
+    ranked_lists: RankedLists,
+    weights: Sequence[float] | None = None,
+    top_k: int = 10,
+    *,
+    names: Sequence[str] | None = None,
+) -> list[RetrievalResult]:
+    """Distribution-based score fusion: scores scaled by each list's mean ± 3 σ, weighted sum."""
+    return _fuse(ranked_lists, weights, top_k, names, _three_sigma)
+
+
+def _min_max(results: Sequence[RetrievalResult]) -> list[float]:
+    scores = [r.score for r in results]
+    low, high = min(scores, default=0.0), max(scores, default=0.0)
+    if high == low:
+        return [1.0] * len(scores)
+    return [(s - low) / (high - low) for s in scores]
+
+
+def _three_sigma(results: Sequence[RetrievalResult]) -> list[float]:
+    scores = [r.score for r in results]
+    if len(scores) < 2:
+        return [1.0] * len(scores)
+    mean, sigma = statistics.fmean(scores), statistics.pstdev(scores)
+    if sigma == 0:
+        return [1.0] * len(scores)
+    low, high = mean - 3 * sigma, mean + 3 * sigma
+    return [min(1.0, max(0.0, (s - low) / (high - low))) for s in scores]
+
+
+def _fuse(
+    ranked_lists: RankedLists,
+    weights: Sequence[float] | None,
+    top_k: int,
+    names: Sequence[str] | None,
+    contribution: Callable[[Sequence[RetrievalResult]], list[float]],
+) -> list[RetrievalResult]:
+    weights = [1.0] * len(ranked_lists) if weights is None else list(weights)
+    names = [str(i) for i in range(len(ranked_lists))] if names is None else list(names)
+    if not len(weights) == len(names) == len(ranked_lists):
+        raise ValueError(
+            f"Got {len(ranked_lists)} ranked lists, {len(weights)} weights and {len(names)} names."
+        )
+    if top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+    fused: dict[int, float] = {}
+    first: dict[int, RetrievalResult] = {}
+    legs: dict[int, dict[str, dict[str, float]]] = {}
+    for results, weight, name in zip(ranked_lists, weights, names, strict=True):
+        seen: set[int] = set()
+        unique = [r for r in results if not (r.chunk.pk in seen or seen.add(r.chunk.pk))]
+        for rank, (result, value) in enumerate(
+            zip(unique, contribution(unique), strict=True), start=1
+        ):
+            key = result.chunk.pk
+            fused[key] = fused.get(key, 0.0) + weight * value
+            first.setdefault(key, result)
+            legs.setdefault(key, {})[name] = {"score": result.score, "rank": rank}
+    order = sorted(fused, key=lambda key: (-fused[key], key))[:top_k]
+    return [
+        replace(
+            first[key],
+            score=fused[key],
+            rank=rank,
+            metadata={**first[key].metadata, "legs": legs[key]},
+        )
+        for rank, key in enumerate(order)
+    ]
+
+
+FUSION_METHODS = {"rrf": rrf_fuse, "relative_score": relative_score_fuse, "dbsf": dbsf_fuse}
