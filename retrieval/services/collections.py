@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils.text import slugify
 
 from retrieval.conf import retrieval_settings
@@ -14,6 +14,8 @@ from retrieval.services.registry import chunkers, embedders, retrievers
 #: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: SQLSTATE of "cannot CREATE INDEX ... because it has pending trigger events".
+PENDING_TRIGGER_EVENTS = "55006"
 
 
 def get_or_create_collection(
@@ -79,14 +81,29 @@ def vector_index_name(collection_id: int) -> str:
 def ensure_vector_index(collection: Collection) -> None:
     """Create the collection's partial HNSW index over ``embedding::vector(n)`` if missing.
 
-    Call it before writing chunks in a transaction: PostgreSQL refuses CREATE INDEX
-    on a table with pending deferred-constraint events.
+    PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
+    constraint checks (e.g. chunks written earlier in it): then the index is
+    created once the transaction commits, and queries until then scan exactly.
     """
-    dimensions = int(collection.dimensions)
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
         if cursor.fetchone()[0] is not None:
             return
+    if not connection.in_atomic_block:
+        _create_vector_index(collection)
+        return
+    try:
+        with transaction.atomic():
+            _create_vector_index(collection)
+    except OperationalError as e:
+        if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
+            raise
+        transaction.on_commit(lambda: ensure_vector_index(collection))
+
+
+def _create_vector_index(collection: Collection) -> None:
+    dimensions = int(collection.dimensions)
+    with connection.cursor() as cursor:
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {vector_index_name(collection.pk)} "
             f"ON retrieval_chunk USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import logging
 import mimetypes
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -132,9 +134,7 @@ def ingest(
     indexer = _Indexer(collection, run, force=force, on_result=on_result)
     try:
         ensure_vector_index(collection)
-        for source in sources:
-            indexer.add(source)
-        indexer.flush()
+        indexer.run_all(sources)
     except BaseException as e:
         _finish(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
@@ -160,7 +160,17 @@ def _chunker_alias(collection: Collection) -> str:
 
 
 class _Indexer:
-    """Accumulate prepared documents and embed them in shared batches."""
+    """Prepare sources, embed their chunks in shared batches, write documents in groups.
+
+    Writing a group of documents takes a handful of statements in one transaction;
+    if it fails, each document of the group is written on its own, so that only the
+    one at fault fails.
+    """
+
+    #: Sources whose existing documents are looked up in one query.
+    LOOKUP_BLOCK = 64
+    #: Seconds between two saves of the run's progress.
+    PROGRESS_INTERVAL = 0.5
 
     def __init__(
         self,
@@ -179,20 +189,41 @@ class _Indexer:
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
         self.encoding = retrieval_settings.TOKEN_ENCODING
         self.pending: list[_PreparedDocument] = []
+        self.last_save = 0.0
 
-    def add(self, source: Source) -> None:
+    def run_all(self, sources: Iterable[Source]) -> None:
+        iterator = iter(sources)
+        while block := list(itertools.islice(iterator, self.LOOKUP_BLOCK)):
+            known = {
+                d.external_id: d
+                for d in Document.objects.filter(
+                    collection=self.collection, external_id__in=[s.external_id for s in block]
+                ).only("pk", "external_id", "content_hash", "status")
+            }
+            for source in block:
+                self._add(source, known.get(source.external_id))
+        self._flush()
+        self._save_progress(force=True)
+
+    def _add(self, source: Source, existing: Document | None) -> None:
+        if (
+            existing is not None
+            and not self.force
+            and existing.status == Document.Status.INDEXED
+            and existing.content_hash == source.content_hash
+        ):
+            self._record(IngestResult(source.external_id, "skipped", existing.pk))
+            return
         try:
             prepared = self._prepare(source)
         except Exception as e:  # any reason to fail this one document, named for the user
             self._fail(source, e)
             return
-        if prepared is None:
-            return
         self.pending.append(prepared)
         if sum(len(p.rows) for p in self.pending) >= self.batch_size * 4:
-            self.flush()
+            self._flush()
 
-    def flush(self) -> None:
+    def _flush(self) -> None:
         pending, self.pending = self.pending, []
         if not pending:
             return
@@ -205,28 +236,16 @@ class _Indexer:
             # Find the document the batch failed on; the others still get indexed.
             for prepared in pending:
                 self.pending = [prepared]
-                self.flush()
+                self._flush()
             return
-        offset = 0
+        group, offset = [], 0
         for prepared in pending:
             count = len(prepared.rows)
-            self._write(prepared, vectors[offset : offset + count])
+            group.append((prepared, vectors[offset : offset + count]))
             offset += count
+        self._write(group)
 
-    def _prepare(self, source: Source) -> _PreparedDocument | None:
-        existing = (
-            Document.objects.filter(collection=self.collection, external_id=source.external_id)
-            .only("pk", "content_hash", "status")
-            .first()
-        )
-        if (
-            existing is not None
-            and not self.force
-            and existing.status == Document.Status.INDEXED
-            and existing.content_hash == source.content_hash
-        ):
-            self._record(IngestResult(source.external_id, "skipped", existing.pk))
-            return None
+    def _prepare(self, source: Source) -> _PreparedDocument:
         parsed, parser = parse(source.data, filename=source.filename, mime_type=source.mime_type)
         # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
         text = parsed.text.replace("\x00", "\ufffd")
@@ -249,12 +268,10 @@ class _Indexer:
         parsed = ParsedDocument(
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
-        title = (source.title or parsed.title or Path(source.filename or source.external_id).stem)[
-            :1000
-        ]
-        terms = [self.analyzer.term_counts(bm25_text(title, row.content)) for row in rows]
+        title = source.title or parsed.title or Path(source.filename or source.external_id).stem
+        terms = [self.analyzer.term_counts(bm25_text(title[:1000], row.content)) for row in rows]
         mime_type = source.mime_type or parser.default_mime_type
-        return _PreparedDocument(source, parsed, title, mime_type, rows, terms)
+        return _PreparedDocument(source, parsed, title[:1000], mime_type, rows, terms)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
@@ -270,41 +287,77 @@ class _Indexer:
             )
         return vectors
 
-    def _write(self, prepared: _PreparedDocument, vectors: np.ndarray) -> None:
-        source, parsed = prepared.source, prepared.parsed
-        metadata = {**parsed.metadata, **source.metadata}
+    def _write(self, group: list[tuple[_PreparedDocument, np.ndarray]]) -> None:
         try:
             with transaction.atomic():
-                document, _ = Document.objects.select_for_update().get_or_create(
-                    collection=self.collection, external_id=source.external_id
-                )
-                document.title = prepared.title
-                document.mime_type = prepared.mime_type
-                document.source_path = source.source_path
-                document.content = parsed.text
-                document.content_hash = source.content_hash
-                document.metadata = metadata
-                document.status = Document.Status.INDEXED
-                document.error = ""
-                document.indexed_at = timezone.now()
-                document.save()
-                Chunk.objects.filter(document=document).delete()
-                for row, vector in zip(prepared.rows, vectors, strict=True):
-                    row.document = document
-                    row.metadata = dict(metadata)
-                    row.embedding = vector
-                Chunk.objects.bulk_create(prepared.rows, batch_size=500)
-                write_postings(
-                    self.collection.pk,
-                    (
-                        (row.pk, *terms)
-                        for row, terms in zip(prepared.rows, prepared.terms, strict=True)
-                    ),
-                )
+                documents = self._store(group)
         except Exception as e:
-            self._fail(source, e)
+            if len(group) == 1:
+                self._fail(group[0][0].source, e)
+                return
+            for item in group:
+                self._write([item])
             return
-        self._record(IngestResult(source.external_id, "indexed", document.pk, len(prepared.rows)))
+        for prepared, _ in group:
+            document = documents[prepared.source.external_id]
+            self._record(
+                IngestResult(
+                    prepared.source.external_id, "indexed", document.pk, len(prepared.rows)
+                )
+            )
+
+    def _store(self, group: list[tuple[_PreparedDocument, np.ndarray]]) -> dict[str, Document]:
+        """Replace the documents and chunks of ``group``; call inside a transaction."""
+        now = timezone.now()
+        ids = [prepared.source.external_id for prepared, _ in group]
+        documents = {
+            d.external_id: d
+            for d in Document.objects.select_for_update()
+            .filter(collection=self.collection, external_id__in=ids)
+            .order_by("pk")  # one lock order for concurrent writers
+        }
+        replaced = [d.pk for d in documents.values()]
+        new = []
+        for prepared, _ in group:
+            source = prepared.source
+            document = documents.get(source.external_id)
+            if document is None:
+                document = Document(collection=self.collection, external_id=source.external_id)
+                documents[source.external_id] = document
+                new.append(document)
+            document.title = prepared.title
+            document.mime_type = prepared.mime_type
+            document.source_path = source.source_path
+            document.content = prepared.parsed.text
+            document.content_hash = source.content_hash
+            document.metadata = {**prepared.parsed.metadata, **source.metadata}
+            document.status = Document.Status.INDEXED
+            document.error = ""
+            document.indexed_at = document.updated_at = now
+        Document.objects.bulk_create(new)
+        Document.objects.bulk_update(
+            [d for d in documents.values() if d.pk in replaced], DOCUMENT_FIELDS, batch_size=500
+        )
+        if replaced:
+            Chunk.objects.filter(document_id__in=replaced).delete()
+        rows = []
+        for prepared, vectors in group:
+            document = documents[prepared.source.external_id]
+            for row, vector in zip(prepared.rows, vectors, strict=True):
+                row.document = document
+                row.metadata = dict(document.metadata)
+                row.embedding = vector
+                rows.append(row)
+        Chunk.objects.bulk_create(rows, batch_size=500)
+        write_postings(
+            self.collection.pk,
+            (
+                (row.pk, *terms)
+                for prepared, _ in group
+                for row, terms in zip(prepared.rows, prepared.terms, strict=True)
+            ),
+        )
+        return documents
 
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
@@ -336,19 +389,38 @@ class _Indexer:
         else:
             run.documents_failed += 1
             run.errors.append({"document": result.external_id, "error": result.error})
-        run.save(
-            update_fields=[
-                "documents_done",
-                "documents_total",
-                "documents_indexed",
-                "documents_skipped",
-                "documents_failed",
-                "chunks_written",
-                "errors",
-            ]
-        )
+        self._save_progress(force=result.outcome == "failed")
         if self.on_result is not None:
             self.on_result(result)
+
+    def _save_progress(self, *, force: bool = False) -> None:
+        if not force and time.monotonic() - self.last_save < self.PROGRESS_INTERVAL:
+            return
+        self.last_save = time.monotonic()
+        self.run.save(update_fields=PROGRESS_FIELDS)
+
+
+DOCUMENT_FIELDS = [
+    "title",
+    "mime_type",
+    "source_path",
+    "content",
+    "content_hash",
+    "metadata",
+    "status",
+    "error",
+    "indexed_at",
+    "updated_at",
+]
+PROGRESS_FIELDS = [
+    "documents_done",
+    "documents_total",
+    "documents_indexed",
+    "documents_skipped",
+    "documents_failed",
+    "chunks_written",
+    "errors",
+]
 
 
 def _structure_at(

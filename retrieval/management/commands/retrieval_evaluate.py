@@ -64,7 +64,8 @@ class Command(BaseCommand):
         ) as bar:
             ingesting = bar.add_task("Ingesting corpus", total=corpus_size)
             sources = (
-                Source.from_text(entry.text, external_id=entry.id, title=entry.title)
+                # An entry with a title but no text is still a document.
+                Source.from_text(entry.text or entry.title, external_id=entry.id, title=entry.title)
                 for entry in dataset.corpus()
             )
             run = ingest(

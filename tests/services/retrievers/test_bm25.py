@@ -1,0 +1,228 @@
+"""BM25 inside PostgreSQL: scores against bm25s, statistics kept exact, filters, real data."""
+
+from __future__ import annotations
+
+import json
+
+import bm25s
+import pytest
+import Stemmer
+from django.core.management import call_command
+from django.db import connection
+
+from retrieval.models import Collection, Document
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.evaluation import ndcg_at_k
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.retrievers.bm25 import BM25Retriever
+from retrieval.services.sparse.analyzer import Analyzer
+from retrieval.services.sparse.stopwords import ENGLISH
+from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.django_db
+
+DOCS = {
+    "cats": "Cats sleep most of the day. A cat purrs.",
+    "dogs": "Dogs bark at cats and at the mailman.",
+    "birds": "Birds sing at dawn; some birds migrate south for the winter.",
+    "mixed": "Cats, dogs and birds: a household of pets that sleep, bark and sing.",
+}
+
+
+def reference(corpus: list[str], k1: float, b: float) -> bm25s.BM25:
+    """bm25s with the same analysis: the same stop words, then the same Snowball stemmer."""
+    tokens = bm25s.tokenize(
+        corpus, stopwords=sorted(ENGLISH), stemmer=Stemmer.Stemmer("english"), show_progress=False
+    )
+    model = bm25s.BM25(k1=k1, b=b, method="lucene")
+    model.index(tokens, show_progress=False)
+    return model
+
+
+def reference_scores(model: bm25s.BM25, query: str) -> list[float]:
+    terms = bm25s.tokenize(
+        [query],
+        stopwords=sorted(ENGLISH),
+        stemmer=Stemmer.Stemmer("english"),
+        show_progress=False,
+        return_ids=False,
+    )[0]
+    return [float(s) for s in model.get_scores(terms)]
+
+
+@pytest.fixture
+def pets(keyword_settings, retrieval_settings):
+    retrieval_settings(
+        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"}}
+    )
+    collection, _ = get_or_create_collection("pets")
+    sources = [
+        Source.from_text(
+            text, external_id=key, metadata={"kind": "mixed" if key == "mixed" else "single"}
+        )
+        for key, text in DOCS.items()
+    ]
+    assert ingest(collection, sources).status == "succeeded"
+    return collection
+
+
+def index_state(collection: Collection) -> tuple[dict, dict, tuple]:
+    """The term and statistics tables, and what they should be, recomputed from the postings."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term, df FROM retrieval_bm25_term WHERE collection_id = %s", [collection.pk]
+        )
+        terms = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT term, count(*) FROM retrieval_bm25_posting "
+            "WHERE collection_id = %s GROUP BY term",
+            [collection.pk],
+        )
+        recomputed = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT chunk_count, total_length FROM retrieval_bm25_stats WHERE collection_id = %s",
+            [collection.pk],
+        )
+        stats = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*), coalesce(sum(dl), 0) FROM (SELECT DISTINCT chunk_id, dl "
+            "FROM retrieval_bm25_posting WHERE collection_id = %s) AS c",
+            [collection.pk],
+        )
+        expected_stats = cursor.fetchone()
+    return terms, recomputed, (stats, expected_stats)
+
+
+@pytest.mark.parametrize(("k1", "b"), [(0.9, 0.4), (1.5, 0.75), (1.2, 0.0)])
+def test_scores_equal_bm25s(pets, k1, b):
+    corpus = [
+        f"{Document.objects.get(external_id=key).title}\n{text}" for key, text in DOCS.items()
+    ]
+    model = reference(corpus, k1, b)
+    retriever = BM25Retriever(k1=k1, b=b)
+    for query in ("cats that sleep", "bark bark", "birds migrating in winter", "the pets"):
+        expected = dict(zip(DOCS, reference_scores(model, query), strict=True))
+        results = retriever.retrieve(query, collection=pets, top_k=10)
+        got = {r.chunk.document.external_id: r.score for r in results}
+        assert set(got) == {key for key, score in expected.items() if score > 0}, query
+        for key, score in got.items():
+            assert score == pytest.approx(expected[key], rel=1e-5), (query, key)
+        assert [r.score for r in results] == sorted(got.values(), reverse=True)
+
+
+def test_only_positive_scores_and_empty_queries(pets):
+    retriever = BM25Retriever()
+    assert retriever.retrieve("zebra", collection=pets) == []
+    assert retriever.retrieve("the and of", collection=pets) == []  # stop words only
+    assert {r.chunk.document.external_id for r in retriever.retrieve("sing", collection=pets)} == {
+        "birds",
+        "mixed",
+    }
+
+
+def test_filters_apply(pets):
+    results = BM25Retriever().retrieve(
+        "cats", collection=pets, filters={"metadata": {"kind": "single"}}
+    )
+    assert {r.chunk.document.external_id for r in results} == {"cats", "dogs"}
+    only = BM25Retriever().retrieve("cats", collection=pets, filters={"documents": ["mixed"]})
+    assert [r.chunk.document.external_id for r in only] == ["mixed"]
+
+
+def test_statistics_stay_exact_through_updates_and_deletes(pets):
+    terms, recomputed, (stats, expected) = index_state(pets)
+    assert terms == recomputed and stats == expected and stats[0] == 4
+    # Replace one document's content, delete another: the statistics follow at once.
+    ingest(pets, [Source.from_text("Hamsters run on wheels all night.", external_id="cats")])
+    Document.objects.get(external_id="dogs").delete()
+    terms, recomputed, (stats, expected) = index_state(pets)
+    assert terms == recomputed and stats == expected and stats[0] == 3
+    assert "hamster" in terms and "bark" in terms  # "bark" is still in "mixed"
+    assert "purr" not in terms  # only the old "cats" text had it
+    assert terms["bark"] == 1
+    before = [
+        r.chunk.document.external_id for r in BM25Retriever().retrieve("bark", collection=pets)
+    ]
+    assert before == ["mixed"]
+
+
+def test_deleting_a_collection_empties_its_index(pets):
+    other, _ = get_or_create_collection("other")
+    ingest(other, [Source.from_text("Cats again.", external_id="x")])
+    pets.delete()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT collection_id FROM retrieval_bm25_posting")
+        assert cursor.fetchall() == [(other.pk,)]
+        cursor.execute("SELECT collection_id FROM retrieval_bm25_stats")
+        assert cursor.fetchall() == [(other.pk,)]
+        cursor.execute("SELECT DISTINCT collection_id FROM retrieval_bm25_term")
+        assert cursor.fetchall() == [(other.pk,)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flush_truncates_the_index_with_the_chunks(pets):
+    call_command("flush", "--noinput", verbosity=0)  # TRUNCATE, as TransactionTestCase does
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM retrieval_bm25_posting) "
+            "+ (SELECT count(*) FROM retrieval_bm25_term) "
+            "+ (SELECT count(*) FROM retrieval_bm25_stats)"
+        )
+        assert cursor.fetchone() == (0,)
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="b must be within"):
+        BM25Retriever(b=1.5)
+    with pytest.raises(ValueError, match="k1 must be"):
+        BM25Retriever(k1=-1)
+    with pytest.raises(ValueError, match="Unknown stemmer language 'klingon'"):
+        Analyzer(language="klingon", stopwords=None)
+
+
+def test_same_top_10_as_bm25s_on_cranfield(keyword_settings, retrieval_settings):
+    """Real data: 1,400 abstracts and 225 queries, against bm25s with the same analysis."""
+    retrieval_settings(
+        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"}}
+    )
+    dataset = SHARED_DATA / "cranfield"
+    entries = [json.loads(line) for line in (dataset / "corpus.jsonl").open()]
+    corpus = [d for d in entries if (d["text"] or d["title"]).strip()]  # 2 of 1,400 are blank
+    queries = [json.loads(line) for line in (dataset / "queries.jsonl").open()]
+    collection, _ = get_or_create_collection("cranfield")
+    run = ingest(
+        collection,
+        [
+            Source.from_text(d["text"] or d["title"], external_id=d["_id"], title=d["title"])
+            for d in corpus
+        ],
+    )
+    assert run.documents_indexed == len(corpus)
+    titles = dict(
+        Document.objects.filter(collection=collection).values_list("external_id", "title")
+    )
+    contents = dict(
+        Document.objects.filter(collection=collection).values_list("external_id", "content")
+    )
+    ids = [d["_id"] for d in corpus]
+    model = reference([f"{titles[i]}\n{contents[i]}" for i in ids], k1=0.9, b=0.4)
+    retriever = BM25Retriever(k1=0.9, b=0.4)
+    identical, ours_ndcg, theirs_ndcg = 0, [], []
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (dataset / "qrels" / "test.tsv").open().readlines()[1:]:
+        qid, did, grade = line.split()
+        qrels.setdefault(qid, {})[did] = int(grade)
+    for query in queries:
+        ours = [
+            r.chunk.document.external_id
+            for r in retriever.retrieve(query["text"], collection=collection, top_k=10)
+        ]
+        scores = reference_scores(model, query["text"])
+        theirs = [ids[i] for i in sorted(range(len(ids)), key=lambda i: -scores[i])[:10]]
+        identical += ours == theirs
+        ours_ndcg.append(ndcg_at_k(ours, qrels.get(query["_id"], {})))
+        theirs_ndcg.append(ndcg_at_k(theirs, qrels.get(query["_id"], {})))
+    assert identical >= 0.97 * len(queries), f"{identical} of {len(queries)} identical top-10 lists"
+    assert sum(ours_ndcg) / len(queries) == pytest.approx(
+        sum(theirs_ndcg) / len(queries), abs=0.002
+    )
