@@ -1,0 +1,117 @@
+"""Hybrid retrieval: fused legs, per-leg explanations, failing legs, concurrent legs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from retrieval.exceptions import RetrievalError
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.fusion import rrf_fuse
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.registry import retrievers
+from retrieval.services.retrievers.hybrid import HybridRetriever
+from retrieval.services.search import search
+
+TEXTS = {
+    "a": "North winds blow over the pole.",
+    "b": "East of the river the road goes up.",
+    "c": "The compass needle points north and never east.",
+    "d": "Up the mountain, north face, a climb.",
+}
+BROKEN = {"BACKEND": "tests.retrievers.BrokenRetriever"}
+
+
+@pytest.fixture
+def compass(keyword_settings, retrieval_settings):
+    retrieval_settings(
+        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"}}
+    )
+    collection, _ = get_or_create_collection("compass")
+    ingest(collection, [Source.from_text(text, external_id=key) for key, text in TEXTS.items()])
+    return collection
+
+
+@pytest.mark.django_db
+def test_default_hybrid_is_rrf_of_bm25_and_dense(compass):
+    query = "north needle"
+    fused = search(query, collection=compass, top_k=4)  # the default retriever is "hybrid"
+    bm25 = retrievers["bm25"].retrieve(query, collection=compass, top_k=100)
+    dense = retrievers["dense"].retrieve(query, collection=compass, top_k=100)
+    expected = rrf_fuse([bm25, dense], [1.0, 1.0], k=60, top_k=4, names=["bm25", "dense"])
+    assert [r.chunk.pk for r in fused] == [r.chunk.pk for r in expected]
+    assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
+    legs = {r.chunk.document.external_id: r.metadata["legs"] for r in fused}
+    assert legs["c"]["bm25"]["rank"] == 1  # the only text with "needle" (and "north")
+    assert legs["a"]["dense"] == {"score": pytest.approx(1.0), "rank": 1}  # exactly "north"
+    assert set(legs["c"]) == {"bm25", "dense"}
+
+
+@pytest.mark.django_db
+def test_a_failing_leg_is_marked_and_the_others_answer(compass, retrieval_settings):
+    retrieval_settings(RETRIEVERS={"broken": BROKEN})
+    hybrid = HybridRetriever(retrievers={"bm25": 1.0, "broken": 1.0})
+    results = hybrid.retrieve("north", collection=compass, top_k=3)
+    assert results and all(
+        r.metadata["failed_legs"] == {"broken": "RetrievalError: backend is down"} for r in results
+    )
+    assert all(set(r.metadata["legs"]) == {"bm25"} for r in results)
+
+
+@pytest.mark.django_db
+def test_all_legs_failing_raises(compass, retrieval_settings):
+    retrieval_settings(RETRIEVERS={"broken": BROKEN, "also-broken": BROKEN})
+    with pytest.raises(
+        RetrievalError, match="Every retriever of the hybrid failed: broken: .*also-broken"
+    ):
+        HybridRetriever(retrievers=["broken", "also-broken"]).retrieve("north", collection=compass)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_legs_run_concurrently_on_committed_data(compass, retrieval_settings):
+    seen: list[str] = []
+    original = retrievers["bm25"].retrieve
+
+    def recording(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    retrievers["bm25"].retrieve = recording
+    try:
+        concurrent = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
+            "north", collection=compass, top_k=4
+        )
+    finally:
+        del retrievers["bm25"].retrieve
+    assert seen and seen[0].startswith("retrieval-leg")  # not the caller's thread
+    sequential = rrf_fuse(
+        [
+            retrievers["bm25"].retrieve("north", collection=compass, top_k=100),
+            retrievers["dense"].retrieve("north", collection=compass, top_k=100),
+        ],
+        top_k=4,
+    )
+    assert [r.chunk.pk for r in concurrent] == [r.chunk.pk for r in sequential]
+
+
+def test_bad_options_and_checks(retrieval_settings):
+    with pytest.raises(ValueError, match="Unknown fusion method 'max'"):
+        HybridRetriever(method="max")
+    with pytest.raises(ValueError, match="at least one"):
+        HybridRetriever(retrievers={})
+    with pytest.raises(ValueError, match="non-negative"):
+        HybridRetriever(retrievers={"bm25": -1})
+    retrieval_settings(
+        RETRIEVERS={
+            "loop": {
+                "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
+                "OPTIONS": {"retrievers": ["loop", "ghost"]},
+            }
+        }
+    )
+    messages = [m.msg for m in retrievers["loop"].check()]
+    assert messages == [
+        "Hybrid retriever 'loop' fuses 'loop', which is itself.",
+        "Hybrid retriever 'loop' fuses 'ghost', which is not in RETRIEVERS.",
+    ]

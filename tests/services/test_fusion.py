@@ -1,0 +1,75 @@
+"""Fusion of ranked lists, with scores worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.models import Chunk
+from retrieval.services.fusion import dbsf_fuse, relative_score_fuse, rrf_fuse
+from retrieval.services.types import RetrievalResult
+
+
+def ranked(*pairs: tuple[int, float]) -> list[RetrievalResult]:
+    """Results for unsaved chunks with the given primary keys and scores, best first."""
+    return [
+        RetrievalResult(chunk=Chunk(pk=pk, content=f"chunk {pk}"), score=score, rank=rank)
+        for rank, (pk, score) in enumerate(pairs)
+    ]
+
+
+SPARSE = ranked((1, 9.0), (2, 6.0), (3, 3.0))
+DENSE = ranked((3, 0.9), (4, 0.8), (1, 0.5))
+
+
+def ids(results: list[RetrievalResult]) -> list[int]:
+    return [r.chunk.pk for r in results]
+
+
+def test_rrf_by_hand():
+    fused = rrf_fuse([SPARSE, DENSE], [1.0, 1.0], k=60, top_k=10, names=["bm25", "dense"])
+    scores = {r.chunk.pk: r.score for r in fused}
+    assert scores[1] == pytest.approx(1 / 61 + 1 / 63)
+    assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores[2] == pytest.approx(1 / 62) and scores[4] == pytest.approx(1 / 62)
+    assert ids(fused) == [1, 3, 2, 4]  # ties broken by chunk id
+    assert [r.rank for r in fused] == [0, 1, 2, 3]
+    assert fused[0].metadata["legs"] == {
+        "bm25": {"score": 9.0, "rank": 1},
+        "dense": {"score": 0.5, "rank": 3},
+    }
+    assert fused[3].metadata["legs"] == {"dense": {"score": 0.8, "rank": 2}}
+
+
+def test_rrf_weights_and_top_k():
+    fused = rrf_fuse([SPARSE, DENSE], [1.0, 3.0], k=0, top_k=2)
+    # k=0: 1/rank. chunk 3: 1/3 + 3/1; chunk 4: 3/2; chunk 1: 1 + 3/3.
+    assert ids(fused) == [3, 1]
+    assert fused[0].score == pytest.approx(1 / 3 + 3)
+
+
+def test_relative_score_by_hand():
+    fused = relative_score_fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10)
+    scores = {r.chunk.pk: r.score for r in fused}
+    # bm25 min-max: 1 -> 1, 2 -> 0.5, 3 -> 0; dense: 3 -> 1, 4 -> 0.75, 1 -> 0.
+    assert scores == pytest.approx({1: 1.0, 2: 0.5, 3: 2.0, 4: 1.5})
+
+
+def test_dbsf_by_hand():
+    fused = dbsf_fuse([SPARSE], top_k=10)
+    mean, sigma = 6.0, (6.0**0.5)  # population σ of 9, 6, 3
+    low, high = mean - 3 * sigma, mean + 3 * sigma
+    assert [r.score for r in fused] == pytest.approx([(s - low) / (high - low) for s in (9, 6, 3)])
+
+
+def test_duplicates_within_a_list_count_once():
+    fused = rrf_fuse([ranked((1, 2.0), (1, 1.0), (2, 0.5))], k=60, top_k=10)
+    assert fused[0].score == pytest.approx(1 / 61) and fused[1].score == pytest.approx(1 / 62)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="2 ranked lists, 1 weights"):
+        rrf_fuse([SPARSE, DENSE], [1.0])
+    with pytest.raises(ValueError, match="top_k"):
+        rrf_fuse([SPARSE], top_k=0)
+    with pytest.raises(ValueError, match="k must be"):
+        rrf_fuse([SPARSE], k=-1)
