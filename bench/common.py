@@ -1,0 +1,55 @@
+"""Shared set-up for the benchmarks: Django on the example project's database, data paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DATASETS = {"scifact": "train", "cranfield": "test"}
+
+
+def setup_django() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def machine() -> str:
+    """One line describing where the figures were measured."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+        )
+        version, pgvector = cursor.fetchone()
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{version.split(' on ')[0]}, pgvector {pgvector}"
+    )
+
+
+def corpus_entries(name: str) -> list[dict]:
+    with (SHARED_DATA / name / "corpus.jsonl").open() as f:
+        return [json.loads(line) for line in f]
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    """Render a Markdown table."""
+
+    def cell(value: object) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
