@@ -10,6 +10,14 @@ from pgvector.django import CosineDistance, VectorField
 
 
 class ChunkQuerySet(models.QuerySet):
+    def for_results(self) -> ChunkQuerySet:
+        """Load what a search result shows: the chunk and its document, not the vectors.
+
+        Parsing 384 floats per row and the documents' full text would cost more
+        than the ranking itself.
+        """
+        return self.select_related("document").defer("embedding", "document__content")
+
     def nearest(self, vector: Sequence[float], *, dimensions: int) -> ChunkQuerySet:
         """Order by cosine distance to ``vector``, annotating ``distance``.
 

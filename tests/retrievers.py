@@ -9,5 +9,5 @@ from retrieval.services.retrievers.base import BaseRetriever
 class BrokenRetriever(BaseRetriever):
     """Fail every search, as a leg whose backend is down would."""
 
-    def _retrieve(self, query, *, collection, top_k, filters):
+    def _rank(self, query, *, collection, top_k, filters):
         raise RetrievalError("backend is down")

@@ -1,19 +1,32 @@
 """Fusing ranked lists: weighted reciprocal-rank, relative-score and distribution-based.
 
-Each function takes ranked lists of :class:`RetrievalResult` (one per retriever),
-deduplicates by chunk, and returns new results whose metadata keeps every list's
+Each function takes ranked lists (one per retriever) of :class:`ScoredChunk` or
+:class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
+by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
 score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based).
+Load them with :func:`retrieval.services.retrievers.base.load_results`.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from typing import Protocol
 
-from retrieval.services.types import RetrievalResult
+from retrieval.services.types import ScoredChunk
 
-RankedLists = Sequence[Sequence[RetrievalResult]]
+
+class Scored(Protocol):
+    """Anything ranked: a chunk id and a score."""
+
+    @property
+    def chunk_id(self) -> int: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+RankedLists = Sequence[Sequence[Scored]]
 
 
 def rrf_fuse(
@@ -23,7 +36,7 @@ def rrf_fuse(
     top_k: int = 10,
     *,
     names: Sequence[str] | None = None,
-) -> list[RetrievalResult]:
+) -> list[ScoredChunk]:
     """Weighted reciprocal-rank fusion: ``score = Σ weight / (k + rank)``, rank from 1."""
     if k < 0:
         raise ValueError(f"k must be >= 0, not {k!r}.")
@@ -42,7 +55,7 @@ def relative_score_fuse(
     top_k: int = 10,
     *,
     names: Sequence[str] | None = None,
-) -> list[RetrievalResult]:
+) -> list[ScoredChunk]:
     """Relative-score fusion: each list's scores min-max normalised to [0, 1], weighted sum."""
     return _fuse(ranked_lists, weights, top_k, names, _min_max)
 
@@ -53,12 +66,12 @@ def dbsf_fuse(
     top_k: int = 10,
     *,
     names: Sequence[str] | None = None,
-) -> list[RetrievalResult]:
+) -> list[ScoredChunk]:
     """Distribution-based score fusion: scores scaled by each list's mean ± 3 σ, weighted sum."""
     return _fuse(ranked_lists, weights, top_k, names, _three_sigma)
 
 
-def _min_max(results: Sequence[RetrievalResult]) -> list[float]:
+def _min_max(results: Sequence[Scored]) -> list[float]:
     scores = [r.score for r in results]
     low, high = min(scores, default=0.0), max(scores, default=0.0)
     if high == low:
@@ -66,7 +79,7 @@ def _min_max(results: Sequence[RetrievalResult]) -> list[float]:
     return [(s - low) / (high - low) for s in scores]
 
 
-def _three_sigma(results: Sequence[RetrievalResult]) -> list[float]:
+def _three_sigma(results: Sequence[Scored]) -> list[float]:
     scores = [r.score for r in results]
     if len(scores) < 2:
         return [1.0] * len(scores)
@@ -82,8 +95,8 @@ def _fuse(
     weights: Sequence[float] | None,
     top_k: int,
     names: Sequence[str] | None,
-    contribution: Callable[[Sequence[RetrievalResult]], list[float]],
-) -> list[RetrievalResult]:
+    contribution: Callable[[Sequence[Scored]], list[float]],
+) -> list[ScoredChunk]:
     weights = [1.0] * len(ranked_lists) if weights is None else list(weights)
     names = [str(i) for i in range(len(ranked_lists))] if names is None else list(names)
     if not len(weights) == len(names) == len(ranked_lists):
@@ -93,28 +106,17 @@ def _fuse(
     if top_k < 1:
         raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
     fused: dict[int, float] = {}
-    first: dict[int, RetrievalResult] = {}
     legs: dict[int, dict[str, dict[str, float]]] = {}
     for results, weight, name in zip(ranked_lists, weights, names, strict=True):
         seen: set[int] = set()
-        unique = [r for r in results if not (r.chunk.pk in seen or seen.add(r.chunk.pk))]
+        unique = [r for r in results if not (r.chunk_id in seen or seen.add(r.chunk_id))]
         for rank, (result, value) in enumerate(
             zip(unique, contribution(unique), strict=True), start=1
         ):
-            key = result.chunk.pk
-            fused[key] = fused.get(key, 0.0) + weight * value
-            first.setdefault(key, result)
-            legs.setdefault(key, {})[name] = {"score": result.score, "rank": rank}
+            fused[result.chunk_id] = fused.get(result.chunk_id, 0.0) + weight * value
+            legs.setdefault(result.chunk_id, {})[name] = {"score": result.score, "rank": rank}
     order = sorted(fused, key=lambda key: (-fused[key], key))[:top_k]
-    return [
-        replace(
-            first[key],
-            score=fused[key],
-            rank=rank,
-            metadata={**first[key].metadata, "legs": legs[key]},
-        )
-        for rank, key in enumerate(order)
-    ]
+    return [ScoredChunk(key, fused[key], {"legs": legs[key]}) for key in order]
 
 
 FUSION_METHODS = {"rrf": rrf_fuse, "relative_score": relative_score_fuse, "dbsf": dbsf_fuse}

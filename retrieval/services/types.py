@@ -46,6 +46,18 @@ class ChunkSpan:
 
 
 @dataclass(frozen=True)
+class ScoredChunk:
+    """A chunk id with its score: what retrievers rank and fusion combines.
+
+    ``metadata`` explains the score (e.g. each fused leg's score and rank).
+    """
+
+    chunk_id: int
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RetrievalResult:
     """One retrieved chunk with its score and 0-based rank.
 
@@ -56,6 +68,10 @@ class RetrievalResult:
     score: float
     rank: int
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chunk_id(self) -> int:
+        return self.chunk.pk
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form used by the commands and the API."""

@@ -6,33 +6,29 @@ import pytest
 
 from retrieval.models import Chunk
 from retrieval.services.fusion import dbsf_fuse, relative_score_fuse, rrf_fuse
-from retrieval.services.types import RetrievalResult
+from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
-def ranked(*pairs: tuple[int, float]) -> list[RetrievalResult]:
-    """Results for unsaved chunks with the given primary keys and scores, best first."""
-    return [
-        RetrievalResult(chunk=Chunk(pk=pk, content=f"chunk {pk}"), score=score, rank=rank)
-        for rank, (pk, score) in enumerate(pairs)
-    ]
+def ranked(*pairs: tuple[int, float]) -> list[ScoredChunk]:
+    """A ranking of chunk ids with their scores, best first."""
+    return [ScoredChunk(chunk_id, score) for chunk_id, score in pairs]
 
 
 SPARSE = ranked((1, 9.0), (2, 6.0), (3, 3.0))
 DENSE = ranked((3, 0.9), (4, 0.8), (1, 0.5))
 
 
-def ids(results: list[RetrievalResult]) -> list[int]:
-    return [r.chunk.pk for r in results]
+def ids(results: list[ScoredChunk]) -> list[int]:
+    return [r.chunk_id for r in results]
 
 
 def test_rrf_by_hand():
     fused = rrf_fuse([SPARSE, DENSE], [1.0, 1.0], k=60, top_k=10, names=["bm25", "dense"])
-    scores = {r.chunk.pk: r.score for r in fused}
+    scores = {r.chunk_id: r.score for r in fused}
     assert scores[1] == pytest.approx(1 / 61 + 1 / 63)
     assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
     assert scores[2] == pytest.approx(1 / 62) and scores[4] == pytest.approx(1 / 62)
     assert ids(fused) == [1, 3, 2, 4]  # ties broken by chunk id
-    assert [r.rank for r in fused] == [0, 1, 2, 3]
     assert fused[0].metadata["legs"] == {
         "bm25": {"score": 9.0, "rank": 1},
         "dense": {"score": 0.5, "rank": 3},
@@ -49,7 +45,7 @@ def test_rrf_weights_and_top_k():
 
 def test_relative_score_by_hand():
     fused = relative_score_fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10)
-    scores = {r.chunk.pk: r.score for r in fused}
+    scores = {r.chunk_id: r.score for r in fused}
     # bm25 min-max: 1 -> 1, 2 -> 0.5, 3 -> 0; dense: 3 -> 1, 4 -> 0.75, 1 -> 0.
     assert scores == pytest.approx({1: 1.0, 2: 0.5, 3: 2.0, 4: 1.5})
 
@@ -73,3 +69,11 @@ def test_bad_arguments():
         rrf_fuse([SPARSE], top_k=0)
     with pytest.raises(ValueError, match="k must be"):
         rrf_fuse([SPARSE], k=-1)
+
+
+def test_retrieval_results_fuse_too():
+    results = [
+        RetrievalResult(chunk=Chunk(pk=pk, content=f"chunk {pk}"), score=score, rank=rank)
+        for rank, (pk, score) in enumerate([(7, 0.9), (8, 0.1)])
+    ]
+    assert ids(rrf_fuse([results, ranked((8, 5.0))], k=60)) == [8, 7]

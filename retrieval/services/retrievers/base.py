@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.models import Collection
+from retrieval.models import Chunk, Collection
 from retrieval.services.filters import Filters
-from retrieval.services.types import RetrievalResult
+from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
 class BaseRetriever(ABC):
     """Rank a collection's chunks for a query.
 
-    Every retriever applies the collection scope and :class:`Filters` the same way;
-    results are sorted by descending score with 0-based ``rank``.
+    Implementations rank chunk ids (``_rank``); :meth:`retrieve` then loads the
+    chunks of the final list in one query. Every retriever applies the collection
+    scope and :class:`Filters` the same way; results are sorted by descending
+    score with 0-based ``rank``.
     """
 
     alias: str = ""
@@ -30,18 +32,39 @@ class BaseRetriever(ABC):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[RetrievalResult]:
         """Return at most ``top_k`` results for ``query`` in ``collection``."""
-        if not isinstance(top_k, int) or top_k < 1:
+        return load_results(self.rank(query, collection=collection, top_k=top_k, filters=filters))
+
+    def rank(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[ScoredChunk]:
+        """Return the ids and scores of the best ``top_k`` chunks, best first."""
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
             raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
-        return self._retrieve(
-            query, collection=collection, top_k=top_k, filters=Filters.parse(filters)
-        )
+        return self._rank(query, collection=collection, top_k=top_k, filters=Filters.parse(filters))
 
     @abstractmethod
-    def _retrieve(
+    def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
-    ) -> list[RetrievalResult]:
-        """Rank chunks; arguments are already validated."""
+    ) -> list[ScoredChunk]:
+        """Rank chunk ids; arguments are already validated."""
 
     def check(self) -> list:
         """Return Django check messages about this retriever's configuration."""
         return []
+
+
+def load_results(scored: Sequence[ScoredChunk]) -> list[RetrievalResult]:
+    """Load the chunks (with their documents) of a ranking in one query."""
+    chunks = Chunk.objects.for_results().in_bulk([s.chunk_id for s in scored])
+    present = [s for s in scored if s.chunk_id in chunks]  # deleted since it was ranked
+    return [
+        RetrievalResult(
+            chunk=chunks[s.chunk_id], score=s.score, rank=rank, metadata=dict(s.metadata)
+        )
+        for rank, s in enumerate(present)
+    ]

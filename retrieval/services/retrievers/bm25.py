@@ -8,7 +8,7 @@ from retrieval.models import Chunk, Collection
 from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.types import RetrievalResult
+from retrieval.services.types import ScoredChunk
 
 # Query terms and statistics are materialised first (a few rows), then each query
 # term's posting list is read by an index-only scan of the primary key.
@@ -55,21 +55,14 @@ class BM25Retriever(BaseRetriever):
         self.b = float(b)
         self.analyzer = analyzer
 
-    def _retrieve(
+    def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
-    ) -> list[RetrievalResult]:
+    ) -> list[ScoredChunk]:
         terms = analyzers[self.analyzer].terms(query)
         if not terms:
             return []
         scored = self.score(terms, collection=collection, top_k=top_k, filters=filters)
-        chunks = Chunk.objects.select_related("document").in_bulk(
-            [chunk_id for chunk_id, _ in scored]
-        )
-        return [
-            RetrievalResult(chunk=chunks[chunk_id], score=score, rank=rank)
-            for rank, (chunk_id, score) in enumerate(scored)
-            if chunk_id in chunks
-        ]
+        return [ScoredChunk(chunk_id, score) for chunk_id, score in scored]
 
     def score(
         self,

@@ -8,8 +8,8 @@ from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Chunk, Collection
 from retrieval.services.collections import embedder_for
 from retrieval.services.filters import Filters
-from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.types import RetrievalResult
+from retrieval.services.retrievers.base import BaseRetriever, load_results
+from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
 class PgvectorRetriever(BaseRetriever):
@@ -41,33 +41,38 @@ class PgvectorRetriever(BaseRetriever):
         self.score_threshold = score_threshold
         self.max_scan_tuples = max_scan_tuples
 
-    def _retrieve(
+    def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
-    ) -> list[RetrievalResult]:
+    ) -> list[ScoredChunk]:
         vector = embedder_for(collection).embed_query(query)
-        return self.search_vector(vector, collection=collection, top_k=top_k, filters=filters)
+        return self.rank_vector(vector, collection=collection, top_k=top_k, filters=filters)
+
+    def rank_vector(
+        self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
+    ) -> list[ScoredChunk]:
+        """Return the ids and similarities of the ``top_k`` chunks nearest to ``vector``."""
+        chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
+        with transaction.atomic(using=chunks.db):
+            self._plan(chunks, filters, top_k)
+            rows = list(ranked.values_list("pk", "distance")[:top_k])
+        return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
 
     def search_vector(
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> list[RetrievalResult]:
         """Return the ``top_k`` chunks nearest to an already computed query vector."""
-        chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
-        with transaction.atomic(using=chunks.db):
-            self._plan(chunks, filters, top_k)
-            rows = list(ranked[:top_k])
-        return [
-            RetrievalResult(chunk=chunk, score=1.0 - float(chunk.distance), rank=rank)
-            for rank, chunk in enumerate(rows)
-        ]
+        return load_results(
+            self.rank_vector(vector, collection=collection, top_k=top_k, filters=filters)
+        )
 
     def explain(
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> str:
-        """Return PostgreSQL's plan for the query :meth:`search_vector` runs."""
+        """Return PostgreSQL's plan for the query :meth:`rank_vector` runs."""
         chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
         with transaction.atomic(using=chunks.db):
             self._plan(chunks, filters, top_k)
-            return ranked[:top_k].explain()
+            return ranked.values_list("pk", "distance")[:top_k].explain()
 
     def _querysets(self, vector, *, collection: Collection, filters: Filters | None):
         if len(vector) != collection.dimensions:
@@ -76,7 +81,7 @@ class PgvectorRetriever(BaseRetriever):
                 f"holds {collection.dimensions}."
             )
         chunks = Filters.parse(filters).apply(Chunk.objects.filter(collection=collection))
-        ranked = chunks.nearest(vector, dimensions=collection.dimensions).select_related("document")
+        ranked = chunks.nearest(vector, dimensions=collection.dimensions)
         if self.score_threshold is not None:
             ranked = ranked.filter(distance__lte=1.0 - self.score_threshold)
         return chunks, ranked

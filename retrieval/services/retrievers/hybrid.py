@@ -17,7 +17,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.fusion import FUSION_METHODS
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.types import RetrievalResult
+from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ class HybridRetriever(BaseRetriever):
     ``method`` is ``"rrf"`` (weighted reciprocal-rank fusion with constant ``k``),
     ``"relative_score"`` (min-max normalised weighted sum) or ``"dbsf"``
     (distribution-based score fusion). Each leg returns ``candidates`` results
-    (at least ``top_k``). Legs run concurrently on their own database
-    connections, except inside a transaction, where they run in the caller's
+    (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
+    concurrently (the last in the caller's thread, the others on their own database
+    connections), except inside a transaction, where they all run in the caller's
     thread so that they see its uncommitted writes. A leg that fails is logged and
     named in each result's ``metadata["failed_legs"]``; only if all fail does the
     search raise.
@@ -86,60 +87,60 @@ class HybridRetriever(BaseRetriever):
                 )
         return errors
 
-    def _retrieve(
+    def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
-    ) -> list[RetrievalResult]:
+    ) -> list[ScoredChunk]:
         depth = max(self.candidates, top_k)
         aliases = list(self.legs)
-        if connections["default"].in_atomic_block or len(aliases) == 1:
+        if connections["default"].in_atomic_block:
             outcomes = [
-                _run_leg(alias, query, collection, depth, filters, thread=False)
-                for alias in aliases
+                _run_leg(a, query, collection, depth, filters, thread=False) for a in aliases
             ]
         else:
+            # The last leg runs here, on this thread's connection; the others alongside.
             futures = [
                 _executor().submit(_run_leg, alias, query, collection, depth, filters, thread=True)
-                for alias in aliases
+                for alias in aliases[:-1]
             ]
-            outcomes = [future.result() for future in futures]
-        answered = [
-            (alias, out)
-            for alias, out in zip(aliases, outcomes, strict=True)
+            last = _run_leg(aliases[-1], query, collection, depth, filters, thread=False)
+            outcomes = [future.result() for future in futures] + [last]
+        answered = {
+            a: out
+            for a, out in zip(aliases, outcomes, strict=True)
             if not isinstance(out, Exception)
-        ]
+        }
         failed = {
-            alias: f"{out.__class__.__name__}: {out}"
-            for alias, out in zip(aliases, outcomes, strict=True)
+            a: f"{out.__class__.__name__}: {out}"
+            for a, out in zip(aliases, outcomes, strict=True)
             if isinstance(out, Exception)
         }
         if not answered:
             raise RetrievalError(
                 "Every retriever of the hybrid failed: "
-                + "; ".join(f"{a}: {e}" for a, e in failed.items())
+                + "; ".join(f"{alias}: {error}" for alias, error in failed.items())
             )
-        fuse = FUSION_METHODS[self.method]
         options: dict[str, Any] = {"k": self.k} if self.method == "rrf" else {}
-        fused = fuse(
-            [results for _, results in answered],
-            [self.legs[alias] for alias, _ in answered],
+        fused = FUSION_METHODS[self.method](
+            list(answered.values()),
+            [self.legs[alias] for alias in answered],
             top_k=top_k,
-            names=[alias for alias, _ in answered],
+            names=list(answered),
             **options,
         )
         if failed:
-            for result in fused:
-                result.metadata["failed_legs"] = failed
+            for scored in fused:
+                scored.metadata["failed_legs"] = failed
         return fused
 
 
 def _run_leg(
     alias: str, query: str, collection: Collection, top_k: int, filters: Filters, *, thread: bool
-) -> list[RetrievalResult] | Exception:
-    """Run one leg; return its exception instead of raising so the others still count."""
+) -> list[ScoredChunk] | Exception:
+    """Rank with one leg; return its exception instead of raising so the others still count."""
     if thread:
         close_old_connections()  # honour CONN_MAX_AGE, like a request would
     try:
-        return retriever_registry[alias].retrieve(
+        return retriever_registry[alias].rank(
             query, collection=collection, top_k=top_k, filters=filters
         )
     except Exception as e:

@@ -37,10 +37,10 @@ def compass(keyword_settings, retrieval_settings):
 def test_default_hybrid_is_rrf_of_bm25_and_dense(compass):
     query = "north needle"
     fused = search(query, collection=compass, top_k=4)  # the default retriever is "hybrid"
-    bm25 = retrievers["bm25"].retrieve(query, collection=compass, top_k=100)
-    dense = retrievers["dense"].retrieve(query, collection=compass, top_k=100)
+    bm25 = retrievers["bm25"].rank(query, collection=compass, top_k=100)
+    dense = retrievers["dense"].rank(query, collection=compass, top_k=100)
     expected = rrf_fuse([bm25, dense], [1.0, 1.0], k=60, top_k=4, names=["bm25", "dense"])
-    assert [r.chunk.pk for r in fused] == [r.chunk.pk for r in expected]
+    assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
     assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
     legs = {r.chunk.document.external_id: r.metadata["legs"] for r in fused}
     assert legs["c"]["bm25"]["rank"] == 1  # the only text with "needle" (and "north")
@@ -71,28 +71,28 @@ def test_all_legs_failing_raises(compass, retrieval_settings):
 @pytest.mark.django_db(transaction=True)
 def test_legs_run_concurrently_on_committed_data(compass, retrieval_settings):
     seen: list[str] = []
-    original = retrievers["bm25"].retrieve
+    original = retrievers["bm25"].rank
 
     def recording(*args, **kwargs):
         seen.append(threading.current_thread().name)
         return original(*args, **kwargs)
 
-    retrievers["bm25"].retrieve = recording
+    retrievers["bm25"].rank = recording
     try:
         concurrent = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
             "north", collection=compass, top_k=4
         )
     finally:
-        del retrievers["bm25"].retrieve
+        del retrievers["bm25"].rank
     assert seen and seen[0].startswith("retrieval-leg")  # not the caller's thread
     sequential = rrf_fuse(
         [
-            retrievers["bm25"].retrieve("north", collection=compass, top_k=100),
-            retrievers["dense"].retrieve("north", collection=compass, top_k=100),
+            retrievers["bm25"].rank("north", collection=compass, top_k=100),
+            retrievers["dense"].rank("north", collection=compass, top_k=100),
         ],
         top_k=4,
     )
-    assert [r.chunk.pk for r in concurrent] == [r.chunk.pk for r in sequential]
+    assert [r.chunk.pk for r in concurrent] == [r.chunk_id for r in sequential]
 
 
 def test_bad_options_and_checks(retrieval_settings):
