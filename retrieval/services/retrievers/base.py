@@ -14,10 +14,12 @@ from retrieval.services.types import RetrievalResult, ScoredChunk
 class BaseRetriever(ABC):
     """Rank a collection's chunks for a query.
 
-    Implementations rank chunk ids (``_rank``); :meth:`retrieve` then loads the
-    chunks of the final list in one query. Every retriever applies the collection
-    scope and :class:`Filters` the same way; results are sorted by descending
-    score with 0-based ``rank``.
+    A search has two steps: :meth:`prepare` does the work that needs no database
+    (analysing or embedding the query) and may run on any thread; ``_rank`` ranks
+    chunk ids in the database. :meth:`retrieve` then loads the chunks of the final
+    list in one query. Every retriever applies the collection scope and
+    :class:`Filters` the same way; results are sorted by descending score with
+    0-based ``rank``.
     """
 
     alias: str = ""
@@ -43,15 +45,33 @@ class BaseRetriever(ABC):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[ScoredChunk]:
         """Return the ids and scores of the best ``top_k`` chunks, best first."""
+        prepared = self.prepare(query, collection=collection)
+        return self.rank_prepared(prepared, collection=collection, top_k=top_k, filters=filters)
+
+    def prepare(self, query: str, *, collection: Collection) -> Any:
+        """Return what ranking needs from ``query``, without touching the database."""
+        return query
+
+    def rank_prepared(
+        self,
+        prepared: Any,
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[ScoredChunk]:
+        """Rank with the output of :meth:`prepare`."""
         if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
             raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
-        return self._rank(query, collection=collection, top_k=top_k, filters=Filters.parse(filters))
+        return self._rank(
+            prepared, collection=collection, top_k=top_k, filters=Filters.parse(filters)
+        )
 
     @abstractmethod
     def _rank(
-        self, query: str, *, collection: Collection, top_k: int, filters: Filters
+        self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
-        """Rank chunk ids; arguments are already validated."""
+        """Rank chunk ids in the database; arguments are already validated."""
 
     def check(self) -> list:
         """Return Django check messages about this retriever's configuration."""

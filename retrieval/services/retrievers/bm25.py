@@ -55,10 +55,13 @@ class BM25Retriever(BaseRetriever):
         self.b = float(b)
         self.analyzer = analyzer
 
+    def prepare(self, query: str, *, collection: Collection) -> list[str]:
+        """Analyse the query into index terms."""
+        return analyzers[self.analyzer].terms(query)
+
     def _rank(
-        self, query: str, *, collection: Collection, top_k: int, filters: Filters
+        self, terms: list[str], *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
-        terms = analyzers[self.analyzer].terms(query)
         if not terms:
             return []
         scored = self.score(terms, collection=collection, top_k=top_k, filters=filters)

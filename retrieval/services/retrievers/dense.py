@@ -41,10 +41,13 @@ class PgvectorRetriever(BaseRetriever):
         self.score_threshold = score_threshold
         self.max_scan_tuples = max_scan_tuples
 
+    def prepare(self, query: str, *, collection: Collection):
+        """Embed the query with the collection's embedder."""
+        return embedder_for(collection).embed_query(query)
+
     def _rank(
-        self, query: str, *, collection: Collection, top_k: int, filters: Filters
+        self, vector, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
-        vector = embedder_for(collection).embed_query(query)
         return self.rank_vector(vector, collection=collection, top_k=top_k, filters=filters)
 
     def rank_vector(

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from django.core import checks
-from django.db import close_old_connections, connections
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
@@ -40,10 +39,10 @@ class HybridRetriever(BaseRetriever):
     ``method`` is ``"rrf"`` (weighted reciprocal-rank fusion with constant ``k``),
     ``"relative_score"`` (min-max normalised weighted sum) or ``"dbsf"``
     (distribution-based score fusion). Each leg returns ``candidates`` results
-    (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
-    concurrently (the last in the caller's thread, the others on their own database
-    connections), except inside a transaction, where they all run in the caller's
-    thread so that they see its uncommitted writes. A leg that fails is logged and
+    (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. The legs'
+    database-free work (query embedding, analysis) runs concurrently on worker
+    threads; their queries run on the caller's connection, so they see its
+    transaction's uncommitted writes. A leg that fails is logged and
     named in each result's ``metadata["failed_legs"]``; only if all fail does the
     search raise.
     """
@@ -91,61 +90,40 @@ class HybridRetriever(BaseRetriever):
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
         depth = max(self.candidates, top_k)
-        aliases = list(self.legs)
-        if connections["default"].in_atomic_block:
-            outcomes = [
-                _run_leg(a, query, collection, depth, filters, thread=False) for a in aliases
-            ]
-        else:
-            # The last leg runs here, on this thread's connection; the others alongside.
-            futures = [
-                _executor().submit(_run_leg, alias, query, collection, depth, filters, thread=True)
-                for alias in aliases[:-1]
-            ]
-            last = _run_leg(aliases[-1], query, collection, depth, filters, thread=False)
-            outcomes = [future.result() for future in futures] + [last]
-        answered = {
-            a: out
-            for a, out in zip(aliases, outcomes, strict=True)
-            if not isinstance(out, Exception)
+        legs = {alias: retriever_registry[alias] for alias in self.legs}
+        # Preparing a leg (embedding, analysis) needs no database: it runs on worker
+        # threads, while this thread ranks each leg, on its own connection, as soon as
+        # that leg is prepared (so BM25's SQL overlaps the query embedding).
+        futures = {
+            _executor().submit(leg.prepare, query, collection=collection): alias
+            for alias, leg in legs.items()
         }
-        failed = {
-            a: f"{out.__class__.__name__}: {out}"
-            for a, out in zip(aliases, outcomes, strict=True)
-            if isinstance(out, Exception)
-        }
-        if not answered:
+        ranked: dict[str, list[ScoredChunk]] = {}
+        failed: dict[str, str] = {}
+        for future in as_completed(futures):
+            alias = futures[future]
+            try:
+                ranked[alias] = legs[alias].rank_prepared(
+                    future.result(), collection=collection, top_k=depth, filters=filters
+                )
+            except Exception as e:
+                logger.warning("Hybrid leg %r failed for %r: %s", alias, query, e, exc_info=True)
+                failed[alias] = f"{e.__class__.__name__}: {e}"
+        if not ranked:
             raise RetrievalError(
                 "Every retriever of the hybrid failed: "
-                + "; ".join(f"{alias}: {error}" for alias, error in failed.items())
+                + "; ".join(f"{alias}: {failed[alias]}" for alias in self.legs)
             )
+        answered = [alias for alias in self.legs if alias in ranked]  # configuration order
         options: dict[str, Any] = {"k": self.k} if self.method == "rrf" else {}
         fused = FUSION_METHODS[self.method](
-            list(answered.values()),
+            [ranked[alias] for alias in answered],
             [self.legs[alias] for alias in answered],
             top_k=top_k,
-            names=list(answered),
+            names=answered,
             **options,
         )
         if failed:
             for scored in fused:
                 scored.metadata["failed_legs"] = failed
         return fused
-
-
-def _run_leg(
-    alias: str, query: str, collection: Collection, top_k: int, filters: Filters, *, thread: bool
-) -> list[ScoredChunk] | Exception:
-    """Rank with one leg; return its exception instead of raising so the others still count."""
-    if thread:
-        close_old_connections()  # honour CONN_MAX_AGE, like a request would
-    try:
-        return retriever_registry[alias].rank(
-            query, collection=collection, top_k=top_k, filters=filters
-        )
-    except Exception as e:
-        logger.warning("Hybrid leg %r failed for %r: %s", alias, query, e, exc_info=True)
-        return e
-    finally:
-        if thread:
-            close_old_connections()

@@ -68,31 +68,38 @@ def test_all_legs_failing_raises(compass, retrieval_settings):
         HybridRetriever(retrievers=["broken", "also-broken"]).retrieve("north", collection=compass)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_legs_run_concurrently_on_committed_data(compass, retrieval_settings):
-    seen: list[str] = []
-    original = retrievers["bm25"].rank
+@pytest.mark.django_db
+def test_legs_prepare_on_worker_threads_and_query_on_the_callers_connection(compass):
+    threads: dict[str, str] = {}
+    dense, bm25 = retrievers["dense"], retrievers["bm25"]
+    prepare, rank_prepared = dense.prepare, bm25.rank_prepared
 
-    def recording(*args, **kwargs):
-        seen.append(threading.current_thread().name)
-        return original(*args, **kwargs)
+    def recording_prepare(*args, **kwargs):
+        threads["dense.prepare"] = threading.current_thread().name
+        return prepare(*args, **kwargs)
 
-    retrievers["bm25"].rank = recording
+    def recording_rank(*args, **kwargs):
+        threads["bm25.rank"] = threading.current_thread().name
+        return rank_prepared(*args, **kwargs)
+
+    dense.prepare, bm25.rank_prepared = recording_prepare, recording_rank
     try:
-        concurrent = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
+        # Inside this test's transaction: the legs must see its uncommitted chunks.
+        fused = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
             "north", collection=compass, top_k=4
         )
     finally:
-        del retrievers["bm25"].rank
-    assert seen and seen[0].startswith("retrieval-leg")  # not the caller's thread
-    sequential = rrf_fuse(
+        del dense.prepare, bm25.rank_prepared
+    assert threads["dense.prepare"].startswith("retrieval-leg")
+    assert threads["bm25.rank"] == threading.current_thread().name
+    expected = rrf_fuse(
         [
             retrievers["bm25"].rank("north", collection=compass, top_k=100),
             retrievers["dense"].rank("north", collection=compass, top_k=100),
         ],
         top_k=4,
     )
-    assert [r.chunk.pk for r in concurrent] == [r.chunk_id for r in sequential]
+    assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
 
 
 def test_bad_options_and_checks(retrieval_settings):
