@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,33 @@ class Filters:
 
     def __bool__(self) -> bool:
         return self.document_ids is not None or self.documents is not None or bool(self.metadata)
+
+    def sql(self, alias: str, *, collection_id: int) -> tuple[list[str], list[Any]]:
+        """Return SQL conditions on the chunk table aliased ``alias``, and their parameters.
+
+        Only chunk columns appear (external ids are resolved to document ids first),
+        so an index scan over the chunk table can apply them row by row.
+        """
+        conditions: list[str] = []
+        params: list[Any] = []
+        document_ids = self.document_ids
+        if self.documents is not None:
+            from retrieval.models import Document
+
+            named = Document.objects.filter(
+                collection_id=collection_id, external_id__in=self.documents
+            ).values_list("pk", flat=True)
+            named = list(named)
+            document_ids = (
+                [i for i in named if i in document_ids] if document_ids is not None else named
+            )
+        if document_ids is not None:
+            conditions.append(f"{alias}.document_id = ANY(%s)")
+            params.append(list(document_ids))
+        if self.metadata:
+            conditions.append(f"{alias}.metadata @> %s::jsonb")
+            params.append(json.dumps(self.metadata))
+        return conditions, params
 
     def apply(self, chunks: QuerySet) -> QuerySet:
         """Narrow a ``Chunk`` queryset to what these filters allow."""

@@ -10,27 +10,26 @@ from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import ScoredChunk
 
-# Query terms and statistics are materialised first (a few rows), then each query
-# term's posting list is read by an index-only scan of the primary key.
+# The per-query constants (idf, length normalisation) are computed once for the few
+# query terms; then each term's posting list is read by an index-only scan of the
+# primary key and summed in float8 (parameters are cast: numeric math is slow).
 SCORE_SQL = """
-WITH query AS MATERIALIZED (
-    SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term
-), stats AS MATERIALIZED (
-    SELECT chunk_count::float8 AS n, total_length::float8 / greatest(chunk_count, 1) AS avgdl
-    FROM retrieval_bm25_stats WHERE collection_id = %s
-), weights AS MATERIALIZED (
-    SELECT t.term, q.qtf * ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) AS weight
-    FROM retrieval_bm25_term t JOIN query q ON q.term = t.term CROSS JOIN stats s
-    WHERE t.collection_id = %s
+WITH q AS MATERIALIZED (
+    SELECT array_agg(t.term) AS terms,
+           array_agg(qt.qtf * ln(1 + (s.chunk_count - t.df + 0.5) / (t.df + 0.5))) AS weights,
+           %s::float8 * (1 - %s::float8) AS norm_a,
+           %s::float8 * %s::float8 * max(s.chunk_count) / greatest(max(s.total_length), 1) AS norm_b
+    FROM (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
+    JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
+    JOIN retrieval_bm25_stats s ON s.collection_id = t.collection_id
 )
 SELECT p.chunk_id,
-       sum(w.weight * p.tf / (p.tf + %s * (1 - %s + %s * p.dl / s.avgdl))) AS score
-FROM weights w
-JOIN retrieval_bm25_posting p ON p.collection_id = %s AND p.term = w.term
-CROSS JOIN stats s
+       sum(q.weights[array_position(q.terms, p.term)] * p.tf / (p.tf + q.norm_a + q.norm_b * p.dl))
+           AS score
+FROM q, retrieval_bm25_posting p
+WHERE p.collection_id = %s AND p.term = ANY(q.terms)
 {filter}
 GROUP BY p.chunk_id
-HAVING sum(w.weight * p.tf) > 0
 ORDER BY score DESC, p.chunk_id
 LIMIT %s
 """
@@ -42,8 +41,7 @@ class BM25Retriever(BaseRetriever):
     ``score = Σ_t qtf · idf · tf / (tf + k1 · (1 - b + b · dl / avgdl))`` with
     ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, summed over the query's terms;
     N, df and avgdl are the collection's, dl the chunk's length in terms (title
-    included). Only chunks with a positive
-    score are returned.
+    included). Every returned chunk has a positive score: this idf is always > 0.
     """
 
     def __init__(self, *, k1: float = 0.9, b: float = 0.4, analyzer: str = "default") -> None:
@@ -77,23 +75,24 @@ class BM25Retriever(BaseRetriever):
     ) -> list[tuple[int, float]]:
         """Return ``(chunk id, score)`` of the best ``top_k`` chunks for analysed ``terms``."""
         filter_sql, filter_params = "", []
-        chunks = Chunk.objects.filter(collection=collection)
-        if filters:
-            subquery = filters.apply(chunks).values("pk")
-            sql, filter_params = subquery.query.sql_with_params()
-            filter_sql = f"WHERE p.chunk_id IN ({sql})"
-            filter_params = list(filter_params)
+        conditions, condition_params = Filters.parse(filters).sql("c", collection_id=collection.pk)
+        if conditions:
+            filter_sql = (
+                "AND p.chunk_id IN (SELECT c.id FROM retrieval_chunk c "
+                f"WHERE c.collection_id = %s AND {' AND '.join(conditions)})"
+            )
+            filter_params = [collection.pk, *condition_params]
         params = [
-            list(terms),
-            collection.pk,
-            collection.pk,
             self.k1,
             self.b,
+            self.k1,
             self.b,
+            list(terms),
+            collection.pk,
             collection.pk,
             *filter_params,
             top_k,
         ]
-        with connections[chunks.db].cursor() as cursor:
+        with connections[Chunk.objects.db].cursor() as cursor:
             cursor.execute(SCORE_SQL.format(filter=filter_sql), params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]

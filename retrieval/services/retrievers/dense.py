@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from django.db import connections, transaction
 
 from retrieval.exceptions import DimensionMismatchError
@@ -54,10 +55,13 @@ class PgvectorRetriever(BaseRetriever):
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> list[ScoredChunk]:
         """Return the ids and similarities of the ``top_k`` chunks nearest to ``vector``."""
-        chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
-        with transaction.atomic(using=chunks.db):
-            self._plan(chunks, filters, top_k)
-            rows = list(ranked.values_list("pk", "distance")[:top_k])
+        sql, params, using = self._query(
+            vector, collection=collection, filters=filters, top_k=top_k
+        )
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            self._plan(cursor, collection, filters, top_k)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
         return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
 
     def search_vector(
@@ -72,34 +76,51 @@ class PgvectorRetriever(BaseRetriever):
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> str:
         """Return PostgreSQL's plan for the query :meth:`rank_vector` runs."""
-        chunks, ranked = self._querysets(vector, collection=collection, filters=filters)
-        with transaction.atomic(using=chunks.db):
-            self._plan(chunks, filters, top_k)
-            return ranked.values_list("pk", "distance")[:top_k].explain()
+        sql, params, using = self._query(
+            vector, collection=collection, filters=filters, top_k=top_k
+        )
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            self._plan(cursor, collection, filters, top_k)
+            cursor.execute("EXPLAIN " + sql, params)
+            return "\n".join(row[0] for row in cursor.fetchall())
 
-    def _querysets(self, vector, *, collection: Collection, filters: Filters | None):
+    def _query(
+        self, vector, *, collection: Collection, filters: Filters | None, top_k: int
+    ) -> tuple[str, list, str]:
+        """Return the ranking SQL: the cast matches the collection's partial HNSW index."""
         if len(vector) != collection.dimensions:
             raise DimensionMismatchError(
                 f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
                 f"holds {collection.dimensions}."
             )
-        chunks = Filters.parse(filters).apply(Chunk.objects.filter(collection=collection))
-        ranked = chunks.nearest(vector, dimensions=collection.dimensions)
+        distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
+        literal = "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+        filter_conditions, filter_params = Filters.parse(filters).sql(
+            "c", collection_id=collection.pk
+        )
+        conditions = ["c.collection_id = %s", *filter_conditions]
+        params = [literal, collection.pk, *filter_params]
         if self.score_threshold is not None:
-            ranked = ranked.filter(distance__lte=1.0 - self.score_threshold)
-        return chunks, ranked
+            conditions.append(f"{distance} <= %s")
+            params += [literal, 1.0 - self.score_threshold]
+        sql = (
+            f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
+            f"WHERE {' AND '.join(conditions)} ORDER BY {distance} LIMIT %s"
+        )
+        return sql, [*params, literal, top_k], Chunk.objects.db
 
-    def _plan(self, chunks, filters: Filters | None, top_k: int) -> None:
+    def _plan(self, cursor, collection: Collection, filters: Filters | None, top_k: int) -> None:
         """Set this transaction's planner options for the query about to run."""
         settings = {"hnsw.ef_search": str(max(self.ef_search, top_k))}
+        filters = Filters.parse(filters)
         if filters:
-            matching = chunks.order_by().values("pk")[: self.exact_scan_limit + 1].count()
+            chunks = filters.apply(Chunk.objects.filter(collection=collection))
+            matching = chunks.order_by().values("pk")[: self.exact_scan_limit + 1].count()  # capped
             if matching <= self.exact_scan_limit:
                 # Few candidates: rank them all exactly instead of walking the graph.
                 settings["enable_indexscan"] = "off"
             else:
                 settings["hnsw.iterative_scan"] = "strict_order"
                 settings["hnsw.max_scan_tuples"] = str(self.max_scan_tuples)
-        with connections[chunks.db].cursor() as cursor:
-            for name, value in settings.items():
-                cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
+        cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
