@@ -47,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
         "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
         "bm25": {
             "BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever",
-            "OPTIONS": {"k1": 0.9, "b": 0.4},
+            "OPTIONS": {"k1": 1.2, "b": 0.75},
         },
         "hybrid": {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",

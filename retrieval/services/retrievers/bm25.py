@@ -44,7 +44,7 @@ class BM25Retriever(BaseRetriever):
     included). Every returned chunk has a positive score: this idf is always > 0.
     """
 
-    def __init__(self, *, k1: float = 0.9, b: float = 0.4, analyzer: str = "default") -> None:
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, analyzer: str = "default") -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")
         if not 0 <= b <= 1:

@@ -26,7 +26,7 @@ class PgvectorRetriever(BaseRetriever):
     def __init__(
         self,
         *,
-        ef_search: int = 40,
+        ef_search: int = 100,
         exact_scan_limit: int = 5000,
         score_threshold: float | None = None,
         max_scan_tuples: int = 20000,
