@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrieval.exceptions import RetrievalError
+from retrieval.management.progress import progress_bar
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.evaluation import evaluate as run_evaluation
 from retrieval.services.evaluation import load_beir
@@ -52,16 +51,7 @@ class Command(BaseCommand):
             )
         except RetrievalError as e:
             raise CommandError(str(e)) from e
-        console = Console(stderr=True)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(
-            *columns, console=console, transient=True, disable=not console.is_terminal
-        ) as bar:
+        with progress_bar() as bar:
             ingesting = bar.add_task("Ingesting corpus", total=corpus_size)
             sources = (
                 # An entry with a title but no text is still a document.

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.management.progress import progress_bar
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import IngestResult, Source, ingest
 from retrieval.services.parsing import parser_for
@@ -51,16 +50,7 @@ class Command(BaseCommand):
             Source.from_path(path, external_id=external_id, metadata=metadata)
             for path, external_id in files
         )
-        console = Console(stderr=True)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(
-            *columns, console=console, transient=True, disable=not console.is_terminal
-        ) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("Indexing", total=len(files))
 
             def on_result(result: IngestResult) -> None:
