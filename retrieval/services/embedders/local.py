@@ -160,6 +160,9 @@ class LocalEmbedder(BaseEmbedder):
         options = ort.SessionOptions()
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
+        # Idle worker threads must sleep, not spin: in a web process the CPU they would
+        # burn after each query embedding belongs to PostgreSQL and other requests.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             return ort.InferenceSession(
                 str(path), sess_options=options, providers=["CPUExecutionProvider"]
