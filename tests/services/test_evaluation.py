@@ -115,7 +115,8 @@ def test_evaluate_command_ingests_once_and_reports_metrics(keyword_settings, tin
     assert report["queries"] == len(dataset.judged_queries())
     assert report["documents_indexed"] == 200
     assert 0.2 < report["ndcg@10"] <= 1.0 and report["recall@100"] >= report["ndcg@10"] * 0.5
-    assert report["latency_ms_p95"] >= report["latency_ms_p50"] > 0
+    p50, p95 = report["latency_ms_p50"], report["latency_ms_p95"]
+    assert 0 < p50 <= p95  # a sanity check of the percentiles, not a speed target
     assert Document.objects.filter(collection__name="tiny").count() == 200
     again = json.loads(
         evaluate("--dataset", str(tiny), "--collection", "tiny", "--retriever", "bm25", "--json")
