@@ -1,0 +1,157 @@
+"""API serializers: validate input, render records. Work happens in the services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from retrieval.exceptions import InvalidFilterError
+from retrieval.models import Chunk, Collection, Document
+from retrieval.services.filters import Filters
+from retrieval.services.registry import chunkers, embedders, retrievers
+
+
+def _component(handler, alias: str, kind: str) -> str:
+    if alias not in handler:
+        raise serializers.ValidationError(
+            f"Unknown {kind} {alias!r}; configured: {', '.join(handler.aliases())}."
+        )
+    return alias
+
+
+class CollectionSerializer(serializers.ModelSerializer):
+    embedder = serializers.CharField(
+        required=False, help_text="Embedder alias (default: DEFAULT_EMBEDDER)."
+    )
+    documents = serializers.IntegerField(source="documents.count", read_only=True)
+
+    class Meta:
+        model = Collection
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "description",
+            "embedder",
+            "model_name",
+            "dimensions",
+            "chunker",
+            "default_retriever",
+            "metadata",
+            "documents",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["slug", "model_name", "dimensions", "created_at", "updated_at"]
+
+    def validate_embedder(self, value: str) -> str:
+        if self.instance is not None and value != self.instance.embedder:
+            raise serializers.ValidationError(
+                "A collection's embedder cannot change; re-embed it instead."
+            )
+        return _component(embedders, value, "embedder")
+
+    def validate_chunker(self, value: str) -> str:
+        return _component(chunkers, value, "chunker") if value else value
+
+    def validate_default_retriever(self, value: str) -> str:
+        return _component(retrievers, value, "retriever") if value else value
+
+
+class DocumentSerializer(serializers.ModelSerializer):
+    collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
+
+    class Meta:
+        model = Document
+        fields = [
+            "id",
+            "collection",
+            "external_id",
+            "title",
+            "mime_type",
+            "source_path",
+            "content_hash",
+            "metadata",
+            "status",
+            "error",
+            "created_at",
+            "updated_at",
+            "indexed_at",
+        ]
+        read_only_fields = fields
+
+
+class ChunkSerializer(serializers.ModelSerializer):
+    document = serializers.CharField(source="document.external_id", read_only=True)
+    collection = serializers.CharField(source="collection.slug", read_only=True)
+
+    class Meta:
+        model = Chunk
+        fields = [
+            "id",
+            "collection",
+            "document",
+            "document_id",
+            "index",
+            "content",
+            "start",
+            "end",
+            "page",
+            "heading_path",
+            "token_count",
+            "metadata",
+        ]
+        read_only_fields = fields
+
+
+class DocumentDetailSerializer(DocumentSerializer):
+    chunks = ChunkSerializer(many=True, read_only=True)
+
+    class Meta(DocumentSerializer.Meta):
+        fields = [*DocumentSerializer.Meta.fields, "content", "chunks"]
+        read_only_fields = fields
+
+
+class DocumentTextSerializer(serializers.Serializer):
+    """A document given as text, to index now."""
+
+    collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
+    external_id = serializers.CharField(max_length=1000)
+    text = serializers.CharField(trim_whitespace=False)
+    title = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class SearchSerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=10_000)
+    collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
+    retriever = serializers.CharField(
+        required=False, help_text="Retriever alias (default: the collection's)."
+    )
+    top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
+    filters = serializers.JSONField(required=False, default=None)
+
+    def validate_retriever(self, value: str) -> str:
+        return _component(retrievers, value, "retriever")
+
+    def validate_filters(self, value: Any) -> Filters:
+        try:
+            return Filters.parse(value)
+        except InvalidFilterError as e:
+            raise serializers.ValidationError(str(e)) from e
+
+
+class SearchResultSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+    document = serializers.CharField(help_text="The document's external id.")
+    title = serializers.CharField()
+    chunk_id = serializers.IntegerField()
+    chunk_index = serializers.IntegerField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    page = serializers.IntegerField(allow_null=True)
+    heading_path = serializers.ListField(child=serializers.CharField())
+    text = serializers.CharField()
+    metadata = serializers.DictField(help_text="Includes each fused leg's score and rank.")

@@ -1,0 +1,205 @@
+"""Thin DRF views over the services: the serializer validates, a service works."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, Collection, Document
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.search import search
+
+from . import serializers
+
+
+class Pagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class RetrievalAPIMixin:
+    """Paginated, and authenticated unless the host's DRF settings say otherwise.
+
+    The schema class is drf-spectacular's whatever the host's default, so the
+    OpenAPI schema builds in any site.
+    """
+
+    pagination_class = Pagination
+    schema = AutoSchema()
+
+    def get_permissions(self) -> list[Any]:
+        if "DEFAULT_PERMISSION_CLASSES" in getattr(settings, "REST_FRAMEWORK", {}):
+            classes = api_settings.DEFAULT_PERMISSION_CLASSES
+        else:
+            classes = [permissions.IsAuthenticated]
+        return [permission() for permission in classes]
+
+
+class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
+    """Collections: each a corpus with its own embedding space."""
+
+    queryset = Collection.objects.all()
+    serializer_class = serializers.CollectionSerializer
+    lookup_field = "slug"
+
+    def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
+        data = serializer.validated_data
+        if Collection.objects.filter(name=data["name"]).exists():
+            raise ValidationError({"name": ["A collection with this name exists."]})
+        try:
+            collection, _ = get_or_create_collection(
+                data["name"],
+                embedder=data.get("embedder"),
+                retriever=data.get("default_retriever") or None,
+                chunker=data.get("chunker") or None,
+            )
+        except RetrievalError as e:
+            raise ValidationError(str(e)) from e
+        for field in ("description", "metadata"):
+            if field in data:
+                setattr(collection, field, data[field])
+        collection.save()
+        serializer.instance = collection
+
+
+FILTER_PARAMETERS = [
+    OpenApiParameter("collection", str, description="Collection slug."),
+    OpenApiParameter("status", str, description="Document status."),
+    OpenApiParameter(
+        "metadata", str, description='JSON object the metadata must contain, e.g. {"lang": "en"}.'
+    ),
+]
+
+
+@extend_schema(parameters=FILTER_PARAMETERS)
+class DocumentViewSet(
+    RetrievalAPIMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Documents: list and filter, create from text (indexed at once), read with chunks, delete."""
+
+    queryset = Document.objects.select_related("collection").defer("content")
+
+    def get_serializer_class(self) -> type:
+        if self.action == "retrieve":
+            return serializers.DocumentDetailSerializer
+        if self.action == "create":
+            return serializers.DocumentTextSerializer
+        return serializers.DocumentSerializer
+
+    def get_queryset(self) -> QuerySet:
+        documents = super().get_queryset()
+        if self.action == "retrieve":
+            return Document.objects.select_related("collection").prefetch_related("chunks")
+        params = self.request.query_params
+        if "collection" in params:
+            documents = documents.filter(collection__slug=params["collection"])
+        if "status" in params:
+            documents = documents.filter(status=params["status"])
+        if "metadata" in params:
+            documents = documents.filter(
+                metadata__contains=_json_object(params["metadata"], "metadata")
+            )
+        return documents
+
+    @extend_schema(
+        request=serializers.DocumentTextSerializer, responses=serializers.DocumentDetailSerializer
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = serializers.DocumentTextSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        source = Source.from_text(
+            data["text"],
+            external_id=data["external_id"],
+            title=data["title"],
+            metadata=data["metadata"],
+        )
+        run = ingest(data["collection"], [source], created_by=request.user)
+        document = Document.objects.get(
+            collection=data["collection"], external_id=data["external_id"]
+        )
+        if run.documents_failed:
+            raise ValidationError(
+                {"text": [document.error or "The document could not be indexed."]}
+            )
+        body = serializers.DocumentDetailSerializer(document).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("collection", str, description="Collection slug."),
+        OpenApiParameter("document", int, description="Document id."),
+    ]
+)
+class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """Chunks: list and filter by collection and document."""
+
+    queryset = Chunk.objects.select_related("document", "collection").defer(
+        "embedding", "document__content"
+    )
+    serializer_class = serializers.ChunkSerializer
+
+    def get_queryset(self) -> QuerySet:
+        chunks = super().get_queryset()
+        params = self.request.query_params
+        if "collection" in params:
+            chunks = chunks.filter(collection__slug=params["collection"])
+        if "document" in params:
+            if not params["document"].isdigit():
+                raise ValidationError({"document": ["A document id is an integer."]})
+            chunks = chunks.filter(document_id=int(params["document"]))
+        return chunks
+
+
+class SearchView(RetrievalAPIMixin, APIView):
+    """Search a collection with a named retriever."""
+
+    @extend_schema(
+        request=serializers.SearchSerializer,
+        responses=serializers.SearchResultSerializer(many=True),
+    )
+    def post(self, request: Request) -> Response:
+        serializer = serializers.SearchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            results = search(
+                data["query"],
+                collection=data["collection"],
+                retriever=data.get("retriever"),
+                top_k=data["top_k"],
+                filters=data["filters"],
+            )
+        except (RetrievalError, ValueError) as e:
+            raise ValidationError(str(e)) from e
+        return Response({"results": [result.to_dict() for result in results]})
+
+
+def _json_object(raw: str, name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValidationError({name: [f"Not valid JSON: {e}"]}) from e
+    if not isinstance(value, dict):
+        raise ValidationError({name: ["Must be a JSON object."]})
+    return value

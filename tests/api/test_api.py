@@ -1,0 +1,136 @@
+"""The REST API on the real database: CRUD, search, validation, permissions, schema."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from retrieval.models import Chunk, Collection, Document
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(keyword_settings) -> APIClient:
+    client = APIClient()
+    user = get_user_model().objects.create_user(username="reader", password="x")
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def atlas(api) -> dict:
+    response = api.post(
+        "/api/collections/", {"name": "Atlas", "description": "maps"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    for key, text in {"n": "North is up on the map.", "e": "East is where the sun rises."}.items():
+        created = api.post(
+            "/api/documents/",
+            {"collection": "atlas", "external_id": key, "text": text, "metadata": {"axis": key}},
+            format="json",
+        )
+        assert created.status_code == 201, created.json()
+    return response.json()
+
+
+def test_anonymous_requests_are_refused(keyword_settings):
+    assert APIClient().get("/api/collections/").status_code == 403
+    assert APIClient().post("/api/search/", {"query": "x"}, format="json").status_code == 403
+
+
+def test_collection_crud(api, atlas):
+    assert atlas["slug"] == "atlas" and atlas["dimensions"] == 3 and atlas["embedder"] == "default"
+    listing = api.get("/api/collections/").json()
+    assert listing["count"] == 1 and listing["results"][0]["documents"] == 2
+    updated = api.patch("/api/collections/atlas/", {"description": "a book of maps"}, format="json")
+    assert updated.status_code == 200 and updated.json()["description"] == "a book of maps"
+    refused = api.patch("/api/collections/atlas/", {"embedder": "other"}, format="json")
+    assert refused.status_code == 400 and "cannot change" in str(refused.json())
+    duplicate = api.post("/api/collections/", {"name": "Atlas"}, format="json")
+    assert duplicate.status_code == 400
+    unknown = api.post(
+        "/api/collections/", {"name": "B", "default_retriever": "psychic"}, format="json"
+    )
+    assert unknown.status_code == 400 and "Unknown retriever 'psychic'" in str(unknown.json())
+    assert api.delete("/api/collections/atlas/").status_code == 204
+    assert not Chunk.objects.exists() and api.get("/api/collections/atlas/").status_code == 404
+
+
+def test_documents_list_filter_detail_delete(api, atlas):
+    listing = api.get(
+        "/api/documents/", {"collection": "atlas", "metadata": '{"axis": "e"}'}
+    ).json()
+    assert [d["external_id"] for d in listing["results"]] == ["e"]
+    document = Document.objects.get(external_id="n")
+    detail = api.get(f"/api/documents/{document.pk}/").json()
+    assert detail["content"] == "North is up on the map." and detail["status"] == "indexed"
+    chunk = detail["chunks"][0]
+    assert detail["content"][chunk["start"] : chunk["end"]] == chunk["content"]
+    chunks = api.get("/api/chunks/", {"document": document.pk}).json()
+    assert chunks["count"] == len(detail["chunks"])
+    assert api.delete(f"/api/documents/{document.pk}/").status_code == 204
+    assert api.get(f"/api/documents/{document.pk}/").status_code == 404
+    assert api.get("/api/documents/", {"metadata": "[1]"}).status_code == 400
+    assert api.get("/api/chunks/", {"document": "x"}).status_code == 400
+
+
+def test_document_that_cannot_be_indexed_is_a_400(api, atlas):
+    empty = api.post(
+        "/api/documents/", {"collection": "atlas", "external_id": "z", "text": "   "}, format="json"
+    )
+    assert empty.status_code == 400
+    missing = api.post(
+        "/api/documents/", {"collection": "nowhere", "external_id": "z", "text": "x"}, format="json"
+    )
+    assert missing.status_code == 400 and "collection" in missing.json()
+
+
+def test_search_returns_explained_results(api, atlas):
+    response = api.post(
+        "/api/search/", {"query": "north", "collection": "atlas", "top_k": 2}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    results = response.json()["results"]
+    assert results[0]["document"] == "n" and results[0]["rank"] == 1
+    assert set(results[0]["metadata"]["legs"]) == {"bm25", "dense"}
+    dense = api.post(
+        "/api/search/",
+        {
+            "query": "north",
+            "collection": "atlas",
+            "retriever": "dense",
+            "filters": {"documents": ["e"]},
+        },
+        format="json",
+    ).json()["results"]
+    assert [r["document"] for r in dense] == ["e"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "x", "collection": "atlas", "retriever": "psychic"}, "retriever"),
+        ({"query": "x", "collection": "atlas", "filters": {"colour": 1}}, "filters"),
+        ({"query": "x", "collection": "atlas", "top_k": 0}, "top_k"),
+        ({"query": "x", "collection": "nowhere"}, "collection"),
+        ({"collection": "atlas"}, "query"),
+    ],
+)
+def test_bad_search_input_is_a_400_naming_the_field(api, atlas, body, field):
+    response = api.post("/api/search/", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+
+
+def test_openapi_schema_and_docs(api, client):
+    schema = api.get("/api/schema/", {"format": "json"})
+    assert schema.status_code == 200
+    document = schema.json()
+    assert document["openapi"].startswith("3.")
+    assert {"/api/collections/", "/api/documents/", "/api/chunks/", "/api/search/"} <= set(
+        document["paths"]
+    )
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+    assert Collection.objects.count() == 0
