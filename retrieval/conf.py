@@ -64,6 +64,8 @@ DEFAULTS: dict[str, Any] = {
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.
     "TOKEN_ENCODING": "cl100k_base",
+    # Largest file the API accepts (bytes); larger uploads get 413.
+    "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
 }
 
 

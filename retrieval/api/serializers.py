@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from retrieval.exceptions import InvalidFilterError
-from retrieval.models import Chunk, Collection, Document
+from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.filters import Filters
 from retrieval.services.registry import chunkers, embedders, retrievers
 
@@ -113,14 +113,58 @@ class DocumentDetailSerializer(DocumentSerializer):
         read_only_fields = fields
 
 
-class DocumentTextSerializer(serializers.Serializer):
-    """A document given as text, to index now."""
+class DocumentCreateSerializer(serializers.Serializer):
+    """A document to index now: JSON ``text``, or a multipart ``file``."""
 
     collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
-    external_id = serializers.CharField(max_length=1000)
-    text = serializers.CharField(trim_whitespace=False)
+    external_id = serializers.CharField(
+        max_length=1000, required=False, help_text="Default: the file name."
+    )
+    text = serializers.CharField(trim_whitespace=False, required=False)
+    file = serializers.FileField(required=False)
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
-    metadata = serializers.DictField(required=False, default=dict)
+    metadata = serializers.JSONField(required=False, default=dict)
+
+    def validate_metadata(self, value: Any) -> dict:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return value
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if ("text" in data) == ("file" in data):
+            raise serializers.ValidationError("Give either text or a file.")
+        if "external_id" not in data:
+            if "file" not in data:
+                raise serializers.ValidationError({"external_id": ["Required with text."]})
+            data["external_id"] = data["file"].name
+        return data
+
+
+class IndexRunSerializer(serializers.ModelSerializer):
+    collection = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = IndexRun
+        fields = [
+            "id",
+            "collection",
+            "scope",
+            "options",
+            "status",
+            "documents_total",
+            "documents_done",
+            "documents_indexed",
+            "documents_skipped",
+            "documents_failed",
+            "chunks_written",
+            "errors",
+            "message",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_seconds",
+        ]
+        read_only_fields = fields
 
 
 class SearchSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ router = DefaultRouter()
 router.register("collections", views.CollectionViewSet, basename="collection")
 router.register("documents", views.DocumentViewSet, basename="document")
 router.register("chunks", views.ChunkViewSet, basename="chunk")
+router.register("index-runs", views.IndexRunViewSet, basename="indexrun")
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -10,17 +10,19 @@ from django.db.models import QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, UnsupportedMediaType, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from retrieval.exceptions import RetrievalError
-from retrieval.models import Chunk, Collection, Document
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.parsing import parser_for
 from retrieval.services.search import search
 
 from . import serializers
@@ -102,7 +104,7 @@ class DocumentViewSet(
         if self.action == "retrieve":
             return serializers.DocumentDetailSerializer
         if self.action == "create":
-            return serializers.DocumentTextSerializer
+            return serializers.DocumentCreateSerializer
         return serializers.DocumentSerializer
 
     def get_queryset(self) -> QuerySet:
@@ -121,18 +123,25 @@ class DocumentViewSet(
         return documents
 
     @extend_schema(
-        request=serializers.DocumentTextSerializer, responses=serializers.DocumentDetailSerializer
+        request={
+            "application/json": serializers.DocumentCreateSerializer,
+            "multipart/form-data": serializers.DocumentCreateSerializer,
+        },
+        responses=serializers.DocumentDetailSerializer,
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = serializers.DocumentTextSerializer(data=request.data)
+        serializer = serializers.DocumentCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        source = Source.from_text(
-            data["text"],
-            external_id=data["external_id"],
-            title=data["title"],
-            metadata=data["metadata"],
-        )
+        if "file" in data:
+            source = _uploaded_source(data)
+        else:
+            source = Source.from_text(
+                data["text"],
+                external_id=data["external_id"],
+                title=data["title"],
+                metadata=data["metadata"],
+            )
         run = ingest(data["collection"], [source], created_by=request.user)
         document = Document.objects.get(
             collection=data["collection"], external_id=data["external_id"]
@@ -171,6 +180,13 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         return chunks
 
 
+class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """Index runs: progress, counts and per-document errors of every indexing job."""
+
+    queryset = IndexRun.objects.select_related("collection")
+    serializer_class = serializers.IndexRunSerializer
+
+
 class SearchView(RetrievalAPIMixin, APIView):
     """Search a collection with a named retriever."""
 
@@ -193,6 +209,37 @@ class SearchView(RetrievalAPIMixin, APIView):
         except (RetrievalError, ValueError) as e:
             raise ValidationError(str(e)) from e
         return Response({"results": [result.to_dict() for result in results]})
+
+
+def _uploaded_source(data: dict[str, Any]) -> Source:
+    """Read an uploaded file within the size limit, refusing types no parser reads."""
+    upload = data["file"]
+    limit = int(retrieval_settings.MAX_UPLOAD_BYTES)
+    if upload.size > limit:
+        raise PayloadTooLarge(
+            f"The file is {upload.size} bytes; the limit is {limit} (MAX_UPLOAD_BYTES)."
+        )
+    content_type = (
+        upload.content_type if upload.content_type != "application/octet-stream" else None
+    )
+    try:
+        parser_for(mime_type=content_type, filename=upload.name)
+    except UnsupportedFileType as e:
+        raise UnsupportedMediaType(content_type or upload.name, detail=str(e)) from e
+    return Source(
+        external_id=data["external_id"],
+        data=upload.read(),
+        filename=upload.name,
+        mime_type=content_type,
+        title=data["title"],
+        metadata=data["metadata"],
+    )
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The upload is too large."
+    default_code = "payload_too_large"
 
 
 def _json_object(raw: str, name: str) -> dict[str, Any]:

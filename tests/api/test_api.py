@@ -134,3 +134,55 @@ def test_openapi_schema_and_docs(api, client):
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
     assert Collection.objects.count() == 0
+
+
+def pdf_bytes(*pages: str) -> bytes:
+    import pymupdf
+
+    document = pymupdf.open()
+    for text in pages:
+        document.new_page().insert_text((72, 72), text)
+    return document.tobytes()
+
+
+def test_upload_a_pdf_then_follow_its_index_run(api, atlas):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile(
+        "guide.pdf", pdf_bytes("North page.", "Up page."), "application/pdf"
+    )
+    response = api.post(
+        "/api/documents/", {"collection": "atlas", "file": upload, "metadata": '{"kind": "guide"}'}
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["external_id"] == "guide.pdf" and body["mime_type"] == "application/pdf"
+    assert [c["page"] for c in body["chunks"]] == [1, 2] and body["metadata"]["kind"] == "guide"
+    runs = api.get("/api/index-runs/").json()
+    assert runs["count"] == 3  # two texts in the fixture, then this file
+    latest = api.get(f"/api/index-runs/{runs['results'][0]['id']}/").json()
+    assert latest["status"] == "succeeded" and latest["documents_indexed"] == 1
+    assert latest["collection"] == "atlas"
+
+
+def test_uploads_too_large_or_of_unknown_type(api, atlas, retrieval_settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    picture = SimpleUploadedFile("photo.png", b"\x89PNG\r\n\x1a\n", "image/png")
+    refused = api.post("/api/documents/", {"collection": "atlas", "file": picture})
+    assert refused.status_code == 415 and "No parser accepts photo.png" in refused.json()["detail"]
+    retrieval_settings(MAX_UPLOAD_BYTES=10)
+    big = SimpleUploadedFile("notes.txt", b"north " * 10, "text/plain")
+    too_large = api.post("/api/documents/", {"collection": "atlas", "file": big})
+    assert too_large.status_code == 413 and "limit is 10" in too_large.json()["detail"]
+    both = api.post(
+        "/api/documents/",
+        {
+            "collection": "atlas",
+            "external_id": "x",
+            "text": "t",
+            "file": SimpleUploadedFile("a.txt", b"a"),
+        },
+    )
+    assert both.status_code == 400
+    assert Document.objects.filter(collection__slug="atlas").count() == 2
