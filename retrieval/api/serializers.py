@@ -12,6 +12,12 @@ from retrieval.services.filters import Filters
 from retrieval.services.registry import chunkers, embedders, retrievers
 
 
+def _json_object(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Must be a JSON object.")
+    return value
+
+
 def _component(handler, alias: str, kind: str) -> str:
     if alias not in handler:
         raise serializers.ValidationError(
@@ -24,6 +30,7 @@ class CollectionSerializer(serializers.ModelSerializer):
     embedder = serializers.CharField(
         required=False, help_text="Embedder alias (default: DEFAULT_EMBEDDER)."
     )
+    metadata = serializers.JSONField(required=False, help_text="A JSON object.")
     documents = serializers.IntegerField(source="documents.count", read_only=True)
 
     class Meta:
@@ -44,6 +51,9 @@ class CollectionSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = ["slug", "model_name", "dimensions", "created_at", "updated_at"]
+
+    def validate_metadata(self, value: Any) -> dict:
+        return _json_object(value)
 
     def validate_embedder(self, value: str) -> str:
         if self.instance is not None and value != self.instance.embedder:
@@ -126,9 +136,7 @@ class DocumentCreateSerializer(serializers.Serializer):
     metadata = serializers.JSONField(required=False, default=dict)
 
     def validate_metadata(self, value: Any) -> dict:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
-        return value
+        return _json_object(value)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if ("text" in data) == ("file" in data):

@@ -1,0 +1,60 @@
+"""Fuzz the API from its own OpenAPI schema: no generated request may get a 5xx."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import schemathesis
+from django.contrib.auth import get_user_model
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+# Bounded: random generation only, a few examples per operation (the coverage phase alone
+# would send hundreds of requests per operation).
+schema.config.phases.coverage.enabled = False
+schema.config.phases.stateful.enabled = False
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def keep_the_test_connection():
+    """Requests go through the real WSGI handler; like Django's test client, keep it from
+    closing the test's database connection at the end of each request."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def credentials(keyword_settings) -> dict[str, str]:
+    """A user, and a collection with a document so that lookups can hit real rows."""
+    get_user_model().objects.create_user(username="fuzzer", password="fuzz")
+    collection, _ = get_or_create_collection("atlas")
+    ingest(collection, [Source.from_text("North is up.", external_id="n")])
+    token = base64.b64encode(b"fuzzer:fuzz").decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+@schema.parametrize()
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+def test_no_request_gets_a_server_error(case, credentials):
+    case.call_and_validate(headers=credentials, checks=[not_a_server_error])
