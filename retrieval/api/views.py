@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.db import DataError
 from django.db.models import QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -43,6 +44,13 @@ class RetrievalAPIMixin:
 
     pagination_class = Pagination
     schema = AutoSchema()
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # A value PostgreSQL cannot take (a NUL character, a number out of range) is bad
+        # input, not a server error.
+        if isinstance(exc, DataError):
+            exc = ValidationError(f"Invalid value: {exc}")
+        return super().handle_exception(exc)
 
     def get_permissions(self) -> list[Any]:
         if "DEFAULT_PERMISSION_CLASSES" in getattr(settings, "REST_FRAMEWORK", {}):

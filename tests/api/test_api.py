@@ -186,3 +186,9 @@ def test_uploads_too_large_or_of_unknown_type(api, atlas, retrieval_settings):
     )
     assert both.status_code == 400
     assert Document.objects.filter(collection__slug="atlas").count() == 2
+
+
+def test_values_postgresql_cannot_store_are_a_400(api, atlas):
+    nul = api.post("/api/search/", {"query": "north", "collection": "at\x00las"}, format="json")
+    assert nul.status_code == 400 and "NUL" in str(nul.json())
+    assert api.get("/api/documents/", {"collection": "a\x00"}).status_code == 400

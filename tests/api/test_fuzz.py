@@ -50,6 +50,7 @@ def credentials(keyword_settings) -> dict[str, str]:
 @settings(
     max_examples=15,
     deadline=None,
+    derandomize=True,  # the same examples on every run, so CI is repeatable
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
         HealthCheck.too_slow,
