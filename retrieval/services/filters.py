@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
-
 from retrieval.exceptions import InvalidFilterError
 
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
@@ -92,13 +90,3 @@ class Filters:
             conditions.append(f"{alias}.metadata @> %s::jsonb")
             params.append(json.dumps(self.metadata))
         return conditions, params
-
-    def apply(self, chunks: QuerySet) -> QuerySet:
-        """Narrow a ``Chunk`` queryset to what these filters allow."""
-        if self.document_ids is not None:
-            chunks = chunks.filter(document_id__in=self.document_ids)
-        if self.documents is not None:
-            chunks = chunks.filter(document__external_id__in=self.documents)
-        if self.metadata:
-            chunks = chunks.filter(metadata__contains=self.metadata)
-        return chunks

@@ -55,12 +55,11 @@ class PgvectorRetriever(BaseRetriever):
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> list[ScoredChunk]:
         """Return the ids and similarities of the ``top_k`` chunks nearest to ``vector``."""
-        sql, params, using = self._query(
-            vector, collection=collection, filters=filters, top_k=top_k
-        )
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            self._plan(cursor, collection, filters, top_k)
-            cursor.execute(sql, params)
+        with (
+            transaction.atomic(using=Chunk.objects.db),
+            connections[Chunk.objects.db].cursor() as cursor,
+        ):
+            cursor.execute(*self._prepared_query(cursor, vector, collection, filters, top_k))
             rows = cursor.fetchall()
         return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
 
@@ -76,51 +75,55 @@ class PgvectorRetriever(BaseRetriever):
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None
     ) -> str:
         """Return PostgreSQL's plan for the query :meth:`rank_vector` runs."""
-        sql, params, using = self._query(
-            vector, collection=collection, filters=filters, top_k=top_k
-        )
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            self._plan(cursor, collection, filters, top_k)
+        with (
+            transaction.atomic(using=Chunk.objects.db),
+            connections[Chunk.objects.db].cursor() as cursor,
+        ):
+            sql, params = self._prepared_query(cursor, vector, collection, filters, top_k)
             cursor.execute("EXPLAIN " + sql, params)
             return "\n".join(row[0] for row in cursor.fetchall())
 
-    def _query(
-        self, vector, *, collection: Collection, filters: Filters | None, top_k: int
-    ) -> tuple[str, list, str]:
-        """Return the ranking SQL: the cast matches the collection's partial HNSW index."""
+    def _prepared_query(
+        self, cursor, vector, collection: Collection, filters: Filters | None, top_k: int
+    ) -> tuple[str, list]:
+        """Set this transaction's planner options; return the ranking SQL and parameters.
+
+        The cast matches the collection's partial HNSW index. A filter matching at most
+        ``exact_scan_limit`` chunks is ranked by an exact scan of those chunks; a wider
+        one walks the index iteratively, in strict order, until ``top_k`` match.
+        """
         if len(vector) != collection.dimensions:
             raise DimensionMismatchError(
                 f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
                 f"holds {collection.dimensions}."
             )
-        distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
-        literal = "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
         filter_conditions, filter_params = Filters.parse(filters).sql(
             "c", collection_id=collection.pk
         )
-        conditions = ["c.collection_id = %s", *filter_conditions]
-        params = [literal, collection.pk, *filter_params]
-        if self.score_threshold is not None:
-            conditions.append(f"{distance} <= %s")
-            params += [literal, 1.0 - self.score_threshold]
-        sql = (
-            f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
-            f"WHERE {' AND '.join(conditions)} ORDER BY {distance} LIMIT %s"
-        )
-        return sql, [*params, literal, top_k], Chunk.objects.db
-
-    def _plan(self, cursor, collection: Collection, filters: Filters | None, top_k: int) -> None:
-        """Set this transaction's planner options for the query about to run."""
+        where = " AND ".join(["c.collection_id = %s", *filter_conditions])
+        where_params = [collection.pk, *filter_params]
         settings = {"hnsw.ef_search": str(max(self.ef_search, top_k))}
-        filters = Filters.parse(filters)
-        if filters:
-            chunks = filters.apply(Chunk.objects.filter(collection=collection))
-            matching = chunks.order_by().values("pk")[: self.exact_scan_limit + 1].count()  # capped
-            if matching <= self.exact_scan_limit:
-                # Few candidates: rank them all exactly instead of walking the graph.
+        if filter_conditions:
+            cursor.execute(
+                "SELECT count(*) FROM "
+                f"(SELECT 1 FROM retrieval_chunk c WHERE {where} LIMIT %s) AS matching",
+                [*where_params, self.exact_scan_limit + 1],
+            )
+            if cursor.fetchone()[0] <= self.exact_scan_limit:
                 settings["enable_indexscan"] = "off"
             else:
                 settings["hnsw.iterative_scan"] = "strict_order"
                 settings["hnsw.max_scan_tuples"] = str(self.max_scan_tuples)
         calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
         cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
+        distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
+        literal = "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+        params = [literal, *where_params]
+        if self.score_threshold is not None:
+            where += f" AND {distance} <= %s"
+            params += [literal, 1.0 - self.score_threshold]
+        sql = (
+            f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
+            f"WHERE {where} ORDER BY {distance} LIMIT %s"
+        )
+        return sql, [*params, literal, top_k]
