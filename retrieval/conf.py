@@ -12,7 +12,16 @@ from typing import Any
 from django.core.signals import setting_changed
 
 #: Component kinds: each maps alias -> {"BACKEND": dotted path, "OPTIONS": {...}}.
-COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "ANALYZERS", "RETRIEVERS")
+COMPONENT_KINDS = (
+    "PARSERS",
+    "CHUNKERS",
+    "EMBEDDERS",
+    "ANALYZERS",
+    "RETRIEVERS",
+    "LLMS",
+    "REWRITERS",
+    "RERANKERS",
+)
 
 DEFAULTS: dict[str, Any] = {
     "PARSERS": {
@@ -53,7 +62,22 @@ DEFAULTS: dict[str, Any] = {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
             "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
         },
+        # Rewrite -> retrieve -> judge rounds; LLM stages when LLMS has "default",
+        # offline ones (pseudo-relevance feedback, coverage judge) otherwise.
+        "agentic": {
+            "BACKEND": "retrieval.services.retrievers.agentic.AgenticRetriever",
+            "OPTIONS": {"retriever": "hybrid", "llm": "default"},
+        },
     },
+    # Chat models: {"BACKEND": ..., "OPTIONS": {"model", "base_url", "api_key", ...}}, or
+    # the short form "openai:MODEL". None by default: every LLM stage has an offline path.
+    "LLMS": {},
+    "REWRITERS": {
+        "prf": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
+    },
+    "RERANKERS": {},
+    # The most LLM work one query may do; None lifts a limit.
+    "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",
     # Alias of the embedder given to collections created without one.

@@ -33,3 +33,11 @@ class DimensionMismatchError(EmbeddingError):
 
 class InvalidFilterError(RetrievalError, ValueError):
     """A retrieval filter is malformed (unknown key, wrong type)."""
+
+
+class LLMError(RetrievalError):
+    """A language model call failed, timed out, or answered something unusable."""
+
+
+class BudgetExceeded(LLMError):
+    """A query's LLM budget (calls, tokens or seconds) would be exceeded."""

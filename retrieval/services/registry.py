@@ -23,8 +23,16 @@ class ComponentHandler(Generic[T]):
         self.kind = kind
         self._instances: dict[str, T] = {}
 
-    def configs(self) -> dict[str, dict[str, Any]]:
+    def configs(self) -> dict[str, Any]:
         return getattr(retrieval_settings, self.kind)
+
+    def expand(self, config: dict[str, Any] | str) -> dict[str, Any]:
+        """Return the ``{"BACKEND", "OPTIONS"}`` form of one alias's configuration."""
+        if isinstance(config, dict):
+            return config
+        raise InvalidComponentError(
+            f"RETRIEVAL[{self.kind!r}] entries must be dicts with BACKEND, not {config!r}."
+        )
 
     def aliases(self) -> list[str]:
         return sorted(self.configs())
@@ -45,7 +53,7 @@ class ComponentHandler(Generic[T]):
                 f"Unknown {self.kind.lower()[:-1]} {alias!r}; "
                 f"configured: {', '.join(self.aliases()) or '(none)'}."
             )
-        config = configs[alias]
+        config = self.expand(configs[alias])
         backend = config.get("BACKEND")
         try:
             cls = import_string(backend)
@@ -69,13 +77,33 @@ class ComponentHandler(Generic[T]):
         self._instances.clear()
 
 
+class LLMHandler(ComponentHandler[Any]):
+    """LLMs also accept the short form ``"openai:MODEL"``."""
+
+    PROVIDERS = {"openai": "retrieval.services.llms.openai.OpenAIChatLLM"}
+
+    def expand(self, config: dict[str, Any] | str) -> dict[str, Any]:
+        if isinstance(config, str):
+            provider, _, model = config.partition(":")
+            if provider not in self.PROVIDERS or not model:
+                raise InvalidComponentError(
+                    f"RETRIEVAL['LLMS'] short form {config!r} must be 'PROVIDER:MODEL' with "
+                    f"PROVIDER one of {', '.join(self.PROVIDERS)}, e.g. 'openai:gpt-4o-mini'."
+                )
+            return {"BACKEND": self.PROVIDERS[provider], "OPTIONS": {"model": model}}
+        return super().expand(config)
+
+
 parsers: ComponentHandler[Any] = ComponentHandler("PARSERS")
 chunkers: ComponentHandler[Any] = ComponentHandler("CHUNKERS")
 embedders: ComponentHandler[Any] = ComponentHandler("EMBEDDERS")
 analyzers: ComponentHandler[Any] = ComponentHandler("ANALYZERS")
 retrievers: ComponentHandler[Any] = ComponentHandler("RETRIEVERS")
+llms: ComponentHandler[Any] = LLMHandler("LLMS")
+rewriters: ComponentHandler[Any] = ComponentHandler("REWRITERS")
+rerankers: ComponentHandler[Any] = ComponentHandler("RERANKERS")
 
-HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers)
+HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers, llms, rewriters, rerankers)
 
 
 def reset_components() -> None:

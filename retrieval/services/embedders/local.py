@@ -13,6 +13,7 @@ from django.core import checks
 
 from retrieval.exceptions import EmbeddingError, MissingDependencyError
 from retrieval.services.embedders.base import BaseEmbedder
+from retrieval.services.onnx import batch_inputs, load_session, load_tokenizer
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIMENSION = 384
@@ -143,56 +144,23 @@ class LocalEmbedder(BaseEmbedder):
         return self._tokenizer, self._session
 
     def _load_tokenizer(self) -> Any:
-        path = self.find_tokenizer_path()
-        tokenizers = _require_module("tokenizers")
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(path))
-        except Exception as e:
-            raise EmbeddingError(f"Cannot read the tokenizer at {path}: {e}") from e
-        # The file pads every text to 128 tokens and cuts at 128; pad per batch in _run instead.
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=self.max_length)
-        return tokenizer
+        return load_tokenizer(
+            self.find_tokenizer_path(), max_length=self.max_length, error=EmbeddingError
+        )
 
     def _load_session(self) -> Any:
-        path = self.find_model_path()
-        ort = _require_module("onnxruntime")
-        options = ort.SessionOptions()
-        if self.threads is not None:
-            options.intra_op_num_threads = self.threads
-        # Idle worker threads must sleep, not spin: in a web process the CPU they would
-        # burn after each query embedding belongs to PostgreSQL and other requests.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            return ort.InferenceSession(
-                str(path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as e:
-            raise EmbeddingError(f"Cannot load the ONNX model at {path}: {e}") from e
+        return load_session(self.find_model_path(), threads=self.threads, error=EmbeddingError)
 
     def _run(self, session: Any, encodings: list[Any]) -> np.ndarray:
         """Return unit mean-pooled vectors of one batch of encodings."""
-        width = max(len(encoding.ids) for encoding in encodings)
-        input_ids = np.zeros((len(encodings), width), dtype=np.int64)
-        attention_mask = np.zeros_like(input_ids)
-        token_type_ids = np.zeros_like(input_ids)
-        for row, encoding in enumerate(encodings):
-            length = len(encoding.ids)
-            input_ids[row, :length] = encoding.ids
-            attention_mask[row, :length] = encoding.attention_mask
-            token_type_ids[row, :length] = encoding.type_ids
-        feeds = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-        }
+        feeds = batch_inputs(session, encodings)
         try:
             hidden = session.run(None, feeds)[0]
         except Exception as e:
             raise EmbeddingError(
                 f"onnxruntime failed to embed a batch of {len(encodings)}: {e}"
             ) from e
-        mask = attention_mask[:, :, None].astype(np.float32)
+        mask = feeds["attention_mask"][:, :, None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
@@ -206,11 +174,3 @@ def _as_text_list(texts: Sequence[str]) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"Text {position} is a {type(text).__name__}, not a str.")
     return texts
-
-
-def _require_module(name: str) -> Any:
-    """Import an optional runtime of the local embedder, naming the extra if it is missing."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise MissingDependencyError(f"{name} is not installed. {INSTALL_HINT}") from e

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 from django.core import checks
 
-from retrieval.exceptions import DimensionMismatchError, EmbeddingError, InvalidComponentError
+from retrieval.exceptions import DimensionMismatchError, EmbeddingError
 from retrieval.services.embedders.base import BaseEmbedder
+from retrieval.services.openai_client import build_client, resolve_api_key
 
 #: Output lengths of OpenAI's models, so :attr:`OpenAIEmbedder.dimension` needs no request.
 KNOWN_DIMENSIONS = {
@@ -19,8 +20,6 @@ KNOWN_DIMENSIONS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
-#: Sent as the API key to servers that need none (the client refuses an empty key).
-PLACEHOLDER_API_KEY = "unused"
 PROBE_TEXT = "dimension probe"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -131,10 +130,7 @@ class OpenAIEmbedder(BaseEmbedder):
         return self.dimensions or KNOWN_DIMENSIONS.get(self.model) or self._learned_dimension
 
     def _resolve_api_key(self) -> str | None:
-        key = self.api_key or os.environ.get("OPENAI_API_KEY")
-        if not key and self.base_url:
-            key = PLACEHOLDER_API_KEY
-        return key or None
+        return resolve_api_key(self.api_key, self.base_url)
 
     def _get_client(self) -> Any:
         """Return the openai client, built once on first use."""
@@ -145,17 +141,10 @@ class OpenAIEmbedder(BaseEmbedder):
         return self._client
 
     def _build_client(self) -> Any:
-        import openai
-
-        api_key = self._resolve_api_key()
-        if api_key is None:
-            raise InvalidComponentError(
-                "OpenAIEmbedder has no API key: set OPENAI_API_KEY or pass api_key; "
-                "for a local OpenAI-compatible server without auth, pass its base_url."
-            )
-        return openai.OpenAI(
+        return build_client(
+            component="OpenAIEmbedder",
             base_url=self.base_url,
-            api_key=api_key,
+            api_key=self.api_key,
             max_retries=self.max_retries,
             timeout=self.timeout,
         )

@@ -1,0 +1,1 @@
+"""Chat-completion language models (``RETRIEVAL["LLMS"]``)."""

@@ -1,0 +1,229 @@
+"""Chat completion through the ``openai`` client, against any OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core import checks
+from django.core.cache import caches
+
+from retrieval.exceptions import BudgetExceeded, LLMError
+from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
+from retrieval.services.openai_client import build_client, resolve_api_key
+from retrieval.services.tracing import LLMCall, current_trace
+
+#: ``response_format`` modes: OpenAI's strict schema, plain JSON mode (the schema goes
+#: in the prompt), llama.cpp's schema-constrained JSON mode, or nothing.
+JSON_MODES = ("json_schema", "json_object", "llama_cpp", "none")
+
+
+class OpenAIChatLLM(BaseLLM):
+    """A chat model behind an OpenAI-style ``/chat/completions`` endpoint.
+
+    :param model: model id sent to the server.
+    :param base_url: server URL ending in ``/v1`` (vLLM, Ollama, llama.cpp server, Azure's
+        OpenAI-compatible endpoint); ``None`` means OpenAI itself.
+    :param api_key: defaults to ``OPENAI_API_KEY``, then to a placeholder when ``base_url``
+        is set.
+    :param timeout: seconds for one response (capped by the query's remaining budget).
+    :param max_retries: the client's retries, with exponential backoff, on 408/409/429/5xx,
+        connection errors and timeouts.
+    :param temperature: sampling temperature (0 keeps answers repeatable and cacheable).
+    :param max_tokens: completion tokens asked for per call.
+    :param json_mode: how JSON is requested (see :data:`JSON_MODES`).
+    :param cache: Django cache alias for identical calls, or ``None`` to disable.
+    :param cache_timeout: seconds a cached answer lives.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        json_mode: str = "json_object",
+        cache: str | None = "default",
+        cache_timeout: int = 24 * 3600,
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a non-empty model id, e.g. 'gpt-4o-mini'.")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}.")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}.")
+        if json_mode not in JSON_MODES:
+            choices = ", ".join(JSON_MODES)
+            raise ValueError(f"json_mode must be one of {choices}, not {json_mode!r}.")
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.json_mode = json_mode
+        self.cache = cache
+        self.cache_timeout = cache_timeout
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def check(self) -> list[checks.CheckMessage]:
+        if resolve_api_key(self.api_key, self.base_url) is not None:
+            return []
+        return [
+            checks.Error(
+                f"The LLM {self.alias!r} ({self.model}) has no API key.",
+                hint="Set OPENAI_API_KEY, or pass api_key in OPTIONS; for a local server "
+                "without auth, pass its base_url.",
+                id="retrieval.E012",
+            )
+        ]
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        purpose: str = "",
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMAnswer:
+        params = self._params(messages, json_schema, max_tokens or self.max_tokens)
+        key = self._cache_key(params)
+        trace = current_trace()
+        cached = caches[self.cache].get(key) if self.cache else None
+        if cached is not None:
+            if trace is not None:
+                trace.llm_calls.append(
+                    LLMCall(
+                        self.model,
+                        purpose,
+                        cached["prompt_tokens"],
+                        cached["completion_tokens"],
+                        0.0,
+                        cached=True,
+                    )
+                )
+            return LLMAnswer(**cached, cached=True)
+        timeout = self.timeout
+        if trace is not None:
+            prompt_estimate = sum(count_tokens(m.get("content") or "") + 4 for m in messages)
+            trace.budget.ensure_available(tokens_needed=prompt_estimate + 1)
+            remaining = trace.budget.remaining_tokens()
+            if remaining is not None:  # the answer may not overrun what is left
+                answer_room = remaining - prompt_estimate
+                params["max_tokens"] = max(1, min(params["max_tokens"], answer_room))
+            seconds = trace.budget.remaining_seconds()
+            if seconds is not None:
+                timeout = min(timeout, seconds)
+        started = time.monotonic()
+        try:
+            answer = self._request(params, timeout)
+        except LLMError as e:
+            if trace is not None:
+                ms = (time.monotonic() - started) * 1000
+                trace.llm_calls.append(LLMCall(self.model, purpose, 0, 0, ms, error=str(e)))
+                trace.budget.charge(0)
+            raise
+        ms = (time.monotonic() - started) * 1000
+        if trace is not None:
+            trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
+            trace.llm_calls.append(
+                LLMCall(self.model, purpose, answer.prompt_tokens, answer.completion_tokens, ms)
+            )
+        if self.cache and answer.text:
+            caches[self.cache].set(
+                key,
+                {
+                    "text": answer.text,
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                },
+                self.cache_timeout,
+            )
+        return answer
+
+    def _params(
+        self, messages: Sequence[Message], schema: Mapping[str, Any] | None, max_tokens: int
+    ) -> dict[str, Any]:
+        messages = [dict(m) for m in messages]
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": max_tokens,
+        }
+        if schema is None or self.json_mode == "none":
+            return params
+        if self.json_mode == "json_schema":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": dict(schema)},
+            }
+        elif self.json_mode == "llama_cpp":
+            params["response_format"] = {"type": "json_object", "schema": dict(schema)}
+        else:
+            params["response_format"] = {"type": "json_object"}
+        if self.json_mode != "json_schema":  # say the shape, since the server may not enforce it
+            messages.insert(
+                0,
+                {
+                    "role": "system",
+                    "content": "Answer with only a JSON value matching this JSON schema: "
+                    + json.dumps(schema),
+                },
+            )
+        return params
+
+    def _cache_key(self, params: dict[str, Any]) -> str:
+        payload = json.dumps({"base_url": self.base_url, **params}, sort_keys=True, default=str)
+        return "retrieval:llm:" + hashlib.sha256(payload.encode()).hexdigest()
+
+    def _request(self, params: dict[str, Any], timeout: float) -> LLMAnswer:
+        import openai
+
+        if timeout <= 0:
+            raise BudgetExceeded("LLM budget exhausted: no time left for another call.")
+        try:
+            response = (
+                self._get_client().with_options(timeout=timeout).chat.completions.create(**params)
+            )
+            text = response.choices[0].message.content or ""
+        except openai.APITimeoutError as e:
+            raise LLMError(f"{self._name()} timed out after {timeout:.1f} s: {e}") from e
+        except openai.OpenAIError as e:
+            raise LLMError(f"{self._name()} failed (max_retries={self.max_retries}): {e}") from e
+        except (AttributeError, IndexError, TypeError, ValueError) as e:
+            raise LLMError(f"{self._name()} returned a malformed answer: {e}") from e
+        usage = getattr(response, "usage", None)
+        return LLMAnswer(
+            text=text,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        )
+
+    def _name(self) -> str:
+        return f"LLM {self.alias or self.model!r}"
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = build_client(
+                        component=f"LLM {self.alias or self.model!r}",
+                        base_url=self.base_url,
+                        api_key=self.api_key,
+                        max_retries=self.max_retries,
+                        timeout=self.timeout,
+                    )
+        return self._client

@@ -1,0 +1,1 @@
+"""Rerankers (``RETRIEVAL["RERANKERS"]``): reorder a retriever's results for a query."""

@@ -1,0 +1,1 @@
+"""Query rewriters (``RETRIEVAL["REWRITERS"]``): a query in, the queries to retrieve with out."""
