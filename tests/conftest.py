@@ -51,3 +51,28 @@ def keyword_settings(retrieval_settings):
 @pytest.fixture
 def sample_docs() -> Path:
     return SAMPLE_DOCS
+
+
+@pytest.fixture
+def llm_server(retrieval_settings):
+    """A scripted OpenAI-compatible server configured as the ``default`` LLM.
+
+    Queue answers with ``llm_server.answer_chat(...)``; the Django cache is cleared so
+    no answer leaks between tests.
+    """
+    from django.core.cache import cache
+
+    from tests.openai_server import OpenAIServer
+
+    cache.clear()
+    with OpenAIServer(models=("test-chat",)) as server:
+        retrieval_settings(
+            LLMS={
+                "default": {
+                    "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
+                    "OPTIONS": {"model": "test-chat", "base_url": server.base_url, "timeout": 5},
+                }
+            }
+        )
+        yield server
+    cache.clear()

@@ -151,6 +151,48 @@ def embeddings_reply(
     return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
 
+# The chat completions route: answers are scripted per test.
+
+
+def chat_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer ``POST /v1/chat/completions`` with the next scripted answer.
+
+    A scripted answer is a string (the message content), a dict (sent as the whole
+    ``message``, e.g. with ``tool_calls``), or a callable taking the request body and
+    returning either. With nothing scripted, the server echoes the last user message.
+    """
+    body = request.body
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return error_reply(400, "body must be a JSON object with 'messages'")
+    with server._lock:
+        scripted = server.chat_answers.popleft() if server.chat_answers else None
+    if callable(scripted):
+        scripted = scripted(body)
+    if scripted is None:
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        scripted = users[-1]["content"] if users else ""
+    message = scripted if isinstance(scripted, dict) else {"content": scripted}
+    message = {"role": "assistant", "content": None, **message}
+    prompt = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+    completion = len(str(message.get("content") or "").split()) + 1
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return Reply(
+        200,
+        {
+            "id": f"chatcmpl-{len(server.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", server.models[0]),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        },
+    )
+
+
 def models_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
     """Answer ``GET /v1/models``."""
     data = [
@@ -183,7 +225,9 @@ class OpenAIServer:
         self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/embeddings"): embeddings_reply,
             ("GET", "/v1/models"): models_reply,
+            ("POST", "/v1/chat/completions"): chat_reply,
         }
+        self.chat_answers: deque[Any] = deque()
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._faults: deque[tuple[str | None, Handler]] = deque()
@@ -202,6 +246,11 @@ class OpenAIServer:
         """Serve ``method path`` with ``handler`` (replacing any handler there)."""
         self.routes[(method.upper(), path)] = handler
 
+    def answer_chat(self, *answers: Any) -> None:
+        """Queue scripted chat answers (see :func:`chat_reply`), one per request."""
+        with self._lock:
+            self.chat_answers.extend(answers)
+
     def fail_next(self, *faults: Handler, path: str | None = None) -> None:
         """Queue faults to answer the next requests (only those to ``path``, if given)."""
         with self._lock:
@@ -217,6 +266,7 @@ class OpenAIServer:
         with self._lock:
             self.requests.clear()
             self._faults.clear()
+            self.chat_answers.clear()
 
     def route_reply(self, request: RecordedRequest) -> Reply:
         """Return the normal answer of the route ``request`` is for."""

@@ -216,7 +216,9 @@ class SearchView(RetrievalAPIMixin, APIView):
             )
         except (RetrievalError, ValueError) as e:
             raise ValidationError(str(e)) from e
-        return Response({"results": [result.to_dict() for result in results]})
+        return Response(
+            {"results": [result.to_dict() for result in results], "trace": results.trace}
+        )
 
 
 def _uploaded_source(data: dict[str, Any]) -> Source:

@@ -10,7 +10,8 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.registry import retrievers
-from retrieval.services.types import RetrievalResult
+from retrieval.services.tracing import traced
+from retrieval.services.types import SearchResults
 
 
 class CollectionNotFound(RetrievalError, LookupError):
@@ -45,9 +46,10 @@ def search(
     retriever: str | None = None,
     top_k: int = 10,
     filters: Filters | Mapping[str, Any] | None = None,
-) -> list[RetrievalResult]:
-    """Return the ``top_k`` best chunks of ``collection`` for ``query``."""
+) -> SearchResults:
+    """Return the ``top_k`` best chunks of ``collection`` for ``query``, with its trace."""
     target = get_collection(collection)
-    return retrievers[retriever_alias(target, retriever)].retrieve(
-        query, collection=target, top_k=top_k, filters=filters
-    )
+    component = retrievers[retriever_alias(target, retriever)]
+    with traced() as trace:
+        results = component.retrieve(query, collection=target, top_k=top_k, filters=filters)
+    return SearchResults(results, trace=trace.to_dict())

@@ -91,3 +91,12 @@ class RetrievalResult:
             "text": chunk.content,
             "metadata": {**chunk.metadata, **self.metadata},
         }
+
+
+class SearchResults(list):
+    """A search's results, best first, with the query's trace (rewrites, agentic rounds,
+    LLM calls with their tokens and milliseconds)."""
+
+    def __init__(self, results: list[RetrievalResult], *, trace: dict[str, Any]) -> None:
+        super().__init__(results)
+        self.trace = trace

@@ -124,7 +124,7 @@ def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
             "--retriever",
             "dense",
         )
-    )
+    )["results"]
     assert len(results) == 2
     required = {
         "rank",
@@ -146,7 +146,7 @@ def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
     assert document.content[top["start"] : top["end"]] == top["text"]
     md = json.loads(
         run("retrieval_search", "east", "--collection", "atlas", "--top-k", "1", "--json")
-    )[0]
+    )["results"][0]
     assert md["page"] is None and md["document"] == "library/nested/east.md"
 
 
@@ -154,7 +154,7 @@ def test_search_errors_are_command_errors(keyword_settings, library):
     run("retrieval_ingest", str(library / "north.txt"), "--collection", "atlas")
     with pytest.raises(CommandError, match="No collection named 'nowhere'; existing: atlas"):
         run("retrieval_search", "north", "--collection", "nowhere")
-    unknown = "Unknown retriever 'psychic'; configured: bm25, dense, hybrid"
+    unknown = "Unknown retriever 'psychic'; configured: agentic, bm25, dense, hybrid"
     with pytest.raises(CommandError, match=unknown):
         run("retrieval_search", "north", "--collection", "atlas", "--retriever", "psychic")
     with pytest.raises(CommandError, match="Unknown filter 'colour'"):
@@ -179,7 +179,23 @@ def test_commands_in_a_real_process_with_the_local_model(sample_docs):
         "retrieval_search", "How do I install the package?", "--collection", "handbook", "--json"
     )
     assert found.returncode == 0, found.stderr
-    results = json.loads(found.stdout)
+    results = json.loads(found.stdout)["results"]
     assert results and any("pip install" in r["text"] for r in results)
+    # Agentic retrieval runs offline (no LLM configured) and its JSON carries the rounds.
+    agentic = _manage(
+        "retrieval_search",
+        "How do I install the package?",
+        "--collection",
+        "handbook",
+        "--retriever",
+        "agentic",
+        "--json",
+    )
+    assert agentic.returncode == 0, agentic.stderr
+    output = json.loads(agentic.stdout)
+    rounds = [e for e in output["trace"]["events"] if e["stage"] == "agentic_round"]
+    assert output["retriever"] == "agentic" and output["results"] and rounds
+    assert {"query", "candidates", "selected", "verdict", "reason", "ms"} <= set(rounds[0])
+    assert output["trace"]["llm_calls"] == []
     missing = _manage("retrieval_search", "anything", "--collection", "nope")
     assert missing.returncode == 1 and "No collection named 'nope'" in missing.stderr

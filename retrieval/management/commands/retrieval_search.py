@@ -21,7 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--retriever", help="Retriever alias (default: the collection's).")
         parser.add_argument("--top-k", type=int, default=5, help="How many chunks (default 5).")
         parser.add_argument("--filters", help='JSON filters, e.g. {"metadata": {"lang": "en"}}.')
-        parser.add_argument("--json", action="store_true", help="Print a JSON list of results.")
+        parser.add_argument(
+            "--json", action="store_true", help="Print JSON: the results and the query's trace."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["top_k"] < 1:
@@ -43,12 +45,17 @@ class Command(BaseCommand):
             )
         except (RetrievalError, ValueError) as e:
             raise CommandError(str(e)) from e
-        if options["json"]:
-            self.stdout.write(
-                json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False)
-            )
-            return
         alias = retriever_alias(collection, options["retriever"])
+        if options["json"]:
+            output = {
+                "query": options["query"],
+                "collection": collection.name,
+                "retriever": alias,
+                "results": [r.to_dict() for r in results],
+                "trace": results.trace,
+            }
+            self.stdout.write(json.dumps(output, indent=2, ensure_ascii=False))
+            return
         self.stdout.write(f"{len(results)} results from {collection.name!r} ({alias}):\n")
         for result in results:
             chunk = result.chunk

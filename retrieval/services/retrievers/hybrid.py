@@ -16,6 +16,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.fusion import FUSION_METHODS
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.tracing import run_in_context
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class HybridRetriever(BaseRetriever):
         # threads, while this thread ranks each leg, on its own connection, as soon as
         # that leg is prepared (so BM25's SQL overlaps the query embedding).
         futures = {
-            _executor().submit(leg.prepare, query, collection=collection): alias
+            _executor().submit(run_in_context(leg.prepare), query, collection=collection): alias
             for alias, leg in legs.items()
         }
         ranked: dict[str, list[ScoredChunk]] = {}

@@ -1,0 +1,1 @@
+"""Bounded agentic retrieval: retrieve, select, judge, retry — with LLM or offline stages."""

@@ -1,0 +1,115 @@
+"""Agentic retrieval as a retriever: rounds of rewrite → retrieve → judge, bounded."""
+
+from __future__ import annotations
+
+from django.core import checks
+
+from retrieval.models import Collection
+from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, validate_limits
+from retrieval.services.agentic.stages import (
+    CoverageEvaluator,
+    CoverageSelector,
+    LLMEvaluator,
+    LLMSelector,
+)
+from retrieval.services.filters import Filters
+from retrieval.services.registry import llms, retrievers, rewriters
+from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.rewriters.llm import LLMQueryRewriter
+from retrieval.services.types import ScoredChunk
+
+
+class AgenticRetriever(BaseRetriever):
+    """Search ``retriever`` in rounds until a judge finds the chunks sufficient.
+
+    Round 1 searches the query as asked; each later round searches a rewrite of it
+    with a larger ``top_k`` (see :class:`AgenticRetrievalPipeline`). A judge scores
+    each round's selected chunks in [0, 1]; the rounds stop at
+    ``sufficiency_threshold`` or ``max_rounds``. Returns the deduplicated chunks of
+    all rounds, best score first; the rounds are in the query's trace.
+
+    The stages use the LLM ``llm`` when ``RETRIEVAL["LLMS"]`` configures it, and
+    otherwise run offline: pseudo-relevance feedback rewrites (``rewriter``, default
+    ``"prf"``) and a query-term coverage judge. ``rewriter`` names a configured
+    rewriter to use in either case.
+    """
+
+    def __init__(
+        self,
+        *,
+        retriever: str = "hybrid",
+        llm: str = "default",
+        rewriter: str | None = None,
+        max_rounds: int = 3,
+        sufficiency_threshold: float = 0.75,
+        max_top_k: int = 100,
+        selected_chunk_limit: int = 5,
+    ) -> None:
+        validate_limits(
+            max_rounds=max_rounds,
+            max_top_k=max_top_k,
+            selected_chunk_limit=selected_chunk_limit,
+            sufficiency_threshold=sufficiency_threshold,
+        )
+        self.retriever = retriever
+        self.llm = llm
+        self.rewriter = rewriter
+        self.max_rounds = max_rounds
+        self.sufficiency_threshold = sufficiency_threshold
+        self.max_top_k = max_top_k
+        self.selected_chunk_limit = selected_chunk_limit
+
+    def check(self) -> list:
+        errors = []
+        if self.retriever == self.alias or self.retriever not in retrievers:
+            errors.append(
+                checks.Error(
+                    f"Agentic retriever {self.alias!r} searches {self.retriever!r}, which is "
+                    + ("itself." if self.retriever == self.alias else "not in RETRIEVERS."),
+                    id="retrieval.E006",
+                )
+            )
+        if self.rewriter is not None and self.rewriter not in rewriters:
+            errors.append(
+                checks.Error(
+                    f"Agentic retriever {self.alias!r} uses rewriter {self.rewriter!r}, "
+                    "which is not in REWRITERS.",
+                    id="retrieval.E006",
+                )
+            )
+        return errors
+
+    def pipeline(self, top_k: int) -> AgenticRetrievalPipeline:
+        """Return the rounds' pipeline, with LLM stages if the LLM is configured."""
+        online = self.llm in llms
+        if self.rewriter is not None:
+            rewriter = rewriters[self.rewriter]
+        elif online:
+            rewriter = LLMQueryRewriter(llm=self.llm)
+        else:
+            rewriter = rewriters["prf"]
+        return AgenticRetrievalPipeline(
+            retriever=retrievers[self.retriever],
+            selector=LLMSelector(llm=self.llm) if online else CoverageSelector(),
+            evaluator=LLMEvaluator(llm=self.llm) if online else CoverageEvaluator(),
+            rewriter=rewriter,
+            max_rounds=self.max_rounds,
+            top_k=top_k,
+            max_top_k=max(top_k, self.max_top_k),
+            selected_chunk_limit=self.selected_chunk_limit,
+            sufficiency_threshold=self.sufficiency_threshold,
+        )
+
+    def _rank(
+        self, query: str, *, collection: Collection, top_k: int, filters: Filters
+    ) -> list[ScoredChunk]:
+        outcome = self.pipeline(top_k).run(query, collection=collection, filters=filters)
+        selected = {r.chunk_id for r in outcome.results}
+        return [
+            ScoredChunk(
+                r.chunk_id,
+                r.score,
+                {**r.metadata, "agentic_selected": r.chunk_id in selected},
+            )
+            for r in outcome.retrieved[:top_k]
+        ]

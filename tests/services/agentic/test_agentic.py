@@ -1,0 +1,137 @@
+"""The bounded agentic loop: limits, rounds, policies, LLM stages over real HTTP, budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient
+from retrieval.services.agentic.stages import (
+    CoverageEvaluator,
+    CoverageSelector,
+    LLMEvaluator,
+    LLMSelector,
+)
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.registry import retrievers, rewriters
+from retrieval.services.search import search
+from retrieval.services.tracing import Budget, traced
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def collection(keyword_settings):
+    collection, _ = get_or_create_collection("zoo")
+    ingest(
+        collection,
+        [
+            Source.from_text("Penguins live on ice.", external_id="penguins"),
+            Source.from_text("Camels cross deserts.", external_id="camels"),
+            Source.from_text("Owls hunt at night.", external_id="owls"),
+            Source.from_text("Penguins eat krill.", external_id="krill"),
+        ],
+    )
+    return collection
+
+
+def pipeline(**options):
+    defaults = dict(
+        retriever=retrievers["bm25"],
+        selector=CoverageSelector(),
+        evaluator=CoverageEvaluator(),
+        max_rounds=3,
+        top_k=1,
+        max_top_k=3,
+        selected_chunk_limit=2,
+    )
+    return AgenticRetrievalPipeline(**{**defaults, **options})
+
+
+def test_invalid_limits_and_wrong_stage_kinds_are_refused():
+    for bad in (
+        {"max_rounds": 0},
+        {"top_k": -1},
+        {"selected_chunk_limit": 1.5},
+        {"max_top_k": 0},
+        {"sufficiency_threshold": 2},
+        {"growth": 0.5},
+    ):
+        with pytest.raises(ValueError):
+            pipeline(**bad)
+    with pytest.raises(TypeError, match="selector must be a BaseSelector"):
+        pipeline(selector=CoverageEvaluator())
+    with pytest.raises(TypeError, match="evaluator must be a BaseEvaluator"):
+        pipeline(evaluator=lambda q, s: 1.0)
+    with pytest.raises(TypeError, match="rewriter"):
+        pipeline(rewriter="prf")
+
+
+def test_a_sufficient_first_round_stops_the_loop(collection):
+    with traced() as trace:
+        outcome = pipeline().run("penguins ice", collection=collection)
+    assert outcome.sufficient and len(outcome.rounds) == 1
+    assert [r.chunk.content for r in outcome.results] == ["Penguins live on ice."]
+    assert outcome.rounds[0]["verdict"] == 1.0 and "covers 2 of 2" in outcome.rounds[0]["reason"]
+    assert [e["stage"] for e in trace.events] == ["agentic_round"]
+
+
+@pytest.mark.parametrize("policy", [OnInsufficient.BEST_EFFORT, OnInsufficient.EMPTY])
+def test_retries_grow_top_k_up_to_the_cap_then_apply_the_policy(collection, policy):
+    loop = pipeline(on_insufficient=policy, rewriter=rewriters["prf"])
+    outcome = loop.run("penguins unicorns", collection=collection)  # unicorns: never covered
+    assert not outcome.sufficient
+    assert [r["top_k"] for r in outcome.rounds] == [1, 2, 3]
+    assert outcome.rounds[1]["query"].startswith("penguins unicorns ")  # the PRF rewrite
+    assert all(len(r["selected"]) <= 2 for r in outcome.rounds)
+    assert {r.chunk.document.external_id for r in outcome.retrieved} >= {"penguins", "krill"}
+    if policy is OnInsufficient.BEST_EFFORT:
+        assert [r.chunk_id for r in outcome.results] == outcome.rounds[-1]["selected"]
+    else:
+        assert outcome.results == ()
+
+
+def test_llm_stages_handle_invented_ids_and_out_of_range_scores(llm_server, collection):
+    llm_server.answer_chat(
+        json.dumps({"selected": [1, 99, 0], "reason": "both penguin facts"}),
+        json.dumps({"score": 1.7}),  # out of range: repaired
+        json.dumps({"score": 0.9, "reason": "answers it"}),
+    )
+    loop = pipeline(selector=LLMSelector(), evaluator=LLMEvaluator(), top_k=2)
+    with traced() as trace:
+        outcome = loop.run("what do penguins do?", collection=collection)
+    assert outcome.sufficient and len(outcome.rounds) == 1
+    candidates = outcome.rounds[0]["candidates"]
+    assert outcome.rounds[0]["selected"] == [candidates[1], candidates[0]]
+    assert outcome.rounds[0]["reason"] == "answers it"
+    assert outcome.rounds[0]["llm_calls"] == 3 and outcome.rounds[0]["tokens"] > 0
+    assert len(trace.llm_calls) == 3
+
+
+def test_budget_exhaustion_ends_the_loop_with_the_best_effort(llm_server, collection):
+    llm_server.answer_chat(json.dumps({"selected": [0]}))
+    loop = pipeline(selector=LLMSelector(), evaluator=LLMEvaluator())
+    with traced(Budget(max_calls=1)):
+        outcome = loop.run("penguins", collection=collection)
+    assert not outcome.sufficient and "1 of 1 calls" in outcome.rounds[0]["stopped"]
+    assert len(llm_server.requests_to("/v1/chat/completions")) == 1
+
+
+def test_agentic_retriever_offline_returns_all_rounds_deduplicated(collection):
+    results = search("penguins unicorns", collection=collection, retriever="agentic", top_k=3)
+    rounds = [e for e in results.trace["events"] if e["stage"] == "agentic_round"]
+    assert len(rounds) == 3 and results.trace["llm_calls"] == []
+    ids = [r.chunk_id for r in results]
+    assert len(ids) == len(set(ids)) and len(ids) <= 3
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert any(r.metadata["agentic_selected"] for r in results)
+    assert results.trace["events"][1]["stage"] == "rewrite"  # PRF before round 2
+
+
+def test_agentic_retriever_uses_the_llm_when_one_is_configured(llm_server, collection):
+    llm_server.answer_chat(json.dumps({"selected": [0]}), json.dumps({"score": 0.95}))
+    results = search("penguins", collection=collection, retriever="agentic", top_k=2)
+    assert [c["purpose"] for c in results.trace["llm_calls"]] == ["select", "evaluate"]
+    assert results.trace["budget"]["calls"] == 2
