@@ -27,8 +27,8 @@ class CrossEncoderReranker(BaseReranker):
     exports a sequence-classification model (e.g. ``cross-encoder/ms-marco-MiniLM-L-6-v2``
     through ``optimum-cli export onnx``). Its first output is one logit per pair (or two,
     of which the last is "relevant"). Only the first ``max_candidates`` results are
-    scored; scoring stops once ``time_budget`` seconds are spent (after at least one batch). Results left
-    unscored keep their order after the scored ones.
+    scored; scoring stops once ``time_budget`` seconds are spent (after at least one
+    batch). Results left unscored keep their order after the scored ones.
     """
 
     def __init__(
