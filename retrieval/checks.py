@@ -5,8 +5,12 @@
 - ``retrieval.E003``: a component's BACKEND cannot be imported or built.
 - ``retrieval.E004``: a DEFAULT_* setting names an unknown component.
 - ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
+- ``retrieval.E006``: a hybrid or agentic retriever names an unknown retriever or rewriter.
+- ``retrieval.E007``: a rewriter or reranker names an LLM that is not configured.
 - ``retrieval.E010``: the local embedder's model, tokenizer or runtime is missing.
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
+- ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
+- ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
 """
 
 from __future__ import annotations
