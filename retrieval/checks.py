@@ -7,6 +7,7 @@
 - ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
 - ``retrieval.E006``: a hybrid or agentic retriever names an unknown retriever or rewriter.
 - ``retrieval.E007``: a rewriter or reranker names an LLM that is not configured.
+- ``retrieval.E008``: a pipeline is malformed or names an unknown component.
 - ``retrieval.E010``: the local embedder's model, tokenizer or runtime is missing.
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
@@ -26,6 +27,7 @@ DEFAULT_KEYS = {
     "DEFAULT_CHUNKER": "CHUNKERS",
     "DEFAULT_EMBEDDER": "EMBEDDERS",
     "DEFAULT_RETRIEVER": "RETRIEVERS",
+    "DEFAULT_PIPELINE": "PIPELINES",
 }
 
 
@@ -93,6 +95,7 @@ def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any
 def check_components(app_configs: Any = None, **kwargs: Any) -> list:
     """Every configured component must import and build from its OPTIONS."""
     from .conf import retrieval_settings
+    from .services.pipelines import check_pipelines
     from .services.registry import HANDLERS
 
     errors: list = []
@@ -106,6 +109,7 @@ def check_components(app_configs: Any = None, **kwargs: Any) -> list:
             check = getattr(component, "check", None)
             if callable(check):
                 errors.extend(check())
+    errors += check_pipelines()
     for key, kind in DEFAULT_KEYS.items():
         alias = getattr(retrieval_settings, key)
         if alias not in getattr(retrieval_settings, kind):

@@ -76,6 +76,11 @@ DEFAULTS: dict[str, Any] = {
         "prf": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
     },
     "RERANKERS": {},
+    # Named pipelines (see retrieval.services.pipelines): rewrite -> retrievers -> fusion ->
+    # rerank, each step naming a component above. "default" is the collection's retriever.
+    "PIPELINES": {"default": {}},
+    # Alias of the pipeline used when neither the call nor the collection names one.
+    "DEFAULT_PIPELINE": "default",
     # The most LLM work one query may do; None lifts a limit.
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},
     # Alias of the chunker used for new documents.
@@ -105,7 +110,7 @@ class RetrievalSettings:
         user: dict[str, Any] = getattr(settings, "RETRIEVAL", {}) or {}
         merged = {key: value for key, value in DEFAULTS.items()}
         for key, value in user.items():
-            if key in COMPONENT_KINDS:
+            if key in (*COMPONENT_KINDS, "PIPELINES"):
                 merged[key] = {**DEFAULTS.get(key, {}), **value}
             else:
                 merged[key] = value

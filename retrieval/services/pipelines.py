@@ -1,0 +1,175 @@
+"""Named retrieval pipelines: rewrite → retrievers → fusion → rerank.
+
+Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component::
+
+    "PIPELINES": {
+        "default": {},                       # the collection's default retriever
+        "careful": {
+            "rewriter": "prf",               # REWRITERS alias (optional)
+            "retrievers": {"hybrid": 1.0},   # RETRIEVERS aliases and fusion weights
+            "fusion": "rrf", "k": 60,        # how several ranked lists are fused
+            "reranker": "cross",             # RERANKERS alias (optional)
+            "candidates": 50,                # results per list, and reranked
+        },
+    }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core import checks
+
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import InvalidComponentError
+from retrieval.models import Collection
+from retrieval.services.filters import Filters
+from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.registry import rerankers, retrievers, rewriters
+from retrieval.services.retrievers.base import load_results
+from retrieval.services.rewriters.base import Turn
+from retrieval.services.tracing import current_trace
+from retrieval.services.types import RetrievalResult, ScoredChunk
+
+STEPS = ("rewriter", "retrievers", "fusion", "k", "reranker", "candidates")
+
+
+class Pipeline:
+    """One configured pipeline. ``retrievers=None`` means the collection's default retriever."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        rewriter: str | None = None,
+        retrievers: Mapping[str, float] | Sequence[str] | None = None,
+        fusion: str = "rrf",
+        k: int = 60,
+        reranker: str | None = None,
+        candidates: int = 50,
+    ) -> None:
+        legs = retrievers
+        if legs is not None and not isinstance(legs, Mapping):
+            legs = dict.fromkeys(legs, 1.0)
+        if legs is not None and not legs:
+            raise ValueError("retrievers must name at least one retriever (or be left out).")
+        if fusion not in FUSION_METHODS:
+            raise ValueError(
+                f"Unknown fusion {fusion!r}; choose one of {', '.join(FUSION_METHODS)}."
+            )
+        if not isinstance(candidates, int) or candidates < 1:
+            raise ValueError(f"candidates must be a positive integer, not {candidates!r}.")
+        self.name = name
+        self.rewriter = rewriter
+        self.legs = None if legs is None else {alias: float(w) for alias, w in legs.items()}
+        self.fusion = fusion
+        self.k = k
+        self.reranker = reranker
+        self.candidates = candidates
+
+    @classmethod
+    def configured(cls, name: str) -> Pipeline:
+        """Return the pipeline ``name`` of ``RETRIEVAL["PIPELINES"]``."""
+        configs = retrieval_settings.PIPELINES
+        if name not in configs:
+            raise InvalidComponentError(
+                f"Unknown pipeline {name!r}; configured: {', '.join(sorted(configs)) or '(none)'}."
+            )
+        config = dict(configs[name])
+        unknown = sorted(set(config) - set(STEPS))
+        if unknown:
+            raise InvalidComponentError(
+                f"RETRIEVAL['PIPELINES'][{name!r}] has unknown keys {', '.join(unknown)}; "
+                f"steps are {', '.join(STEPS)}."
+            )
+        try:
+            return cls(name=name, **config)
+        except (TypeError, ValueError) as e:
+            raise InvalidComponentError(f"RETRIEVAL['PIPELINES'][{name!r}]: {e}") from e
+
+    def check(self) -> list[checks.CheckMessage]:
+        """Return an error for each step naming a component that is not configured."""
+        steps = [("REWRITERS", self.rewriter, rewriters), ("RERANKERS", self.reranker, rerankers)]
+        steps += [("RETRIEVERS", alias, retrievers) for alias in self.legs or ()]
+        return [
+            checks.Error(
+                f"Pipeline {self.name!r} uses {alias!r}, which is not in RETRIEVAL[{kind!r}].",
+                hint=f"Configured: {', '.join(handler.aliases()) or '(none)'}.",
+                id="retrieval.E008",
+            )
+            for kind, alias, handler in steps
+            if alias is not None and alias not in handler
+        ]
+
+    def run(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+        history: Sequence[Turn] | None = None,
+    ) -> list[RetrievalResult]:
+        """Return the pipeline's ``top_k`` results for ``query``."""
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+        filters = Filters.parse(filters)
+        queries: tuple[str, ...] = (query,)
+        if self.rewriter is not None:
+            queries = (
+                rewriters[self.rewriter]
+                .rewrite(query, collection=collection, history=history)
+                .queries
+            )
+        legs = self.legs or {
+            collection.default_retriever or retrieval_settings.DEFAULT_RETRIEVER: 1.0
+        }
+        fused = len(queries) * len(legs) > 1
+        depth = max(self.candidates, top_k) if fused or self.reranker else top_k
+        lists: list[list[ScoredChunk]] = []
+        names: list[str] = []
+        weights: list[float] = []
+        for number, text in enumerate(queries):
+            for alias, weight in legs.items():
+                lists.append(
+                    retrievers[alias].rank(
+                        text, collection=collection, top_k=depth, filters=filters
+                    )
+                )
+                names.append(alias if len(queries) == 1 else f"{alias}:q{number}")
+                weights.append(weight)
+        if fused:
+            options: dict[str, Any] = {"k": self.k} if self.fusion == "rrf" else {}
+            ranking = FUSION_METHODS[self.fusion](
+                lists, weights, top_k=depth, names=names, **options
+            )
+        else:
+            ranking = lists[0]
+        results = load_results(ranking)
+        if self.reranker is not None:
+            # With a conversation, the standalone rewrite says what is asked better than the turn.
+            rerank_query = queries[0] if history and self.rewriter else query
+            results = rerankers[self.reranker].rerank(rerank_query, results, top_k=top_k)
+        trace = current_trace()
+        if trace is not None:
+            trace.record(
+                "pipeline",
+                pipeline=self.name,
+                queries=list(queries),
+                retrievers=list(legs),
+                fused_lists=len(lists) if fused else 0,
+                reranker=self.reranker,
+            )
+        return results[:top_k]
+
+
+def check_pipelines() -> list[checks.CheckMessage]:
+    """Check every configured pipeline and ``DEFAULT_PIPELINE``."""
+    errors: list[checks.CheckMessage] = []
+    for name in sorted(retrieval_settings.PIPELINES):
+        try:
+            errors += Pipeline.configured(name).check()
+        except InvalidComponentError as e:
+            errors.append(checks.Error(str(e), id="retrieval.E008"))
+    return errors

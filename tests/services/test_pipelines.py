@@ -1,0 +1,106 @@
+"""Named pipelines: rewrite → retrievers → fusion → rerank, configured by settings alone."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from retrieval.exceptions import InvalidComponentError
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.pipelines import Pipeline
+from retrieval.services.registry import retrievers
+from retrieval.services.tracing import traced
+
+pytestmark = pytest.mark.django_db
+LENGTH = {
+    "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
+    "OPTIONS": {"function": "tests.services.test_pipelines.shortest_first"},
+}
+
+
+def shortest_first(query: str, text: str) -> float:
+    return -len(text)
+
+
+@pytest.fixture
+def collection(keyword_settings):
+    collection, _ = get_or_create_collection("birds")
+    ingest(
+        collection,
+        [
+            Source.from_text("Penguins swim in cold seas and eat krill all year.", external_id="a"),
+            Source.from_text("Penguins waddle.", external_id="b"),
+            Source.from_text("Parrots talk and penguins listen.", external_id="c"),
+            Source.from_text("Eagles soar.", external_id="d"),
+        ],
+    )
+    return collection
+
+
+def test_the_default_pipeline_is_the_collections_retriever(collection):
+    results = Pipeline.configured("default").run("penguins", collection=collection, top_k=2)
+    direct = retrievers["hybrid"].retrieve("penguins", collection=collection, top_k=2)
+    assert [r.chunk_id for r in results] == [r.chunk_id for r in direct]
+
+
+def test_every_step_runs_and_is_traced(collection, retrieval_settings):
+    retrieval_settings(
+        RERANKERS={"shortest": LENGTH},
+        PIPELINES={
+            "full": {
+                "rewriter": "prf",
+                "retrievers": {"bm25": 1.0, "dense": 0.5},
+                "fusion": "relative_score",
+                "reranker": "shortest",
+                "candidates": 3,
+            }
+        },
+    )
+    with traced() as trace:
+        results = Pipeline.configured("full").run("penguins", collection=collection, top_k=2)
+    retrieval_settings(
+        PIPELINES={
+            "unranked": {
+                "rewriter": "prf",
+                "retrievers": {"bm25": 1.0, "dense": 0.5},
+                "fusion": "relative_score",
+                "candidates": 3,
+            }
+        }
+    )
+    candidates = Pipeline.configured("unranked").run("penguins", collection=collection, top_k=3)
+    shortest = sorted(candidates, key=lambda r: (len(r.chunk.content), r.rank))[:2]
+    assert [r.chunk_id for r in results] == [r.chunk_id for r in shortest]
+    assert all("original_score" in r.metadata for r in results)
+    stages = [e["stage"] for e in trace.events]
+    assert stages == ["rewrite", "rerank", "pipeline"]
+    pipeline_event = trace.events[-1]
+    assert pipeline_event["retrievers"] == ["bm25", "dense"] and pipeline_event["fused_lists"] == 2
+    assert set(results[0].metadata["legs"]) <= {"bm25", "dense"}
+
+
+def test_unknown_names_fail_at_call_time_and_as_system_checks(collection, retrieval_settings):
+    with pytest.raises(InvalidComponentError, match="Unknown pipeline 'nope'; configured: default"):
+        Pipeline.configured("nope")
+    retrieval_settings(
+        PIPELINES={"bad": {"retrievers": ["psychic"], "reranker": "ghost"}, "odd": {"colour": 1}},
+        DEFAULT_PIPELINE="missing",
+    )
+    with pytest.raises(InvalidComponentError, match="unknown keys colour"):
+        Pipeline.configured("odd")
+    with pytest.raises(SystemCheckError) as error:
+        call_command("check")
+    message = str(error.value)
+    assert "Pipeline 'bad' uses 'psychic'" in message and "uses 'ghost'" in message
+    assert "retrieval.E008" in message and "'DEFAULT_PIPELINE'] is 'missing'" in message
+
+
+def test_bad_steps_are_value_errors():
+    with pytest.raises(ValueError, match="Unknown fusion 'max'"):
+        Pipeline(fusion="max")
+    with pytest.raises(ValueError, match="candidates"):
+        Pipeline(candidates=0)
+    with pytest.raises(ValueError, match="at least one retriever"):
+        Pipeline(retrievers={})
