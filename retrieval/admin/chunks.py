@@ -32,12 +32,12 @@ class DocumentFilter(admin.SimpleListFilter):
         collection = request.GET.get("collection__id__exact", "")
         if collection.isdigit():
             documents = documents.filter(collection_id=int(collection))
-        choices = [(str(d.pk), str(d)) for d in documents[:DOCUMENT_CHOICES]]
+        choices = [(str(d.pk), d.external_id) for d in documents[:DOCUMENT_CHOICES]]
         value = self.value()
         if value and value not in dict(choices) and value.isdigit():
             chosen = Document.objects.filter(pk=int(value)).first()
             if chosen is not None:
-                choices.insert(0, (value, str(chosen)))
+                choices.insert(0, (value, chosen.external_id))
         return choices
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
