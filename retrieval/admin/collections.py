@@ -88,6 +88,9 @@ class CollectionAdmin(admin.ModelAdmin):
     actions = [reindex_collections]
     change_list_template = "admin/retrieval/collection/change_list.html"
 
+    class Media:
+        css = {"all": ["retrieval/admin/admin.css"]}
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.
         fixed = ["embedder"] if obj is not None else []
