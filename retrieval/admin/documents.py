@@ -118,6 +118,17 @@ class DocumentAdmin(admin.ModelAdmin):
         url = reverse("admin:retrieval_chunk_changelist") + f"?document={document.pk}"
         return format_html('<a href="{}">{}</a>', url, count)
 
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        """Save an edit; a new file, title or metadata is indexed again (chunks copy them)."""
+        reindex = change and {"source_file", "title", "metadata"} & set(form.changed_data)
+        if reindex:
+            obj.status, obj.error = Document.Status.PENDING, ""
+        super().save_model(request, obj, form, change)
+        if reindex:
+            for run in queue_indexing([obj], user=request.user):
+                level = messages.ERROR if run.documents_failed else messages.INFO
+                self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
+
     def add_view(
         self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:

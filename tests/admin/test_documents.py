@@ -184,3 +184,17 @@ def test_a_missing_stored_file_fails_only_its_document(admin_client, keyword_set
     lost.refresh_from_db()
     assert lost.status == Document.Status.FAILED and "cannot be read" in lost.error
     assert Document.objects.get(external_id="b.txt").status == Document.Status.INDEXED
+
+
+def test_editing_metadata_indexes_the_document_again(admin_client, atlas):
+    document = Document.objects.get(external_id="hill.txt")
+    response = admin_client.post(
+        reverse("admin:retrieval_document_change", args=[document.pk]),
+        {"title": "Hill song", "source_path": "", "metadata": '{"lang": "fr"}'},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    document.refresh_from_db()
+    assert document.status == Document.Status.INDEXED and document.title == "Hill song"
+    assert document.metadata["lang"] == "fr" and "year" not in document.metadata
+    assert [c.metadata["lang"] for c in document.chunks.all()] == ["fr"]
+    assert IndexRun.objects.count() == 2
