@@ -1,0 +1,7 @@
+"""Admin for the app's models: one module per screen, each registering its ModelAdmin.
+
+Records the system writes (chunks, triples, runs) are read-only. Everything that
+starts indexing goes through :mod:`retrieval.admin.indexing`.
+"""
+
+from . import chunks, collections, documents, runs, triples  # noqa: F401  (they register)

@@ -1,0 +1,131 @@
+"""Collections: created with their embedder's dimensions; reindex; the search playground."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Collection
+from retrieval.services.collections import ensure_vector_index
+from retrieval.services.registry import chunkers, embedders, retrievers
+
+from .indexing import queue_reindex
+from .playground import playground_view
+
+
+def _choices(aliases: list[str], blank: str | None = None) -> list[tuple[str, str]]:
+    return ([("", blank)] if blank is not None else []) + [(a, a) for a in aliases]
+
+
+class CollectionForm(forms.ModelForm):
+    """Component fields offer the configured aliases."""
+
+    class Meta:
+        model = Collection
+        fields = [
+            "name",
+            "slug",
+            "description",
+            "embedder",
+            "chunker",
+            "default_retriever",
+            "metadata",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        fields = self.fields
+        if "embedder" in fields:
+            fields["embedder"] = forms.ChoiceField(choices=_choices(embedders.aliases()))
+        fields["chunker"] = forms.ChoiceField(
+            choices=_choices(chunkers.aliases(), "(DEFAULT_CHUNKER)"), required=False
+        )
+        fields["default_retriever"] = forms.ChoiceField(
+            choices=_choices(retrievers.aliases(), "(DEFAULT_RETRIEVER)"), required=False
+        )
+
+    def clean_embedder(self) -> str:
+        alias = self.cleaned_data["embedder"]
+        try:
+            _ = embedders[alias].dimension  # a misconfigured embedder: say which and why
+        except RetrievalError as e:
+            raise forms.ValidationError(str(e)) from e
+        return alias
+
+
+@admin.action(description="Reindex selected collections", permissions=["change"])
+def reindex_collections(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    for collection in queryset:
+        run = queue_reindex(collection, user=request.user)
+        level = messages.ERROR if run.documents_failed else messages.SUCCESS
+        modeladmin.message_user(request, f"{collection}: {run.message}", level)
+
+
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    form = CollectionForm
+    list_display = [
+        "name",
+        "embedder",
+        "model_name",
+        "dimensions",
+        "default_retriever",
+        "updated_at",
+        "links",
+    ]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    actions = [reindex_collections]
+    change_list_template = "admin/retrieval/collection/change_list.html"
+
+    class Media:
+        css = {"all": ["retrieval/admin/admin.css"]}
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # The embedding space is fixed at creation: its vectors would not match another.
+        fixed = ["embedder"] if obj is not None else []
+        return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        embedder = embedders[obj.embedder]  # built once already by the form's check
+        obj.model_name, obj.dimensions = embedder.model_name, embedder.dimension
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            ensure_vector_index(obj)
+
+    def get_urls(self) -> list:
+        playground = path(
+            "playground/",
+            self.admin_site.admin_view(self.playground),
+            name="retrieval_playground",
+        )
+        return [playground, *super().get_urls()]
+
+    def playground(self, request: HttpRequest) -> HttpResponse:
+        return playground_view(self, request)
+
+    @admin.display(description="")
+    def links(self, collection: Collection) -> str:
+        return format_html(
+            '<a href="{}?collection__id__exact={}">documents</a> · '
+            '<a href="{}?collection={}">upload</a> · <a href="{}?collection={}">search</a>',
+            reverse("admin:retrieval_document_changelist"),
+            collection.pk,
+            reverse("admin:retrieval_document_add"),
+            collection.pk,
+            reverse("admin:retrieval_playground"),
+            collection.pk,
+        )

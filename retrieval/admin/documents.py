@@ -1,0 +1,176 @@
+"""Documents: upload many files at once, read a document with its chunks highlighted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from retrieval.models import Document
+
+from .base import pretty_json, status_badge
+from .highlight import segments
+from .indexing import queue_indexing
+from .uploads import UploadForm
+
+
+@admin.action(description="Reindex selected documents", permissions=["change"])
+def reindex_documents(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    runs = queue_indexing(queryset, user=request.user)
+    for run in runs:
+        modeladmin.message_user(
+            request,
+            f"{run.collection}: {run.message}",
+            messages.ERROR if run.documents_failed else messages.SUCCESS,
+        )
+
+
+@admin.action(description="Delete selected documents with their chunks", permissions=["delete"])
+def delete_with_chunks(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> HttpResponse | None:
+    """Ask once (with counts, not a list of every chunk), then delete in one transaction."""
+    documents = queryset.annotate(chunk_count=Count("chunks")).order_by("collection", "pk")
+    if request.POST.get("confirm") == "yes":
+        with transaction.atomic():
+            _, deleted = queryset.delete()  # chunks and their postings go with them
+        modeladmin.message_user(
+            request,
+            f"{deleted.get('retrieval.Document', 0)} documents and "
+            f"{deleted.get('retrieval.Chunk', 0)} chunks deleted.",
+            messages.SUCCESS,
+        )
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Delete documents with their chunks?",
+        "opts": modeladmin.opts,
+        "documents": documents,
+        "chunk_total": sum(d.chunk_count for d in documents),
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/retrieval/document/delete_with_chunks.html", context)
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = [
+        "external_id",
+        "title",
+        "collection",
+        "mime_type",
+        "status_label",
+        "chunk_count",
+        "indexed_at",
+    ]
+    list_filter = ["collection", "status", "mime_type"]
+    search_fields = ["external_id", "title"]
+    actions = [reindex_documents, delete_with_chunks]
+    change_form_template = "admin/retrieval/document/change_form.html"
+    readonly_fields = [
+        "content_hash",
+        "status",
+        "error",
+        "indexed_at",
+        "created_at",
+        "updated_at",
+    ]
+    exclude = ["content"]  # shown highlighted below the form instead
+
+    class Media:
+        css = {"all": ["retrieval/admin/admin.css"]}
+        js = ["retrieval/admin/document.js"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        documents = super().get_queryset(request).select_related("collection")
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            documents = documents.defer("content").annotate(chunk_total=Count("chunks"))
+        return documents
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Moving an indexed document would leave its chunks in the old collection.
+        fixed = ["collection", "external_id", "mime_type"] if obj is not None else []
+        return [*fixed, *self.readonly_fields]
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # it would list every chunk on its page
+        return actions
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, document: Document) -> str:
+        return status_badge(document.status, document.get_status_display(), title=document.error)
+
+    @admin.display(description="chunks", ordering="chunk_total")
+    def chunk_count(self, document: Document) -> Any:
+        count = getattr(document, "chunk_total", None)
+        if not count:
+            return count
+        url = reverse("admin:retrieval_chunk_changelist") + f"?document={document.pk}"
+        return format_html('<a href="{}">{}</a>', url, count)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        """Save an edit; a new file, title or metadata is indexed again (chunks copy them)."""
+        reindex = change and {"source_file", "title", "metadata"} & set(form.changed_data)
+        if reindex:
+            obj.status, obj.error = Document.Status.PENDING, ""
+        super().save_model(request, obj, form, change)
+        if reindex:
+            for run in queue_indexing([obj], user=request.user):
+                level = messages.ERROR if run.documents_failed else messages.INFO
+                self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        """Upload one or many files; they are stored as pending documents and indexed."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = UploadForm(request.POST, request.FILES) if request.method == "POST" else None
+        if form is not None and form.is_valid():
+            documents = form.save()
+            self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
+            for run in queue_indexing(documents, user=request.user):
+                level = messages.ERROR if run.documents_failed else messages.INFO
+                self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
+            return HttpResponseRedirect(reverse("admin:retrieval_document_changelist"))
+        form = form or UploadForm(initial={"collection": request.GET.get("collection")})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Upload documents",
+            "opts": self.opts,
+            "form": form,
+            "media": self.media + form.media,
+            "has_view_permission": self.has_view_permission(request),
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/retrieval/document/upload.html", context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        document = self.get_object(request, object_id)
+        if document is not None:
+            chunks = list(document.chunks.defer("embedding").order_by("index"))
+            context.update(
+                chunks=[(chunk, pretty_json(chunk.metadata)) for chunk in chunks],
+                segments=segments(document.content, chunks),
+                pages=sorted({c.page for c in chunks if c.page is not None}),
+                chunk_browser=reverse("admin:retrieval_chunk_changelist")
+                + f"?document={document.pk}",
+            )
+        return super().change_view(request, object_id, form_url, context)

@@ -1,0 +1,141 @@
+"""The search playground: one query, two retrievers, their results side by side."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Collection
+from retrieval.services.registry import retrievers
+from retrieval.services.search import search
+from retrieval.services.types import RetrievalResult
+
+from .base import pretty_json
+
+
+def searcher_choices() -> list[tuple[str, str]]:
+    """Return what the playground can compare: every configured retriever, by alias.
+
+    Pipelines join this list (and :func:`run_search`) when they exist.
+    """
+    return [(alias, alias) for alias in retrievers.aliases()]
+
+
+def run_search(query: str, *, collection: Collection, searcher: str, top_k: int) -> Any:
+    return search(query, collection=collection, retriever=searcher, top_k=top_k)
+
+
+class PlaygroundForm(forms.Form):
+    collection = forms.ModelChoiceField(queryset=Collection.objects.all())
+    query = forms.CharField(max_length=2000, strip=True)
+    left = forms.ChoiceField(label="Left")
+    right = forms.ChoiceField(label="Right")
+    top_k = forms.IntegerField(label="Top k", min_value=1, max_value=100, initial=10)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = searcher_choices()
+        for name in ("left", "right"):
+            self.fields[name].choices = choices
+
+
+@dataclass
+class Column:
+    """One side of the comparison: what ran, what it found, how long it took."""
+
+    searcher: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+    milliseconds: float = 0.0
+
+
+def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """Render the form and, for a complete query, both result lists (errors as messages)."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    choices = [alias for alias, _ in searcher_choices()]
+    initial = {
+        "collection": request.GET.get("collection") or None,
+        "left": "bm25" if "bm25" in choices else choices[0] if choices else None,
+        "right": "dense" if "dense" in choices else choices[-1] if choices else None,
+        "top_k": 10,
+    }
+    bound = "query" in request.GET
+    form = PlaygroundForm(request.GET if bound else None, initial=initial)
+    columns: list[Column] = []
+    if bound:
+        if form.is_valid():
+            columns = _compare(form.cleaned_data)
+            for column in columns:
+                if column.error:
+                    messages.error(request, f"{column.searcher}: {column.error}")
+        else:
+            for name, errors in form.errors.items():
+                label = form.fields[name].label or name if name in form.fields else ""
+                for error in errors:
+                    messages.error(request, f"{str(label).capitalize()}: {error}".lstrip(": "))
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Search playground",
+        "opts": model_admin.opts,
+        "form": form,
+        "columns": columns,
+        "media": model_admin.media,
+    }
+    return TemplateResponse(request, "admin/retrieval/collection/playground.html", context)
+
+
+def _compare(data: dict[str, Any]) -> list[Column]:
+    columns = [Column(data["left"]), Column(data["right"])]
+    for column in columns:
+        started = time.perf_counter()
+        try:
+            results = run_search(
+                data["query"],
+                collection=data["collection"],
+                searcher=column.searcher,
+                top_k=data["top_k"],
+            )
+        except (RetrievalError, ValueError) as e:
+            column.error = str(e) or e.__class__.__name__
+            continue
+        column.milliseconds = (time.perf_counter() - started) * 1000
+        column.results = [_describe(result) for result in results]
+    left, right = columns
+    _mark_shared(left, right)
+    _mark_shared(right, left)
+    return columns
+
+
+def _describe(result: RetrievalResult) -> dict[str, Any]:
+    chunk = result.chunk
+    metadata = dict(result.metadata)
+    legs = metadata.pop("legs", {})
+    failed = metadata.pop("failed_legs", {})
+    trace = metadata.pop("trace", None)
+    return {
+        "rank": result.rank + 1,
+        "score": result.score,
+        "chunk": chunk,
+        "document": chunk.document,
+        "legs": sorted(legs.items()),
+        "failed_legs": sorted(failed.items()),
+        "trace": pretty_json(trace) if trace is not None else "",
+        "extra": pretty_json(metadata) if metadata else "",
+        "other_rank": None,
+    }
+
+
+def _mark_shared(column: Column, other: Column) -> None:
+    """Note, for each result, its rank in the other list (None if absent)."""
+    ranks = {item["chunk"].pk: item["rank"] for item in other.results}
+    for item in column.results:
+        item["other_rank"] = ranks.get(item["chunk"].pk)

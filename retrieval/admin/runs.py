@@ -1,0 +1,118 @@
+"""Index runs, with progress the changelist refreshes in place from a JSON endpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from retrieval.models import IndexRun
+
+from .base import ReadOnlyAdmin, status_badge
+
+#: Runs one progress request may ask about.
+MAX_RUNS_PER_POLL = 200
+
+
+def run_progress(run: IndexRun) -> dict[str, Any]:
+    """Return what the changelist shows of a run, as JSON-ready values."""
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "status_label": run.get_status_display(),
+        "done": run.documents_done,
+        "total": run.documents_total,
+        "indexed": run.documents_indexed,
+        "skipped": run.documents_skipped,
+        "failed": run.documents_failed,
+        "chunks": run.chunks_written,
+        "message": run.message,
+        "active": run.status in (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING),
+    }
+
+
+@admin.register(IndexRun)
+class IndexRunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "pk",
+        "scope",
+        "collection",
+        "status_label",
+        "progress",
+        "documents_failed",
+        "chunks_written",
+        "created_at",
+        "duration",
+    ]
+    list_filter = ["status", "scope", "collection"]
+    list_select_related = ["collection"]
+    readonly_fields = ["error_table"]
+
+    class Media:
+        css = {"all": ["retrieval/admin/admin.css"]}
+        js = ["retrieval/admin/runs.js"]
+
+    def get_urls(self) -> list:
+        progress = path(
+            "progress/",
+            self.admin_site.admin_view(self.progress_view),
+            name="retrieval_indexrun_progress",
+        )
+        return [progress, *super().get_urls()]
+
+    def progress_view(self, request: HttpRequest) -> JsonResponse:
+        """Return the progress of the runs in ``?ids=1,2,3`` (staff only)."""
+        if not self.has_view_permission(request):
+            return JsonResponse({"error": "You may not view index runs."}, status=403)
+        raw = [part for part in request.GET.get("ids", "").split(",") if part]
+        if not all(part.isdigit() for part in raw) or len(raw) > MAX_RUNS_PER_POLL:
+            return JsonResponse(
+                {"error": f"ids is a comma-separated list of at most {MAX_RUNS_PER_POLL} ids."},
+                status=400,
+            )
+        runs = IndexRun.objects.filter(pk__in=[int(part) for part in raw]).order_by("pk")
+        return JsonResponse({"runs": [run_progress(run) for run in runs]})
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, run: IndexRun) -> str:
+        badge = status_badge(run.status, run.get_status_display(), title=run.message)
+        return format_html('<span data-retrieval-run-status="{}">{}</span>', run.pk, badge)
+
+    @admin.display(description="progress")
+    def progress(self, run: IndexRun) -> str:
+        data = run_progress(run)
+        return format_html(
+            '<div class="retrieval-progress" data-retrieval-run="{}" data-active="{}" '
+            'data-url="{}"><progress max="{}" value="{}"></progress>'
+            '<span class="retrieval-progress-text">{}</span></div>',
+            run.pk,
+            "1" if data["active"] else "",
+            reverse("admin:retrieval_indexrun_progress"),
+            max(run.documents_total, 1),
+            run.documents_done,
+            progress_text(data),
+        )
+
+    @admin.display(description="duration")
+    def duration(self, run: IndexRun) -> str:
+        seconds = run.duration_seconds
+        return "" if seconds is None else f"{seconds:.1f} s"
+
+    @admin.display(description="errors")
+    def error_table(self, run: IndexRun) -> str:
+        if not run.errors:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td></tr>",
+            ((e.get("document", ""), e.get("error", "")) for e in run.errors),
+        )
+        return format_html("<table><tr><th>document</th><th>error</th></tr>{}</table>", rows)
+
+
+def progress_text(data: dict[str, Any]) -> str:
+    """Return ``"3 / 10 documents, 42 chunks"``; the script writes the same text."""
+    return f"{data['done']} / {data['total']} documents, {data['chunks']} chunks"

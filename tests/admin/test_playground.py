@@ -1,0 +1,80 @@
+"""The search playground: two retrievers side by side; bad input as messages, never a 500."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+URL = "admin:retrieval_playground"
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_two_retrievers_side_by_side_with_hybrid_legs(admin_client, atlas):
+    response = admin_client.get(
+        reverse(URL),
+        {"collection": atlas.pk, "query": "hill", "left": "bm25", "right": "hybrid", "top_k": 5},
+    )
+    assert response.status_code == 200
+    left, right = response.context["columns"]
+    assert (left.searcher, right.searcher) == ("bm25", "hybrid")
+    assert [item["chunk"].content for item in left.results] == ["Up the hill we go."]
+    top = right.results[0]
+    assert top["chunk"].content == "Up the hill we go."
+    assert dict(top["legs"])["bm25"]["rank"] == 1 and "dense" in dict(top["legs"])
+    assert left.results[0]["other_rank"] == 1
+    body = response.content.decode()
+    assert body.count('class="retrieval-legs"') == len(right.results)
+    assert not messages_of(response)
+
+
+def test_the_choices_are_the_configured_retrievers(admin_client, atlas, retrieval_settings):
+    retrieval_settings(
+        RETRIEVERS={"bm25-strict": {"BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever"}}
+    )
+    body = admin_client.get(reverse(URL)).content.decode()
+    for alias in ("dense", "bm25", "hybrid", "bm25-strict"):
+        assert f'<option value="{alias}"' in body
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"query": ""}, "Query: This field is required."),
+        ({"query": "hill", "left": "nope"}, "Left: Select a valid choice."),
+        ({"query": "hill", "collection": "999999"}, "Collection: Select a valid choice."),
+        (
+            {"query": "hill", "top_k": "0"},
+            "Top k: Ensure this value is greater than or equal to 1.",
+        ),
+    ],
+)
+def test_bad_input_is_a_message(admin_client, atlas, params, message):
+    query = {"collection": atlas.pk, "left": "bm25", "right": "dense", "top_k": 5, **params}
+    response = admin_client.get(reverse(URL), query)
+    assert response.status_code == 200
+    assert any(m.startswith(message) for m in messages_of(response)), messages_of(response)
+    assert response.context["columns"] == []
+
+
+def test_a_retriever_that_fails_is_a_message_and_the_other_side_still_answers(
+    admin_client, atlas, retrieval_settings
+):
+    retrieval_settings(RETRIEVERS={"broken": {"BACKEND": "no.such.Retriever"}})
+    response = admin_client.get(
+        reverse(URL),
+        {"collection": atlas.pk, "query": "hill", "left": "broken", "right": "bm25", "top_k": 5},
+    )
+    assert response.status_code == 200
+    left, right = response.context["columns"]
+    assert "cannot import BACKEND" in left.error and right.results
+    assert any(m.startswith("broken: ") for m in messages_of(response))
+
+
+def test_only_staff_may_use_it(client, atlas):
+    response = client.get(reverse(URL), {"query": "hill"})
+    assert response.status_code == 302 and "/login/" in response.url

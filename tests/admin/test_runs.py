@@ -1,0 +1,67 @@
+"""Index runs: the progress endpoint the changelist polls."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from retrieval.models import IndexRun
+
+pytestmark = pytest.mark.django_db
+
+PROGRESS = "admin:retrieval_indexrun_progress"
+
+
+def test_progress_reports_each_asked_run(admin_client, atlas):
+    finished = IndexRun.objects.get()
+    running = IndexRun.objects.create(
+        collection=atlas,
+        scope="ingest",
+        status=IndexRun.Status.RUNNING,
+        documents_total=4,
+        documents_done=1,
+        chunks_written=3,
+    )
+    response = admin_client.get(reverse(PROGRESS), {"ids": f"{finished.pk},{running.pk}"})
+    assert response.status_code == 200
+    runs = {run["id"]: run for run in response.json()["runs"]}
+    assert runs[finished.pk]["status"] == "succeeded" and not runs[finished.pk]["active"]
+    assert runs[finished.pk]["done"] == 2
+    assert (runs[running.pk]["done"], runs[running.pk]["total"], runs[running.pk]["chunks"]) == (
+        1,
+        4,
+        3,
+    )
+    assert runs[running.pk]["active"]
+
+
+def test_the_changelist_marks_active_runs_for_the_script(admin_client, atlas):
+    running = IndexRun.objects.create(
+        collection=atlas, scope="ingest", status="running", documents_total=4
+    )
+    body = admin_client.get(reverse("admin:retrieval_indexrun_changelist")).content.decode()
+    assert f'data-retrieval-run="{running.pk}" data-active="1"' in body
+    assert "retrieval/admin/runs.js" in body
+    assert "0 / 4 documents, 0 chunks" in body
+
+
+def test_bad_ids_are_a_400_and_anonymous_users_are_sent_to_log_in(admin_client, client, atlas):
+    for ids in ("abc", "1,,x", ",".join(["1"] * 201)):
+        response = admin_client.get(reverse(PROGRESS), {"ids": ids})
+        assert response.status_code == 400 and "comma-separated" in response.json()["error"]
+    assert admin_client.get(reverse(PROGRESS)).json() == {"runs": []}
+    anonymous = client.get(reverse(PROGRESS), {"ids": "1"})
+    assert anonymous.status_code == 302 and "/login/" in anonymous.url
+
+
+def test_a_failed_run_lists_its_errors(admin_client, atlas):
+    run = IndexRun.objects.create(
+        collection=atlas,
+        scope="ingest",
+        status="failed",
+        errors=[{"document": "bad.pdf", "error": "not a PDF"}],
+    )
+    body = admin_client.get(
+        reverse("admin:retrieval_indexrun_change", args=[run.pk])
+    ).content.decode()
+    assert "<td>bad.pdf</td><td>not a PDF</td>" in body
