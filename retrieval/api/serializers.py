@@ -205,5 +205,6 @@ class SearchResultSerializer(serializers.Serializer):
     end = serializers.IntegerField()
     page = serializers.IntegerField(allow_null=True)
     heading_path = serializers.ListField(child=serializers.CharField())
+    token_count = serializers.IntegerField()
     text = serializers.CharField()
     metadata = serializers.DictField(help_text="Includes each fused leg's score and rank.")

@@ -73,6 +73,11 @@ class RetrievalResult:
     def chunk_id(self) -> int:
         return self.chunk.pk
 
+    @property
+    def token_count(self) -> int:
+        """Return the chunk's length in tokens (``TOKEN_ENCODING``, counted at indexing)."""
+        return self.chunk.token_count
+
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form used by the commands and the API."""
         chunk = self.chunk
@@ -88,6 +93,7 @@ class RetrievalResult:
             "end": chunk.end,
             "page": chunk.page,
             "heading_path": list(chunk.heading_path),
+            "token_count": chunk.token_count,
             "text": chunk.content,
             "metadata": {**chunk.metadata, **self.metadata},
         }
