@@ -114,13 +114,18 @@ def test_search_returns_explained_results(api, atlas):
         ({"query": "x", "collection": "atlas", "retriever": "psychic"}, "retriever"),
         ({"query": "x", "collection": "atlas", "filters": {"colour": 1}}, "filters"),
         ({"query": "x", "collection": "atlas", "top_k": 0}, "top_k"),
-        ({"query": "x", "collection": "nowhere"}, "collection"),
         ({"collection": "atlas"}, "query"),
     ],
 )
 def test_bad_search_input_is_a_400_naming_the_field(api, atlas, body, field):
     response = api.post("/api/search/", body, format="json")
     assert response.status_code == 400 and field in response.json()
+
+
+def test_search_in_an_unknown_collection_is_a_404_naming_it(api, atlas):
+    response = api.post("/api/search/", {"query": "x", "collection": "nowhere"}, format="json")
+    assert response.status_code == 404
+    assert response.json() == {"collection": ["No collection 'nowhere'."]}
 
 
 def test_openapi_schema_and_docs(api, client):
@@ -190,5 +195,5 @@ def test_uploads_too_large_or_of_unknown_type(api, atlas, retrieval_settings):
 
 def test_values_postgresql_cannot_store_are_a_400(api, atlas):
     nul = api.post("/api/search/", {"query": "north", "collection": "at\x00las"}, format="json")
-    assert nul.status_code == 400 and "NUL" in str(nul.json())
+    assert nul.status_code == 400 and "Null characters" in str(nul.json()["collection"])
     assert api.get("/api/documents/", {"collection": "a\x00"}).status_code == 400
