@@ -10,8 +10,16 @@ Use it as a context manager (or through a pytest fixture)::
 
 Routes are a dict ``(method, path) -> handler``; a handler takes the
 :class:`RecordedRequest` and the server and returns a :class:`Reply`. Add one
-with :meth:`OpenAIServer.add_route` (for example ``POST /v1/chat/completions``).
+with :meth:`OpenAIServer.add_route`.
 Faults are handlers too: each queued fault answers one request in place of the route.
+
+Chat completions are scripted: queue the assistant's answers, in order, then read
+what the client sent::
+
+    server.queue_chat(assistant(tool_calls=[tool_call("retrieve", {"query": "north"})]))
+    server.queue_chat("North is up [1].")          # plain text, or a callable(request)
+    ...
+    sent = server.requests_to("/v1/chat/completions")[1].body["messages"]
 """
 
 from __future__ import annotations
@@ -151,6 +159,64 @@ def embeddings_reply(
     return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
 
+# The chat completions route: answers come from a script queued by the test.
+
+ChatAnswer = str | dict[str, Any] | Callable[[RecordedRequest], "str | dict[str, Any]"]
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str = "") -> dict[str, Any]:
+    """Return a tool call as an assistant message carries it (arguments as a JSON string)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {
+        "id": call_id or f"call_{hashlib.blake2b(text.encode(), digest_size=4).hexdigest()}",
+        "type": "function",
+        "function": {"name": name, "arguments": text},
+    }
+
+
+def assistant(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict:
+    """Return an assistant message: text, tool calls, or both."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer ``POST /v1/chat/completions`` with the next queued answer."""
+    body = request.body
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return error_reply(400, "body must be a JSON object with a 'messages' array")
+    with server._lock:
+        answer = server._chat_script.popleft() if server._chat_script else None
+    if answer is None:
+        return error_reply(400, "no scripted chat answer queued; call server.queue_chat(...)")
+    if callable(answer):
+        answer = answer(request)
+    message = assistant(answer) if isinstance(answer, str) else answer
+    words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+    completion = {
+        "id": f"chatcmpl-{len(server.requests)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", server.models[0]),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": words,
+            "completion_tokens": len(str(message.get("content") or "").split()),
+            "total_tokens": words + len(str(message.get("content") or "").split()),
+        },
+    }
+    return Reply(200, completion)
+
+
 def models_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
     """Answer ``GET /v1/models``."""
     data = [
@@ -183,7 +249,9 @@ class OpenAIServer:
         self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/embeddings"): embeddings_reply,
             ("GET", "/v1/models"): models_reply,
+            ("POST", "/v1/chat/completions"): chat_completions_reply,
         }
+        self._chat_script: deque[ChatAnswer] = deque()
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._faults: deque[tuple[str | None, Handler]] = deque()
@@ -207,6 +275,15 @@ class OpenAIServer:
         with self._lock:
             self._faults.extend((path, fault) for fault in faults)
 
+    def queue_chat(self, *answers: ChatAnswer) -> None:
+        """Queue the next chat completions' answers, one per request, in order.
+
+        An answer is the assistant's text, a message dict (see :func:`assistant`), or a
+        callable taking the :class:`RecordedRequest` and returning either.
+        """
+        with self._lock:
+            self._chat_script.extend(answers)
+
     def requests_to(self, path: str) -> list[RecordedRequest]:
         """Return the recorded requests to ``path``, oldest first."""
         with self._lock:
@@ -217,6 +294,7 @@ class OpenAIServer:
         with self._lock:
             self.requests.clear()
             self._faults.clear()
+            self._chat_script.clear()
 
     def route_reply(self, request: RecordedRequest) -> Reply:
         """Return the normal answer of the route ``request`` is for."""
