@@ -7,6 +7,7 @@
 - ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
 - ``retrieval.E010``: the local embedder's model, tokenizer or runtime is missing.
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
+- ``retrieval.E020``: ``COLLECTION_ACCESS`` does not import to a function.
 """
 
 from __future__ import annotations
@@ -160,3 +161,21 @@ def check_collection_embedders(
                     )
                 )
     return errors
+
+
+@checks.register()
+def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
+    """The access hook must import: a typo would otherwise fail every API request."""
+    from .services.access import access_hook
+
+    try:
+        access_hook()
+    except InvalidComponentError as e:
+        return [
+            checks.Error(
+                str(e),
+                hint="Set it to the dotted path of a function (user) -> collections, or None.",
+                id="retrieval.E020",
+            )
+        ]
+    return []
