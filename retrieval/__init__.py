@@ -1,7 +1,24 @@
 """django-retrieval: a drop-in Django app for retrieval on PostgreSQL + pgvector.
 
-Importing this package has no side effects; the public service API lives in
-:mod:`retrieval.services`.
+Importing this package has no side effects. The search facade is here —
+``retrieval.search``, ``retrieval.search_batch``, ``retrieval.asearch``,
+``retrieval.asearch_batch`` — loaded on first use; the rest of the service API lives
+in :mod:`retrieval.services`.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_FACADE = ("search", "search_batch", "asearch", "asearch_batch")
+__all__ = [*_FACADE, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACADE:
+        from retrieval.services import search as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

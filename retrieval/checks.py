@@ -12,6 +12,7 @@
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
+- ``retrieval.E014``: ``COLLECTION_ACCESS`` does not import to a function.
 """
 
 from __future__ import annotations
@@ -168,3 +169,21 @@ def check_collection_embedders(
                     )
                 )
     return errors
+
+
+@checks.register()
+def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
+    """The access hook must import: a typo would otherwise fail every API request."""
+    from .services.access import access_hook
+
+    try:
+        access_hook()
+    except InvalidComponentError as e:
+        return [
+            checks.Error(
+                str(e),
+                hint="Set it to the dotted path of a function (user) -> collections, or None.",
+                id="retrieval.E014",
+            )
+        ]
+    return []

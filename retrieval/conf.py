@@ -95,6 +95,13 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # Threads running the queries of one batch search at once.
+    "BATCH_SEARCH_WORKERS": 4,
+    # Most queries the API accepts in one batch search; more get 400.
+    "MAX_BATCH_QUERIES": 32,
+    # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
+    # (None: all) naming the collections a user may see; unset, everyone sees all.
+    "COLLECTION_ACCESS": None,
 }
 
 

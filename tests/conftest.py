@@ -57,7 +57,7 @@ def sample_docs() -> Path:
 def llm_server(retrieval_settings):
     """A scripted OpenAI-compatible server configured as the ``default`` LLM.
 
-    Queue answers with ``llm_server.answer_chat(...)``; the Django cache is cleared so
+    Queue answers with ``llm_server.queue_chat(...)``; the Django cache is cleared so
     no answer leaks between tests.
     """
     from django.core.cache import cache

@@ -10,8 +10,16 @@ Use it as a context manager (or through a pytest fixture)::
 
 Routes are a dict ``(method, path) -> handler``; a handler takes the
 :class:`RecordedRequest` and the server and returns a :class:`Reply`. Add one
-with :meth:`OpenAIServer.add_route` (for example ``POST /v1/chat/completions``).
+with :meth:`OpenAIServer.add_route`.
 Faults are handlers too: each queued fault answers one request in place of the route.
+
+Chat completions are scripted: queue the assistant's answers, in order, then read
+what the client sent::
+
+    server.queue_chat(assistant(tool_calls=[tool_call("retrieve", {"query": "north"})]))
+    server.queue_chat("North is up [1].")          # plain text, or a callable(request)
+    ...
+    sent = server.requests_to("/v1/chat/completions")[1].body["messages"]
 """
 
 from __future__ import annotations
@@ -151,46 +159,64 @@ def embeddings_reply(
     return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
 
-# The chat completions route: answers are scripted per test.
+# The chat completions route: answers come from a script queued by the test.
+
+ChatAnswer = str | dict[str, Any] | Callable[[RecordedRequest], "str | dict[str, Any]"]
 
 
-def chat_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
-    """Answer ``POST /v1/chat/completions`` with the next scripted answer.
+def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str = "") -> dict[str, Any]:
+    """Return a tool call as an assistant message carries it (arguments as a JSON string)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {
+        "id": call_id or f"call_{hashlib.blake2b(text.encode(), digest_size=4).hexdigest()}",
+        "type": "function",
+        "function": {"name": name, "arguments": text},
+    }
 
-    A scripted answer is a string (the message content), a dict (sent as the whole
-    ``message``, e.g. with ``tool_calls``), or a callable taking the request body and
-    returning either. With nothing scripted, the server echoes the last user message.
-    """
+
+def assistant(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict:
+    """Return an assistant message: text, tool calls, or both."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer ``POST /v1/chat/completions`` with the next queued answer, or with an echo
+    of the last user message when none is queued."""
     body = request.body
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        return error_reply(400, "body must be a JSON object with 'messages'")
+        return error_reply(400, "body must be a JSON object with a 'messages' array")
     with server._lock:
-        scripted = server.chat_answers.popleft() if server.chat_answers else None
-    if callable(scripted):
-        scripted = scripted(body)
-    if scripted is None:
+        answer = server._chat_script.popleft() if server._chat_script else None
+    if answer is None:  # nothing queued: echo the last user message
         users = [m for m in body["messages"] if m.get("role") == "user"]
-        scripted = users[-1]["content"] if users else ""
-    message = scripted if isinstance(scripted, dict) else {"content": scripted}
-    message = {"role": "assistant", "content": None, **message}
-    prompt = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
-    completion = len(str(message.get("content") or "").split()) + 1
-    finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return Reply(
-        200,
-        {
-            "id": f"chatcmpl-{len(server.requests)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", server.models[0]),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+        answer = str(users[-1].get("content") or "") if users else ""
+    if callable(answer):
+        answer = answer(request)
+    message = assistant(answer) if isinstance(answer, str) else answer
+    words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+    completion = {
+        "id": f"chatcmpl-{len(server.requests)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", server.models[0]),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": words,
+            "completion_tokens": len(str(message.get("content") or "").split()),
+            "total_tokens": words + len(str(message.get("content") or "").split()),
         },
-    )
+    }
+    return Reply(200, completion)
 
 
 def models_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
@@ -225,9 +251,9 @@ class OpenAIServer:
         self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/embeddings"): embeddings_reply,
             ("GET", "/v1/models"): models_reply,
-            ("POST", "/v1/chat/completions"): chat_reply,
+            ("POST", "/v1/chat/completions"): chat_completions_reply,
         }
-        self.chat_answers: deque[Any] = deque()
+        self._chat_script: deque[ChatAnswer] = deque()
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._faults: deque[tuple[str | None, Handler]] = deque()
@@ -246,15 +272,19 @@ class OpenAIServer:
         """Serve ``method path`` with ``handler`` (replacing any handler there)."""
         self.routes[(method.upper(), path)] = handler
 
-    def answer_chat(self, *answers: Any) -> None:
-        """Queue scripted chat answers (see :func:`chat_reply`), one per request."""
-        with self._lock:
-            self.chat_answers.extend(answers)
-
     def fail_next(self, *faults: Handler, path: str | None = None) -> None:
         """Queue faults to answer the next requests (only those to ``path``, if given)."""
         with self._lock:
             self._faults.extend((path, fault) for fault in faults)
+
+    def queue_chat(self, *answers: ChatAnswer) -> None:
+        """Queue the next chat completions' answers, one per request, in order.
+
+        An answer is the assistant's text, a message dict (see :func:`assistant`), or a
+        callable taking the :class:`RecordedRequest` and returning either.
+        """
+        with self._lock:
+            self._chat_script.extend(answers)
 
     def requests_to(self, path: str) -> list[RecordedRequest]:
         """Return the recorded requests to ``path``, oldest first."""
@@ -266,7 +296,7 @@ class OpenAIServer:
         with self._lock:
             self.requests.clear()
             self._faults.clear()
-            self.chat_answers.clear()
+            self._chat_script.clear()
 
     def route_reply(self, request: RecordedRequest) -> Reply:
         """Return the normal answer of the route ``request`` is for."""

@@ -11,3 +11,35 @@ class BrokenRetriever(BaseRetriever):
 
     def _rank(self, query, *, collection, top_k, filters):
         raise RetrievalError("backend is down")
+
+
+class RendezvousRetriever(BaseRetriever):
+    """BM25 that records each search's thread and connection, and waits at a barrier.
+
+    With ``parties`` searches meeting at the barrier, a batch that ran them one after
+    another would break it (``BrokenBarrierError``) instead of passing.
+    """
+
+    barrier = None
+    seen: list = []
+
+    def __init__(self, parties: int = 2) -> None:
+        import threading
+
+        type(self).barrier = threading.Barrier(parties, timeout=10)
+        type(self).seen = []
+
+    def prepare(self, query, *, collection):
+        import threading
+
+        from django.db import connections
+
+        wrapper = connections["default"]  # this thread's own, unlike the `connection` proxy
+        type(self).seen.append((query, threading.current_thread().name, wrapper))
+        type(self).barrier.wait()
+        return query
+
+    def _rank(self, query, *, collection, top_k, filters):
+        from retrieval.services.registry import retrievers
+
+        return retrievers["bm25"].rank(query, collection=collection, top_k=top_k, filters=filters)

@@ -139,3 +139,17 @@ def test_e005_collection_whose_embedder_changed_dimension(retrieval_settings):
         "Collection 'stale' holds 384-dimensional vectors, but embedder 'keywords' makes 3"
         in text[1]
     )
+
+
+def test_e020_collection_access_that_does_not_import(retrieval_settings):
+    retrieval_settings(COLLECTION_ACCESS="tests.api.access.nowhere")
+    messages = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert len(messages) == 1
+    assert "RETRIEVAL['COLLECTION_ACCESS']: cannot import 'tests.api.access.nowhere'" in (
+        messages[0].msg
+    )
+    retrieval_settings(COLLECTION_ACCESS="retrieval.conf.DEFAULTS")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert "is not a function of the user" in message.msg
+    retrieval_settings(COLLECTION_ACCESS="tests.api.access.by_username")
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []

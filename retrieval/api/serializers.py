@@ -6,10 +6,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.access import visible_collections
 from retrieval.services.filters import Filters
-from retrieval.services.registry import chunkers, embedders, retrievers
+from retrieval.services.registry import chunkers, embedders, rerankers, retrievers, rewriters
 
 
 def _json_object(value: Any) -> dict:
@@ -18,10 +20,10 @@ def _json_object(value: Any) -> dict:
     return value
 
 
-def _component(handler, alias: str, kind: str) -> str:
-    if alias not in handler:
+def _component(configured, alias: str, kind: str) -> str:
+    if alias not in configured:
         raise serializers.ValidationError(
-            f"Unknown {kind} {alias!r}; configured: {', '.join(handler.aliases())}."
+            f"Unknown {kind} {alias!r}; configured: {', '.join(sorted(configured)) or '(none)'}."
         )
     return alias
 
@@ -127,6 +129,13 @@ class DocumentCreateSerializer(serializers.Serializer):
     """A document to index now: JSON ``text``, or a multipart ``file``."""
 
     collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # a hidden collection reads as an unknown one
+            self.fields["collection"].queryset = visible_collections(request.user)
+
     external_id = serializers.CharField(
         max_length=1000, required=False, help_text="Default: the file name."
     )
@@ -175,23 +184,95 @@ class IndexRunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class SearchSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=10_000)
-    collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
+class SearchOptionsSerializer(serializers.Serializer):
+    """What a search and a batch of searches share."""
+
+    collection = serializers.CharField(
+        max_length=200, help_text="Collection slug (or name). Unknown or hidden: 404."
+    )
+    pipeline = serializers.CharField(
+        required=False, help_text="Pipeline alias (default: DEFAULT_PIPELINE)."
+    )
     retriever = serializers.CharField(
-        required=False, help_text="Retriever alias (default: the collection's)."
+        required=False, help_text="Retriever alias to run alone, instead of a pipeline."
+    )
+    rewrite = serializers.CharField(
+        required=False, help_text="Rewriter alias replacing the pipeline's rewrite step."
+    )
+    rerank = serializers.CharField(
+        required=False, help_text="Reranker alias replacing the pipeline's rerank step."
+    )
+    history = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        max_length=50,
+        help_text='Earlier turns, [{"role": "user", "content": "..."}], for rewriters.',
     )
     top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
     filters = serializers.JSONField(required=False, default=None)
+    max_tokens = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        help_text="Also pack the best results into a context of at most this many tokens.",
+    )
 
     def validate_retriever(self, value: str) -> str:
         return _component(retrievers, value, "retriever")
+
+    def validate_pipeline(self, value: str) -> str:
+        return _component(retrieval_settings.PIPELINES, value, "pipeline")
+
+    def validate_rewrite(self, value: str) -> str:
+        return _component(rewriters, value, "rewriter")
+
+    def validate_rerank(self, value: str) -> str:
+        return _component(rerankers, value, "reranker")
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data.get("pipeline") and data.get("retriever"):
+            raise serializers.ValidationError("Name a pipeline or a retriever, not both.")
+        return data
+
+    def search_options(self) -> dict[str, Any]:
+        """Return the validated options as :func:`retrieval.services.search.search` takes them."""
+        data = self.validated_data
+        return {
+            "pipeline": data.get("pipeline"),
+            "retriever": data.get("retriever"),
+            "rewriter": data.get("rewrite"),
+            "reranker": data.get("rerank"),
+            "history": data.get("history"),
+            "top_k": data["top_k"],
+            "filters": data["filters"],
+            "max_tokens": data.get("max_tokens"),
+        }
 
     def validate_filters(self, value: Any) -> Filters:
         try:
             return Filters.parse(value)
         except InvalidFilterError as e:
             raise serializers.ValidationError(str(e)) from e
+
+
+class SearchSerializer(SearchOptionsSerializer):
+    query = serializers.CharField(max_length=10_000)
+
+
+class BatchSearchSerializer(SearchOptionsSerializer):
+    queries = serializers.ListField(
+        child=serializers.CharField(max_length=10_000),
+        min_length=1,
+        help_text="Query texts, run concurrently; at most MAX_BATCH_QUERIES (default 32).",
+    )
+
+    def validate_queries(self, value: list[str]) -> list[str]:
+        limit = int(retrieval_settings.MAX_BATCH_QUERIES)
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"{len(value)} queries; a batch holds at most {limit} (MAX_BATCH_QUERIES)."
+            )
+        return value
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -205,5 +286,56 @@ class SearchResultSerializer(serializers.Serializer):
     end = serializers.IntegerField()
     page = serializers.IntegerField(allow_null=True)
     heading_path = serializers.ListField(child=serializers.CharField())
+    token_count = serializers.IntegerField()
     text = serializers.CharField()
     metadata = serializers.DictField(help_text="Includes each fused leg's score and rank.")
+
+
+class CitationSerializer(serializers.Serializer):
+    number = serializers.IntegerField(help_text="The [number] in the context text.")
+    document_id = serializers.IntegerField()
+    document = serializers.CharField(help_text="The document's external id.")
+    title = serializers.CharField()
+    page = serializers.IntegerField(allow_null=True)
+    heading_path = serializers.ListField(child=serializers.CharField())
+    start = serializers.IntegerField(help_text="Offset in the document's text.")
+    end = serializers.IntegerField()
+    chunk_ids = serializers.ListField(child=serializers.IntegerField())
+
+
+class ContextSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="Passages headed [n] title, ready for a prompt.")
+    citations = CitationSerializer(many=True)
+    token_count = serializers.IntegerField()
+    results_used = serializers.IntegerField()
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    results = SearchResultSerializer(many=True)
+    context = ContextSerializer(required=False, help_text="Present when max_tokens was given.")
+    trace = serializers.DictField(
+        help_text="What ran: rewrites, agentic rounds, reranking, LLM calls (tokens, ms)."
+    )
+
+
+class BatchItemSerializer(SearchResponseSerializer):
+    query = serializers.CharField()
+
+
+class BatchSearchResponseSerializer(serializers.Serializer):
+    results = BatchItemSerializer(many=True, help_text="One entry per query, in input order.")
+
+
+class ToolListSerializer(serializers.Serializer):
+    tools = serializers.ListField(
+        child=serializers.DictField(),
+        help_text='OpenAI function-calling specs: {"type": "function", "function": {...}}.',
+    )
+
+
+class ToolCallSerializer(serializers.Serializer):
+    collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
+    name = serializers.CharField(max_length=200, help_text="The tool's name.")
+    arguments = serializers.JSONField(
+        required=False, default=None, help_text="The model's arguments: a JSON string or object."
+    )

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import search, tools, views
 
 app_name = "retrieval-api"
 
@@ -16,7 +16,10 @@ router.register("index-runs", views.IndexRunViewSet, basename="indexrun")
 
 urlpatterns = [
     path("", include(router.urls)),
-    path("search/", views.SearchView.as_view(), name="search"),
+    path("search/", search.SearchView.as_view(), name="search"),
+    path("search/batch/", search.BatchSearchView.as_view(), name="search-batch"),
+    path("tools/", tools.ToolListView.as_view(), name="tools"),
+    path("tools/call/", tools.ToolCallView.as_view(), name="tool-call"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="retrieval-api:schema"), name="docs"),
 ]

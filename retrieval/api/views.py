@@ -11,20 +11,25 @@ from django.db.models import QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
-from rest_framework.exceptions import APIException, UnsupportedMediaType, ValidationError
+from rest_framework.exceptions import (
+    APIException,
+    NotFound,
+    UnsupportedMediaType,
+    ValidationError,
+)
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
-from rest_framework.views import APIView
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
 from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.access import get_visible_collection, is_restricted, visible_collections
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.parsing import parser_for
-from retrieval.services.search import search
+from retrieval.services.search import CollectionNotFound
 
 from . import serializers
 
@@ -52,6 +57,17 @@ class RetrievalAPIMixin:
             exc = ValidationError(f"Invalid value: {exc}")
         return super().handle_exception(exc)
 
+    def visible_collections(self) -> QuerySet[Collection]:
+        """Return the collections the requesting user may see (``COLLECTION_ACCESS``)."""
+        return visible_collections(self.request.user)
+
+    def collection_or_404(self, name: str) -> Collection:
+        """Return a visible collection; hidden and unknown ones are the same 404."""
+        try:
+            return get_visible_collection(name, self.request.user)
+        except CollectionNotFound as e:
+            raise NotFound({"collection": [str(e)]}) from e
+
     def get_permissions(self) -> list[Any]:
         if "DEFAULT_PERMISSION_CLASSES" in getattr(settings, "REST_FRAMEWORK", {}):
             classes = api_settings.DEFAULT_PERMISSION_CLASSES
@@ -66,6 +82,9 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
     queryset = Collection.objects.all()
     serializer_class = serializers.CollectionSerializer
     lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet:
+        return self.visible_collections()
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
@@ -116,9 +135,13 @@ class DocumentViewSet(
         return serializers.DocumentSerializer
 
     def get_queryset(self) -> QuerySet:
-        documents = super().get_queryset()
+        documents = super().get_queryset().filter(collection__in=self.visible_collections())
         if self.action == "retrieve":
-            return Document.objects.select_related("collection").prefetch_related("chunks")
+            return (
+                Document.objects.filter(collection__in=self.visible_collections())
+                .select_related("collection")
+                .prefetch_related("chunks")
+            )
         params = self.request.query_params
         if "collection" in params:
             documents = documents.filter(collection__slug=params["collection"])
@@ -138,7 +161,9 @@ class DocumentViewSet(
         responses=serializers.DocumentDetailSerializer,
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = serializers.DocumentCreateSerializer(data=request.data)
+        serializer = serializers.DocumentCreateSerializer(
+            data=request.data, context=self.get_serializer_context()
+        )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if "file" in data:
@@ -177,7 +202,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.ChunkSerializer
 
     def get_queryset(self) -> QuerySet:
-        chunks = super().get_queryset()
+        chunks = super().get_queryset().filter(collection__in=self.visible_collections())
         params = self.request.query_params
         if "collection" in params:
             chunks = chunks.filter(collection__slug=params["collection"])
@@ -194,31 +219,11 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     queryset = IndexRun.objects.select_related("collection")
     serializer_class = serializers.IndexRunSerializer
 
-
-class SearchView(RetrievalAPIMixin, APIView):
-    """Search a collection with a named retriever."""
-
-    @extend_schema(
-        request=serializers.SearchSerializer,
-        responses=serializers.SearchResultSerializer(many=True),
-    )
-    def post(self, request: Request) -> Response:
-        serializer = serializers.SearchSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        try:
-            results = search(
-                data["query"],
-                collection=data["collection"],
-                retriever=data.get("retriever"),
-                top_k=data["top_k"],
-                filters=data["filters"],
-            )
-        except (RetrievalError, ValueError) as e:
-            raise ValidationError(str(e)) from e
-        return Response(
-            {"results": [result.to_dict() for result in results], "trace": results.trace}
-        )
+    def get_queryset(self) -> QuerySet:
+        runs = super().get_queryset()
+        if is_restricted():  # a run without a collection belongs to no one's view
+            runs = runs.filter(collection__in=self.visible_collections())
+        return runs
 
 
 def _uploaded_source(data: dict[str, Any]) -> Source:

@@ -6,6 +6,7 @@ component through ``RETRIEVAL`` settings without code changes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
 from django.utils.module_loading import import_string
@@ -36,6 +37,9 @@ class ComponentHandler(Generic[T]):
 
     def aliases(self) -> list[str]:
         return sorted(self.configs())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.aliases())
 
     def __contains__(self, alias: object) -> bool:
         return alias in self.configs()

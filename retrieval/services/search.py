@@ -1,17 +1,32 @@
-"""Search a collection with a named retriever."""
+"""The search facade: a query (or a batch) through a named pipeline or retriever.
+
+``search`` runs one query and returns its results with the query's trace and, given
+``max_tokens``, a packed context for an LLM prompt; ``search_batch`` runs many
+concurrently; ``asearch`` and ``asearch_batch`` are their async counterparts.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
+from retrieval.services.context import pack_context
 from retrieval.services.filters import Filters
+from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
+from retrieval.services.rewriters.base import Turn
 from retrieval.services.tracing import traced
 from retrieval.services.types import SearchResults
+
+T = TypeVar("T")
 
 
 class CollectionNotFound(RetrievalError, LookupError):
@@ -39,17 +54,149 @@ def retriever_alias(collection: Collection, retriever: str | None = None) -> str
     return retriever or collection.default_retriever or retrieval_settings.DEFAULT_RETRIEVER
 
 
+def pipeline_for(
+    collection: Collection,
+    *,
+    pipeline: str | None = None,
+    retriever: str | None = None,
+    rewriter: str | None = None,
+    reranker: str | None = None,
+) -> Pipeline:
+    """Return the pipeline a search runs: a retriever alone if one is named, else the named
+    pipeline, else ``DEFAULT_PIPELINE``; ``rewriter``/``reranker`` replace its steps."""
+    if pipeline and retriever:
+        raise ValueError("Name a pipeline or a retriever, not both.")
+    if retriever:
+        retrievers[retriever]  # an unknown alias fails here, naming the configured ones
+        chosen = Pipeline(name=f"retriever:{retriever}", retrievers={retriever: 1.0})
+    else:
+        chosen = Pipeline.configured(pipeline or retrieval_settings.DEFAULT_PIPELINE)
+    if rewriter is not None:
+        chosen.rewriter = rewriter
+    if reranker is not None:
+        chosen.reranker = reranker
+    errors = chosen.check()
+    if errors:
+        raise RetrievalError(f"{errors[0].msg} {errors[0].hint}")
+    return chosen
+
+
 def search(
     query: str,
     *,
     collection: Collection | str,
+    pipeline: str | None = None,
     retriever: str | None = None,
     top_k: int = 10,
     filters: Filters | Mapping[str, Any] | None = None,
+    history: Sequence[Turn] | None = None,
+    max_tokens: int | None = None,
+    rewriter: str | None = None,
+    reranker: str | None = None,
 ) -> SearchResults:
-    """Return the ``top_k`` best chunks of ``collection`` for ``query``, with its trace."""
+    """Return the ``top_k`` best chunks of ``collection`` for ``query``.
+
+    :param pipeline: a ``PIPELINES`` alias (default ``DEFAULT_PIPELINE``); or
+    :param retriever: a ``RETRIEVERS`` alias to run alone.
+    :param filters: :class:`Filters` or their mapping form.
+    :param history: earlier conversation turns, for rewriters that fold them in.
+    :param max_tokens: also pack the best results into a context of at most this many
+        tokens (``results.context``), with citations.
+    :param rewriter: a ``REWRITERS`` alias replacing the pipeline's rewrite step.
+    :param reranker: a ``RERANKERS`` alias replacing the pipeline's rerank step.
+
+    The results carry the query's trace (``results.trace``).
+    """
     target = get_collection(collection)
-    component = retrievers[retriever_alias(target, retriever)]
+    chosen = pipeline_for(
+        target, pipeline=pipeline, retriever=retriever, rewriter=rewriter, reranker=reranker
+    )
     with traced() as trace:
-        results = component.retrieve(query, collection=target, top_k=top_k, filters=filters)
-    return SearchResults(results, trace=trace.to_dict())
+        results = chosen.run(
+            query, collection=target, top_k=top_k, filters=filters, history=history
+        )
+    context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
+    return SearchResults(results, trace=trace.to_dict(), context=context)
+
+
+def search_batch(
+    queries: Sequence[str],
+    *,
+    collection: Collection | str,
+    max_workers: int | None = None,
+    **options: Any,
+) -> list[SearchResults]:
+    """Run :func:`search` for each of ``queries`` (same options), answers in input order.
+
+    :param max_workers: threads running queries at once (default ``BATCH_SEARCH_WORKERS``).
+
+    Outside a transaction the queries run concurrently on worker threads, each with
+    its own database connection, closed when the thread has no query left. Inside a
+    transaction (``atomic``, ``ATOMIC_REQUESTS``) they run one after another on the
+    caller's connection instead, so they see the transaction's uncommitted writes.
+    The first query that fails (in input order) raises its error.
+    """
+    texts = list(queries)
+    if not all(isinstance(text, str) for text in texts):
+        raise ValueError("queries must be strings.")
+    target = get_collection(collection)
+    workers = min(max_workers or int(retrieval_settings.BATCH_SEARCH_WORKERS), len(texts))
+
+    def run(text: str) -> SearchResults:
+        return search(text, collection=target, **options)
+
+    if workers <= 1 or connection.in_atomic_block:
+        return [run(text) for text in texts]
+    outcomes: list[Any] = [None] * len(texts)
+    pending = iter(enumerate(texts))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            while True:
+                with lock:
+                    item = next(pending, None)
+                if item is None:
+                    return
+                position, text = item
+                try:
+                    outcomes[position] = (True, run(text))
+                except Exception as e:  # re-raised in the caller, in input order
+                    outcomes[position] = (False, e)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="retrieval-batch") as pool:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    for succeeded, value in outcomes:
+        if not succeeded:
+            raise value
+    return [value for _, value in outcomes]
+
+
+def _closing_connections(function: Callable[..., T]) -> Callable[..., T]:
+    """Run ``function`` and close the database connections its thread opened."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        try:
+            return function(*args, **kwargs)
+        finally:
+            connections.close_all()  # this worker thread's connections only
+
+    return run
+
+
+async def asearch(query: str, **options: Any) -> SearchResults:
+    """:func:`search` for async views and agents, on a worker thread (its own connection)."""
+    return await sync_to_async(_closing_connections(search), thread_sensitive=False)(
+        query, **options
+    )
+
+
+async def asearch_batch(queries: Sequence[str], **options: Any) -> list[SearchResults]:
+    """:func:`search_batch` for async views and agents; gather several :func:`asearch`
+    calls instead to interleave them with other awaits."""
+    return await sync_to_async(_closing_connections(search_batch), thread_sensitive=False)(
+        queries, **options
+    )

@@ -73,6 +73,11 @@ class RetrievalResult:
     def chunk_id(self) -> int:
         return self.chunk.pk
 
+    @property
+    def token_count(self) -> int:
+        """Return the chunk's length in tokens (``TOKEN_ENCODING``, counted at indexing)."""
+        return self.chunk.token_count
+
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form used by the commands and the API."""
         chunk = self.chunk
@@ -88,6 +93,7 @@ class RetrievalResult:
             "end": chunk.end,
             "page": chunk.page,
             "heading_path": list(chunk.heading_path),
+            "token_count": chunk.token_count,
             "text": chunk.content,
             "metadata": {**chunk.metadata, **self.metadata},
         }
@@ -95,8 +101,11 @@ class RetrievalResult:
 
 class SearchResults(list):
     """A search's results, best first, with the query's trace (rewrites, agentic rounds,
-    LLM calls with their tokens and milliseconds)."""
+    LLM calls with their tokens and milliseconds) and, if asked for, the packed context."""
 
-    def __init__(self, results: list[RetrievalResult], *, trace: dict[str, Any]) -> None:
+    def __init__(
+        self, results: list[RetrievalResult], *, trace: dict[str, Any], context: Any = None
+    ) -> None:
         super().__init__(results)
         self.trace = trace
+        self.context = context

@@ -114,13 +114,56 @@ def test_search_returns_explained_results(api, atlas):
         ({"query": "x", "collection": "atlas", "retriever": "psychic"}, "retriever"),
         ({"query": "x", "collection": "atlas", "filters": {"colour": 1}}, "filters"),
         ({"query": "x", "collection": "atlas", "top_k": 0}, "top_k"),
-        ({"query": "x", "collection": "nowhere"}, "collection"),
         ({"collection": "atlas"}, "query"),
     ],
 )
 def test_bad_search_input_is_a_400_naming_the_field(api, atlas, body, field):
     response = api.post("/api/search/", body, format="json")
     assert response.status_code == 400 and field in response.json()
+
+
+def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(
+    api, atlas, retrieval_settings
+):
+    retrieval_settings(
+        PIPELINES={"keywords": {"retrievers": ["bm25"]}},
+        RERANKERS={
+            "shortest": {
+                "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
+                "OPTIONS": {"function": "tests.services.test_pipelines.shortest_first"},
+            }
+        },
+    )
+    body = {
+        "query": "north sun",
+        "collection": "atlas",
+        "pipeline": "keywords",
+        "rewrite": "prf",
+        "rerank": "shortest",
+        "history": [{"role": "user", "content": "maps"}],
+    }
+    response = api.post("/api/search/", body, format="json")
+    assert response.status_code == 200, response.json()
+    answer = response.json()
+    assert [r["document"] for r in answer["results"]] == ["n", "e"]  # shorter text first
+    assert answer["results"][0]["metadata"]["original_score"] > 0
+    stages = [event["stage"] for event in answer["trace"]["events"]]
+    assert stages == ["rewrite", "rerank", "pipeline"]
+    assert answer["trace"]["events"][0]["original"] == "north sun"
+    for bad, field in (
+        ({"pipeline": "nope"}, "pipeline"),
+        ({"rerank": "nope"}, "rerank"),
+        ({"pipeline": "keywords", "retriever": "bm25"}, "non_field_errors"),
+        ({"history": "not a list"}, "history"),
+    ):
+        refused = api.post("/api/search/", {**body, **bad}, format="json")
+        assert refused.status_code == 400 and field in refused.json(), refused.json()
+
+
+def test_search_in_an_unknown_collection_is_a_404_naming_it(api, atlas):
+    response = api.post("/api/search/", {"query": "x", "collection": "nowhere"}, format="json")
+    assert response.status_code == 404
+    assert response.json() == {"collection": ["No collection 'nowhere'."]}
 
 
 def test_openapi_schema_and_docs(api, client):
@@ -190,5 +233,5 @@ def test_uploads_too_large_or_of_unknown_type(api, atlas, retrieval_settings):
 
 def test_values_postgresql_cannot_store_are_a_400(api, atlas):
     nul = api.post("/api/search/", {"query": "north", "collection": "at\x00las"}, format="json")
-    assert nul.status_code == 400 and "NUL" in str(nul.json())
+    assert nul.status_code == 400 and "Null characters" in str(nul.json()["collection"])
     assert api.get("/api/documents/", {"collection": "a\x00"}).status_code == 400

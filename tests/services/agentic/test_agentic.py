@@ -94,7 +94,7 @@ def test_retries_grow_top_k_up_to_the_cap_then_apply_the_policy(collection, poli
 
 
 def test_llm_stages_handle_invented_ids_and_out_of_range_scores(llm_server, collection):
-    llm_server.answer_chat(
+    llm_server.queue_chat(
         json.dumps({"selected": [1, 99, 0], "reason": "both penguin facts"}),
         json.dumps({"score": 1.7}),  # out of range: repaired
         json.dumps({"score": 0.9, "reason": "answers it"}),
@@ -111,7 +111,7 @@ def test_llm_stages_handle_invented_ids_and_out_of_range_scores(llm_server, coll
 
 
 def test_budget_exhaustion_ends_the_loop_with_the_best_effort(llm_server, collection):
-    llm_server.answer_chat(json.dumps({"selected": [0]}))
+    llm_server.queue_chat(json.dumps({"selected": [0]}))
     loop = pipeline(selector=LLMSelector(), evaluator=LLMEvaluator())
     with traced(Budget(max_calls=1)):
         outcome = loop.run("penguins", collection=collection)
@@ -131,7 +131,7 @@ def test_agentic_retriever_offline_returns_all_rounds_deduplicated(collection):
 
 
 def test_agentic_retriever_uses_the_llm_when_one_is_configured(llm_server, collection):
-    llm_server.answer_chat(json.dumps({"selected": [0]}), json.dumps({"score": 0.95}))
+    llm_server.queue_chat(json.dumps({"selected": [0]}), json.dumps({"score": 0.95}))
     results = search("penguins", collection=collection, retriever="agentic", top_k=2)
     assert [c["purpose"] for c in results.trace["llm_calls"]] == ["select", "evaluate"]
     assert results.trace["budget"]["calls"] == 2

@@ -23,20 +23,20 @@ PATH = "/v1/chat/completions"
 
 
 def test_text_answer_records_tokens_and_time_in_the_trace(llm_server):
-    llm_server.answer_chat("forty two")
+    llm_server.queue_chat("forty two")
     with traced() as trace:
         answer = llms["default"].complete(ASK, purpose="test")
-    assert answer.text == "forty two" and answer.completion_tokens == 3
+    assert answer.text == "forty two" and answer.completion_tokens == 2
     (call,) = trace.llm_calls
     assert call.model == "test-chat" and call.purpose == "test" and call.ms > 0
-    assert call.prompt_tokens == 4 and call.total_tokens == 7 and not call.cached
-    assert trace.budget.calls == 1 and trace.budget.tokens == 7
+    assert call.prompt_tokens == 4 and call.total_tokens == 6 and not call.cached
+    assert trace.budget.calls == 1 and trace.budget.tokens == 6
     sent = llm_server.requests_to(PATH)[0].body
     assert sent["model"] == "test-chat" and sent["messages"] == ASK and sent["temperature"] == 0
 
 
 def test_identical_calls_are_answered_from_the_cache(llm_server):
-    llm_server.answer_chat("first", "second")
+    llm_server.queue_chat("first", "second")
     llm = llms["default"]
     assert llm.complete(ASK).text == "first"
     with traced() as trace:
@@ -49,7 +49,7 @@ def test_identical_calls_are_answered_from_the_cache(llm_server):
 
 
 def test_valid_json_is_parsed_and_the_schema_is_in_the_request(llm_server):
-    llm_server.answer_chat('```json\n{"score": 0.25}\n```')
+    llm_server.queue_chat('```json\n{"score": 0.25}\n```')
     assert llms["default"].complete_json(ASK, schema=SCORE) == {"score": 0.25}
     body = llm_server.requests_to(PATH)[0].body
     assert body["response_format"] == {"type": "json_object"}
@@ -61,7 +61,7 @@ def test_valid_json_is_parsed_and_the_schema_is_in_the_request(llm_server):
     [("not json at all", "not JSON"), ('{"score": 1.7}', "1.7 is greater than the maximum")],
 )
 def test_an_invalid_answer_gets_one_repair_request(llm_server, bad, problem):
-    llm_server.answer_chat(bad, '{"score": 0.5}')
+    llm_server.queue_chat(bad, '{"score": 0.5}')
     with traced() as trace:
         assert llms["default"].complete_json(ASK, schema=SCORE, purpose="judge") == {"score": 0.5}
     repair = llm_server.requests_to(PATH)[1].body["messages"]
@@ -71,14 +71,14 @@ def test_an_invalid_answer_gets_one_repair_request(llm_server, bad, problem):
 
 
 def test_a_second_invalid_answer_is_a_clear_error(llm_server):
-    llm_server.answer_chat('{"verdict": "yes"}', '{"score": -1}')
+    llm_server.queue_chat('{"verdict": "yes"}', '{"score": -1}')
     with pytest.raises(LLMError, match="no valid JSON for judge after one repair: .*-1"):
         llms["default"].complete_json(ASK, schema=SCORE, purpose="judge")
 
 
 def test_rate_limits_and_server_errors_are_retried_then_reported(llm_server):
     llm_server.fail_next(status_fault(429), status_fault(503), path=PATH)
-    llm_server.answer_chat("after retries")
+    llm_server.queue_chat("after retries")
     llm = OpenAIChatLLM(model="m", base_url=llm_server.base_url, max_retries=2, cache=None)
     assert llm.complete(ASK).text == "after retries"
     assert len(llm_server.requests_to(PATH)) == 3
@@ -141,7 +141,7 @@ def test_short_form_and_bad_configuration(retrieval_settings):
     ],
 )
 def test_json_modes_shape_the_request(llm_server, mode, expected):
-    llm_server.answer_chat('{"score": 1}')
+    llm_server.queue_chat('{"score": 1}')
     llm = OpenAIChatLLM(model="m", base_url=llm_server.base_url, json_mode=mode, cache=None)
     assert llm.complete_json(ASK, schema=SCORE) == {"score": 1}
     body = llm_server.requests_to(PATH)[0].body

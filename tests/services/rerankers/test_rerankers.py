@@ -47,7 +47,7 @@ def _ids(results) -> list[str]:
 def test_llm_reranker_orders_scores_and_keeps_omitted_passages(llm_server, results):
     before = _ids(results)
     # The model ranks passages 3 and 1, repeats 3, and invents 17 and -2.
-    llm_server.answer_chat(json.dumps({"ranking": [3, 1, 3, 17, -2]}))
+    llm_server.queue_chat(json.dumps({"ranking": [3, 1, 3, 17, -2]}))
     with traced() as trace:
         reranked = LLMReranker().rerank("question", results, top_k=4)
     expected = [before[3], before[1], *(x for i, x in enumerate(before) if i not in (1, 3))]

@@ -40,7 +40,7 @@ def collection(keyword_settings):
 
 
 def test_standalone_rewrite_folds_the_history(llm_server, collection):
-    llm_server.answer_chat('  "How tall is the Eiffel Tower?"\n')
+    llm_server.queue_chat('  "How tall is the Eiffel Tower?"\n')
     with traced() as trace:
         rewrite = LLMQueryRewriter().rewrite(
             "How tall is it?", collection=collection, history=HISTORY
@@ -54,7 +54,7 @@ def test_standalone_rewrite_folds_the_history(llm_server, collection):
 @pytest.mark.parametrize("fault", ["empty", "error"])
 def test_standalone_rewrite_falls_back_to_the_query(llm_server, collection, fault):
     if fault == "empty":
-        llm_server.answer_chat("   ")
+        llm_server.queue_chat("   ")
     else:
         llm_server.fail_next(*[status_fault(500)] * 3, path=PATH)
     rewrite = LLMQueryRewriter().rewrite("How tall is it?", collection=collection)
@@ -69,10 +69,10 @@ def test_custom_templates_need_the_query_placeholder():
 
 def test_multi_query_keeps_the_original_and_drops_duplicates(llm_server, collection):
     answer = {"queries": ["Eiffel tower height", "eiffel TOWER height", "iron tower size"]}
-    llm_server.answer_chat(json.dumps(answer))
+    llm_server.queue_chat(json.dumps(answer))
     rewrite = MultiQueryRewriter(n=3).rewrite("Eiffel tower height", collection=collection)
     assert rewrite.queries == ("Eiffel tower height", "iron tower size")
-    llm_server.answer_chat('{"queries": []}', "nope")  # invalid, then invalid after repair
+    llm_server.queue_chat('{"queries": []}', "nope")  # invalid, then invalid after repair
     fallback = MultiQueryRewriter(n=2).rewrite("tower", collection=collection)
     assert fallback.queries == ("tower",) and fallback.fallback
     with pytest.raises(ValueError, match="n must be"):
@@ -80,7 +80,7 @@ def test_multi_query_keeps_the_original_and_drops_duplicates(llm_server, collect
 
 
 def test_hyde_retrieves_with_a_hypothetical_passage(llm_server, collection):
-    llm_server.answer_chat("The tower is 330 metres tall and made of iron.")
+    llm_server.queue_chat("The tower is 330 metres tall and made of iron.")
     rewrite = HyDEQueryRewriter().rewrite("How tall?", collection=collection)
     assert rewrite.queries == ("How tall?", "The tower is 330 metres tall and made of iron.")
     assert rewrite.details["hypothetical"].startswith("The tower")

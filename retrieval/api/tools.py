@@ -1,0 +1,64 @@
+"""Agent tools over HTTP: a collection's tool specs, and running a call a model made."""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retrieval.services.tools import collection_tools
+
+from . import serializers
+from .throttling import SearchThrottleMixin
+from .views import RetrievalAPIMixin
+
+
+class ToolListView(RetrievalAPIMixin, APIView):
+    """The tools of a collection (``retrieve``, ``index_document``) as OpenAI function specs."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("collection", str, required=True, description="Collection slug.")
+        ],
+        responses=serializers.ToolListSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        name = request.query_params.get("collection")
+        if not name:
+            raise ValidationError({"collection": ["This query parameter is required."]})
+        tools = collection_tools(self.collection_or_404(name))
+        return Response({"tools": [tool.spec for tool in tools]})
+
+
+class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+    """Run one tool call; the body is the tool's JSON result, errors included.
+
+    A tool error (bad arguments, a document that cannot be indexed) is a 200 whose
+    result is ``{"error": ...}``, exactly what the model should see; an unknown tool
+    is a 400.
+    """
+
+    @extend_schema(
+        request=serializers.ToolCallSerializer,
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT, description='The tool\'s result, or {"error": message}.'
+            )
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = serializers.ToolCallSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        collection = self.collection_or_404(data["collection"])
+        tools = {tool.name: tool for tool in collection_tools(collection)}
+        if data["name"] not in tools:
+            raise ValidationError(
+                {"name": [f"Unknown tool {data['name']!r}; available: {', '.join(tools)}."]}
+            )
+        return Response(json.loads(tools[data["name"]].execute(data["arguments"])))

@@ -1,0 +1,299 @@
+"""Agent tools: OpenAI function-calling specs for search and indexing, with their executors.
+
+A :class:`Tool` has a ``spec`` to pass in a chat request's ``tools`` list and an
+``execute(arguments)`` that runs the call the model made (its JSON arguments) and
+returns the JSON string to send back as the ``tool`` message. Invalid arguments and
+errors the model can act on come back as ``{"error": "..."}``, never as exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrieval.exceptions import InvalidComponentError, RetrievalError
+from retrieval.models import Collection, Document
+from retrieval.services.context import pack_context
+from retrieval.services.filters import Filters
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.registry import retrievers
+from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.search import get_collection, retriever_alias
+from retrieval.services.types import RetrievalResult
+
+__all__ = [
+    "Tool",
+    "ToolError",
+    "collection_tools",
+    "index_tool",
+    "retrieve_tool",
+    "run_tool_call",
+]
+
+
+class ToolError(RetrievalError):
+    """A tool call the model should correct: bad arguments, a document that failed."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function a model may call: its JSON-schema ``parameters`` and what runs it.
+
+    ``function`` receives the validated arguments (defaults filled in) and returns a
+    JSON-able result.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    function: Callable[[dict[str, Any]], Any] = field(repr=False)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """Return the tool in OpenAI's function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": json.loads(json.dumps(self.parameters)),
+            },
+        }
+
+    def execute(self, arguments: str | Mapping[str, Any] | None) -> str:
+        """Run a call with the model's ``arguments`` (a JSON string or an object).
+
+        Return the result as a JSON string; a problem the model can fix is
+        ``{"error": message}``.
+        """
+        try:
+            result = self.function(validate_arguments(self.name, self.parameters, arguments))
+        except (RetrievalError, ValueError) as e:
+            return json.dumps({"error": str(e)}, ensure_ascii=False)
+        return json.dumps(result, ensure_ascii=False)
+
+
+def validate_arguments(
+    name: str, schema: Mapping[str, Any], arguments: str | Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Check ``arguments`` against the flat object ``schema`` the tools here use."""
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as e:
+            raise ToolError(f"Arguments of {name} are not valid JSON: {e}.") from e
+    if not isinstance(arguments, Mapping):
+        raise ToolError(f"Arguments of {name} must be a JSON object.")
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        raise ToolError(
+            f"Unknown argument {', '.join(map(repr, unknown))} for {name}; "
+            f"expected: {', '.join(properties)}."
+        )
+    values: dict[str, Any] = {}
+    for key, rule in properties.items():
+        if key not in arguments or arguments[key] is None:
+            if key in schema.get("required", ()):
+                raise ToolError(f"{name} needs the argument {key!r}.")
+            if "default" in rule:
+                values[key] = rule["default"]
+            continue
+        values[key] = _check_value(name, key, rule, arguments[key])
+    return values
+
+
+def _check_value(name: str, key: str, rule: Mapping[str, Any], value: Any) -> Any:
+    kind = rule.get("type")
+    if kind == "string":
+        if not isinstance(value, str):
+            raise ToolError(f"Argument {key!r} of {name} must be a string.")
+        if len(value.strip()) < rule.get("minLength", 0):
+            raise ToolError(f"Argument {key!r} of {name} must not be empty.")
+        if len(value) > rule.get("maxLength", len(value)):
+            raise ToolError(f"Argument {key!r} of {name} is over {rule['maxLength']} characters.")
+        if "\x00" in value:
+            raise ToolError(f"Argument {key!r} of {name} must not contain NUL characters.")
+    elif kind == "integer":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ToolError(f"Argument {key!r} of {name} must be an integer.")
+        low, high = rule.get("minimum"), rule.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ToolError(f"Argument {key!r} of {name} must be between {low} and {high}.")
+    return value
+
+
+def _compact(result: RetrievalResult) -> dict[str, Any]:
+    chunk = result.chunk
+    return {
+        "rank": result.rank + 1,
+        "score": round(result.score, 6),
+        "document": chunk.document.external_id,
+        "title": chunk.document.title,
+        "page": chunk.page,
+        "heading_path": list(chunk.heading_path),
+        "text": chunk.content,
+    }
+
+
+def retrieve_tool(
+    retriever: str | BaseRetriever | None = None,
+    *,
+    collection: Collection | str,
+    name: str = "retrieve",
+    description: str | None = None,
+    top_k: int = 5,
+    max_top_k: int = 20,
+    max_tokens: int | None = None,
+    filters: Filters | Mapping[str, Any] | None = None,
+) -> Tool:
+    """Return a tool that searches ``collection`` (arguments ``query``, ``top_k``).
+
+    :param retriever: a retriever alias or instance (default: the collection's).
+    :param max_tokens: if given, the result is one context string of at most that many
+        tokens with numbered citations (see :func:`pack_context`), else a list of passages.
+    """
+    target = get_collection(collection)
+    engine = retriever if isinstance(retriever, BaseRetriever) else None
+    if engine is None:
+        alias = retriever_alias(target, retriever)
+        if alias not in retrievers:
+            raise InvalidComponentError(
+                f"Unknown retriever {alias!r}; configured: {', '.join(retrievers.aliases())}."
+            )
+        engine = retrievers[alias]
+    parsed = Filters.parse(filters)
+    if not 1 <= top_k <= max_top_k:
+        raise ValueError(f"top_k must be between 1 and max_top_k ({max_top_k}), not {top_k!r}.")
+
+    def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        results = engine.retrieve(
+            arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
+        )
+        if max_tokens is None:
+            return {"results": [_compact(result) for result in results]}
+        packed = pack_context(results, max_tokens=max_tokens)
+        return {
+            "context": packed.text,
+            "citations": [citation.to_dict() for citation in packed.citations],
+        }
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "What to look for, in natural language.",
+                "minLength": 1,
+            },
+            "top_k": {
+                "type": "integer",
+                "description": "How many passages to return.",
+                "minimum": 1,
+                "maximum": max_top_k,
+                "default": top_k,
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    about = target.description or target.name
+    return Tool(
+        name=name,
+        description=description
+        or f"Search the {target.name!r} collection ({about}) and return the passages "
+        "that best answer a query, best first.",
+        parameters=parameters,
+        function=run,
+    )
+
+
+def index_tool(
+    collection: Collection | str,
+    *,
+    name: str = "index_document",
+    description: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Tool:
+    """Return a tool that indexes a text into ``collection`` now (``content``, ``document_id``).
+
+    Indexing a ``document_id`` again replaces that document; unchanged text is skipped.
+    """
+    target = get_collection(collection)
+
+    def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        external_id = arguments["document_id"]
+        source = Source.from_text(
+            arguments["content"],
+            external_id=external_id,
+            title=arguments.get("title", ""),
+            metadata=dict(metadata or {}),
+        )
+        index_run = ingest(target, [source])
+        document = Document.objects.filter(collection=target, external_id=external_id).first()
+        if index_run.documents_failed or document is None:
+            reason = document.error if document is not None else index_run.message
+            raise ToolError(f"Document {external_id!r} could not be indexed: {reason}")
+        return {
+            "document_id": external_id,
+            "status": "unchanged" if index_run.documents_skipped else "indexed",
+            "chunks": document.chunks.count(),
+        }
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "description": "The text to index.", "minLength": 1},
+            "document_id": {
+                "type": "string",
+                "description": "A stable id for the document; the same id replaces it.",
+                "minLength": 1,
+                "maxLength": 1000,
+            },
+            "title": {"type": "string", "description": "Optional title.", "maxLength": 1000},
+        },
+        "required": ["content", "document_id"],
+        "additionalProperties": False,
+    }
+    return Tool(
+        name=name,
+        description=description
+        or f"Add a text document to the {target.name!r} collection so later searches find it.",
+        parameters=parameters,
+        function=run,
+    )
+
+
+def collection_tools(collection: Collection | str) -> list[Tool]:
+    """Return the standard tools of a collection: ``retrieve`` and ``index_document``."""
+    target = get_collection(collection)
+    return [retrieve_tool(collection=target), index_tool(target)]
+
+
+def run_tool_call(tools: Sequence[Tool], tool_call: Any) -> dict[str, str]:
+    """Run one tool call of a chat completion; return the ``tool`` message that answers it.
+
+    ``tool_call`` is the ``openai`` client's object or its dict form
+    (``{"id", "function": {"name", "arguments"}}``).
+    """
+    if isinstance(tool_call, Mapping):
+        call_id, function = tool_call.get("id", ""), tool_call.get("function", {})
+        name, arguments = function.get("name"), function.get("arguments")
+    else:
+        call_id, name = tool_call.id, tool_call.function.name
+        arguments = tool_call.function.arguments
+    by_name = {tool.name: tool for tool in tools}
+    if name in by_name:
+        content = by_name[name].execute(arguments)
+    else:
+        content = json.dumps(
+            {"error": f"Unknown tool {name!r}; available: {', '.join(by_name)}."},
+            ensure_ascii=False,
+        )
+    return {"role": "tool", "tool_call_id": call_id, "content": content}

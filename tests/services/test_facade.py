@@ -1,0 +1,73 @@
+"""The facade: retrieval.search / search_batch / asearch / asearch_batch."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import retrieval
+from retrieval.exceptions import InvalidComponentError, RetrievalError
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def collection(keyword_settings):
+    collection, _ = get_or_create_collection("atlas")
+    ingest(
+        collection,
+        [
+            Source.from_text("North is up. The pole is cold.", external_id="north"),
+            Source.from_text("East is right. The sun rises there.", external_id="east"),
+            Source.from_text("South is down.", external_id="south"),
+        ],
+    )
+    return collection
+
+
+def test_the_default_pipeline_is_swapped_by_settings_alone(collection, retrieval_settings):
+    before = retrieval.search("north pole", collection="atlas", top_k=3)
+    assert before.trace["events"][-1]["retrievers"] == ["hybrid"]
+    retrieval_settings(
+        PIPELINES={"keywords": {"retrievers": ["bm25"]}}, DEFAULT_PIPELINE="keywords"
+    )
+    after = retrieval.search("north pole", collection="atlas", top_k=3)
+    assert after.trace["events"][-1]["pipeline"] == "keywords"
+    assert [r.chunk.document.external_id for r in after] == ["north"]  # BM25 only: one match
+
+
+def test_max_tokens_packs_a_cited_context(collection):
+    results = retrieval.search("north pole", collection=collection, top_k=3, max_tokens=40)
+    context = results.context
+    assert context.token_count <= 40 and context.text.startswith("[1]")
+    first = context.citations[0]
+    assert first.external_id == "north" and first.number == 1
+    assert "North is up." in context.text and first.chunk_ids[0] == results[0].chunk_id
+
+
+def test_clear_errors_name_the_choices(collection):
+    with pytest.raises(InvalidComponentError, match="Unknown pipeline 'x'; configured: default"):
+        retrieval.search("q", collection=collection, pipeline="x")
+    with pytest.raises(InvalidComponentError, match="configured: agentic, bm25, dense, hybrid"):
+        retrieval.search("q", collection=collection, retriever="psychic")
+    with pytest.raises(ValueError, match="not both"):
+        retrieval.search("q", collection=collection, pipeline="default", retriever="bm25")
+    with pytest.raises(RetrievalError, match="not in RETRIEVAL\\['RERANKERS'\\]"):
+        retrieval.search("q", collection=collection, reranker="ghost")
+
+
+@pytest.mark.django_db(transaction=True)  # worker threads see only committed data
+def test_batch_and_async_answer_in_input_order(collection):
+    queries = ["south", "east sun", "north pole"]
+    batch = retrieval.search_batch(queries, collection="atlas", retriever="bm25", top_k=1)
+    assert [r[0].chunk.document.external_id for r in batch] == ["south", "east", "north"]
+    assert all(r.trace["events"] for r in batch)
+    one = asyncio.run(retrieval.asearch("east sun", collection="atlas", retriever="bm25"))
+    assert one[0].chunk.document.external_id == "east"
+    many = asyncio.run(
+        retrieval.asearch_batch(queries, collection="atlas", retriever="bm25", top_k=1)
+    )
+    assert [r[0].chunk_id for r in many] == [r[0].chunk_id for r in batch]
