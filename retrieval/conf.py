@@ -66,6 +66,12 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
+    # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
+    "TASKS_SYNC": None,
+    # A running IndexRun whose worker has shown no progress for this many seconds is
+    # taken for dead (killed, out of memory) and marked failed.
+    "RUN_HEARTBEAT_TIMEOUT": 300,
 }
 
 
