@@ -7,6 +7,7 @@
 - ``retrieval.E005``: a collection's embedder is unknown or its dimension differs.
 - ``retrieval.E010``: the local embedder's model, tokenizer or runtime is missing.
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
+- ``retrieval.E020``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 """
 
 from __future__ import annotations
@@ -160,3 +161,23 @@ def check_collection_embedders(
                     )
                 )
     return errors
+
+
+@checks.register()
+def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
+    """Background indexing needs django-q2 when the site asks for it."""
+    from django.apps import apps
+
+    from .conf import retrieval_settings
+
+    if retrieval_settings.TASKS_SYNC is False and not apps.is_installed("django_q"):
+        return [
+            checks.Error(
+                'RETRIEVAL["TASKS_SYNC"] is False (index on workers) but "django_q" is not in '
+                "INSTALLED_APPS.",
+                hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
+                'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
+                id="retrieval.E020",
+            )
+        ]
+    return []

@@ -59,3 +59,47 @@ class FailingEmbedder(KeywordEmbedder):
             self.calls += 1
             raise EmbeddingError(f"embedding service unavailable (call {self.calls})")
         return super().embed_batch(texts)
+
+
+class SlowKeywordEmbedder(KeywordEmbedder):
+    """A keyword embedder that takes ``delay`` seconds a call, like a real model on a CPU.
+
+    Only the crash test uses it, to have a worker mid-run when it is killed; nothing
+    asserts on time.
+    """
+
+    def __init__(self, delay: float = 0.3, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        import time
+
+        time.sleep(self.delay)
+        return super().embed_batch(texts)
+
+
+class PoisonEmbedder(KeywordEmbedder):
+    """A keyword embedder that refuses any batch containing the word ``poison``."""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if any("poison" in text.lower() for text in texts):
+            raise EmbeddingError("the embedding service refused this text")
+        return super().embed_batch(texts)
+
+
+class CancellingEmbedder(KeywordEmbedder):
+    """A keyword embedder that cancels the running IndexRun on its ``cancel_on_call``-th call,
+    as a user pressing "cancel" while a worker embeds would."""
+
+    def __init__(self, cancel_on_call: int = 2, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.cancel_on_call = cancel_on_call
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if self.calls + 1 == self.cancel_on_call:
+            from retrieval.models import IndexRun
+            from retrieval.services.runs import cancel_run
+
+            cancel_run(IndexRun.objects.get(status=IndexRun.Status.RUNNING))
+        return super().embed_batch(texts)
