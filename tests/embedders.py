@@ -61,21 +61,23 @@ class FailingEmbedder(KeywordEmbedder):
         return super().embed_batch(texts)
 
 
-class SlowKeywordEmbedder(KeywordEmbedder):
-    """A keyword embedder that takes ``delay`` seconds a call, like a real model on a CPU.
+class HangingEmbedder(KeywordEmbedder):
+    """A keyword embedder whose ``hang_on_call``-th call never returns (within ``hang`` s).
 
-    Only the crash test uses it, to have a worker mid-run when it is killed; nothing
-    asserts on time.
+    The crash test uses it to have a worker stopped in the middle of a run, at a known
+    point, when it kills the worker: no timing decides where the run is.
     """
 
-    def __init__(self, delay: float = 0.3, **kwargs) -> None:
+    def __init__(self, hang_on_call: int = 0, hang: float = 120.0, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.delay = delay
+        self.hang_on_call = hang_on_call
+        self.hang = hang
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        import time
+        if self.hang_on_call and self.calls + 1 == self.hang_on_call:
+            import time
 
-        time.sleep(self.delay)
+            time.sleep(self.hang)
         return super().embed_batch(texts)
 
 
