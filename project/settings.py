@@ -21,6 +21,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
+    "django_q",  # background indexing: run the workers with `python manage.py qcluster`
     "retrieval",
 ]
 
@@ -83,5 +84,21 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# django-q2 workers for background indexing, with the site's own database as the
+# broker (no extra server). A site may use Redis instead: Q_CLUSTER["redis"] = {...}.
+Q_CLUSTER = {
+    "name": "retrieval",
+    "orm": "default",
+    "workers": 1,  # indexing is CPU-bound in the embedder: one worker per spare core
+    "timeout": 6 * 3600,  # seconds a task may run; a big reindex with the local model is long
+    "retry": 6 * 3600 + 60,  # must exceed timeout; a lost task is re-delivered after this
+    "max_attempts": 1,  # a failed run is retried from its IndexRun, not blindly re-run
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": 0.5,
+}
+
 # The retrieval app's settings: everything left out comes from retrieval.conf.DEFAULTS.
+# Indexing runs on the django-q2 workers above (TASKS_SYNC None: workers when
+# django_q is installed); set "TASKS_SYNC": True to index inside the request instead.
 RETRIEVAL = {}

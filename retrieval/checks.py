@@ -13,6 +13,7 @@
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
 - ``retrieval.E014``: ``COLLECTION_ACCESS`` does not import to a function.
+- ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 """
 
 from __future__ import annotations
@@ -184,6 +185,26 @@ def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
                 str(e),
                 hint="Set it to the dotted path of a function (user) -> collections, or None.",
                 id="retrieval.E014",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
+    """Background indexing needs django-q2 when the site asks for it."""
+    from django.apps import apps
+
+    from .conf import retrieval_settings
+
+    if retrieval_settings.TASKS_SYNC is False and not apps.is_installed("django_q"):
+        return [
+            checks.Error(
+                'RETRIEVAL["TASKS_SYNC"] is False (index on workers) but "django_q" is not in '
+                "INSTALLED_APPS.",
+                hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
+                'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
+                id="retrieval.E015",
             )
         ]
     return []

@@ -102,6 +102,12 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
+    # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
+    "TASKS_SYNC": None,
+    # A running IndexRun whose worker has shown no progress for this many seconds is
+    # taken for dead (killed, out of memory) and marked failed.
+    "RUN_HEARTBEAT_TIMEOUT": 300,
 }
 
 

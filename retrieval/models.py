@@ -107,6 +107,9 @@ class Chunk(models.Model):
     # No fixed dimension: collections of different dimensions share the table,
     # each indexed by a partial expression index over ``embedding::vector(n)``.
     embedding = VectorField(null=True, blank=True)
+    # A re-embedding's new vectors, built beside ``embedding`` and swapped in at once
+    # when the whole collection has them (services.reembedding).
+    embedding_next = VectorField(null=True, blank=True, editable=False)
 
     objects = ChunkQuerySet.as_manager()
 
@@ -183,10 +186,15 @@ class IndexRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the process running the job."
+    )
+    task_id = models.CharField(max_length=64, blank=True, help_text="django-q2 task id.")
 
     class Meta:
         ordering = ["-created_at"]
         get_latest_by = "created_at"
+        indexes = [models.Index(fields=["status"], name="retrieval_indexrun_status_idx")]
 
     def __str__(self) -> str:
         return f"{self.scope} run #{self.pk} ({self.status})"

@@ -18,6 +18,12 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
 
 
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path_factory):
+    """Keep stored uploads out of the example site's data folder."""
+    settings.MEDIA_ROOT = str(tmp_path_factory.mktemp("media"))
+
+
 @pytest.fixture
 def retrieval_settings(settings):
     """Return a function that replaces parts of ``RETRIEVAL`` for one test."""

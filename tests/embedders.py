@@ -59,3 +59,49 @@ class FailingEmbedder(KeywordEmbedder):
             self.calls += 1
             raise EmbeddingError(f"embedding service unavailable (call {self.calls})")
         return super().embed_batch(texts)
+
+
+class HangingEmbedder(KeywordEmbedder):
+    """A keyword embedder whose ``hang_on_call``-th call never returns (within ``hang`` s).
+
+    The crash test uses it to have a worker stopped in the middle of a run, at a known
+    point, when it kills the worker: no timing decides where the run is.
+    """
+
+    def __init__(self, hang_on_call: int = 0, hang: float = 120.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.hang_on_call = hang_on_call
+        self.hang = hang
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if self.hang_on_call and self.calls + 1 == self.hang_on_call:
+            import time
+
+            time.sleep(self.hang)
+        return super().embed_batch(texts)
+
+
+class PoisonEmbedder(KeywordEmbedder):
+    """A keyword embedder that refuses any batch containing the word ``poison``."""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if any("poison" in text.lower() for text in texts):
+            raise EmbeddingError("the embedding service refused this text")
+        return super().embed_batch(texts)
+
+
+class CancellingEmbedder(KeywordEmbedder):
+    """A keyword embedder that cancels the running IndexRun on its ``cancel_on_call``-th call,
+    as a user pressing "cancel" while a worker embeds would."""
+
+    def __init__(self, cancel_on_call: int = 2, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.cancel_on_call = cancel_on_call
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if self.calls + 1 == self.cancel_on_call:
+            from retrieval.models import IndexRun
+            from retrieval.services.runs import cancel_run
+
+            cancel_run(IndexRun.objects.get(status=IndexRun.Status.RUNNING))
+        return super().embed_batch(texts)

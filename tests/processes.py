@@ -26,3 +26,16 @@ def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 def database_url(settings: dict[str, Any], name: str | None = None) -> str:
     """Return a DATABASE_URL for a database on the server of a Django connection."""
     return f"postgres://{settings['USER']}@/{name or settings['NAME']}?host={settings['HOST']}"
+
+
+def start_manage(*args: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start ``manage.py ARGS`` in its own process group (to kill it with its children)."""
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

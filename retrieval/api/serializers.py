@@ -125,8 +125,16 @@ class DocumentDetailSerializer(DocumentSerializer):
         read_only_fields = fields
 
 
+class DocumentCreatedSerializer(DocumentDetailSerializer):
+    index_run = serializers.IntegerField(read_only=True, help_text="The indexing job's id.")
+
+    class Meta(DocumentDetailSerializer.Meta):
+        fields = [*DocumentDetailSerializer.Meta.fields, "index_run"]
+        read_only_fields = fields
+
+
 class DocumentCreateSerializer(serializers.Serializer):
-    """A document to index now: JSON ``text``, or a multipart ``file``."""
+    """A document to index: JSON ``text``, or a multipart ``file``."""
 
     collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
 
@@ -150,6 +158,8 @@ class DocumentCreateSerializer(serializers.Serializer):
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if ("text" in data) == ("file" in data):
             raise serializers.ValidationError("Give either text or a file.")
+        if "text" in data and not data["text"].strip():
+            raise serializers.ValidationError({"text": ["The text is empty."]})
         if "external_id" not in data:
             if "file" not in data:
                 raise serializers.ValidationError({"external_id": ["Required with text."]})
@@ -178,6 +188,7 @@ class IndexRunSerializer(serializers.ModelSerializer):
             "message",
             "created_at",
             "started_at",
+            "heartbeat_at",
             "finished_at",
             "duration_seconds",
         ]

@@ -6,11 +6,14 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.db import DataError
+from django.core.files.base import ContentFile
+from django.db import DataError, transaction
 from django.db.models import QuerySet
+from django.utils.text import slugify
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
     NotFound,
@@ -27,9 +30,10 @@ from retrieval.exceptions import RetrievalError, UnsupportedFileType
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.access import get_visible_collection, is_restricted, visible_collections
 from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
 from retrieval.services.parsing import parser_for
+from retrieval.services.runs import ACTIVE, cancel_run
 from retrieval.services.search import CollectionNotFound
+from retrieval.tasks import enqueue, index_document, retry
 
 from . import serializers
 
@@ -123,7 +127,7 @@ class DocumentViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Documents: list and filter, create from text (indexed at once), read with chunks, delete."""
+    """Documents: list and filter, create from text or a file (indexed by a task), read, delete."""
 
     queryset = Document.objects.select_related("collection").defer("content")
 
@@ -158,33 +162,68 @@ class DocumentViewSet(
             "application/json": serializers.DocumentCreateSerializer,
             "multipart/form-data": serializers.DocumentCreateSerializer,
         },
-        responses=serializers.DocumentDetailSerializer,
+        responses={
+            201: serializers.DocumentCreatedSerializer,
+            202: serializers.DocumentCreatedSerializer,
+        },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Store the document's source and enqueue its indexing.
+
+        202 with the document pending and its IndexRun id; when tasks run inline
+        (``TASKS_SYNC``) the document is indexed already: 201, or 400 if it failed.
+        """
         serializer = serializers.DocumentCreateSerializer(
             data=request.data, context=self.get_serializer_context()
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if "file" in data:
-            source = _uploaded_source(data)
+            name, content, mime_type = _checked_upload(data["file"])
         else:
-            source = Source.from_text(
-                data["text"],
-                external_id=data["external_id"],
-                title=data["title"],
-                metadata=data["metadata"],
+            name = f"{slugify(data['external_id'])[:100] or 'text'}.txt"
+            content, mime_type = ContentFile(data["text"].encode("utf-8")), "text/plain"
+        with transaction.atomic():
+            document, created = Document.objects.select_for_update().get_or_create(
+                collection=data["collection"], external_id=data["external_id"]
             )
-        run = ingest(data["collection"], [source], created_by=request.user)
-        document = Document.objects.get(
-            collection=data["collection"], external_id=data["external_id"]
+            # The source is kept beside the indexed content, which stays as it is (and
+            # searchable) until the task replaces it.
+            document.source_file.save(name, content, save=False)
+            document.mime_type = mime_type or ""
+            document.title = data["title"] or document.title
+            document.metadata = data["metadata"]
+            document.status = Document.Status.PENDING
+            document.error = ""
+            document.save()
+        run = enqueue(
+            index_document,
+            document.pk,
+            force=True,
+            collection=document.collection,
+            created_by=request.user,
         )
-        if run.documents_failed:
-            raise ValidationError(
-                {"text": [document.error or "The document could not be indexed."]}
-            )
-        body = serializers.DocumentDetailSerializer(document).data
-        return Response(body, status=status.HTTP_201_CREATED)
+        document.refresh_from_db()
+        if run.status == IndexRun.Status.FAILED:
+            field = "file" if "file" in data else "text"
+            raise ValidationError({field: [document.error or run.message]})
+        body = {**serializers.DocumentDetailSerializer(document).data, "index_run": run.pk}
+        queued = run.status in ACTIVE
+        return Response(body, status=status.HTTP_202_ACCEPTED if queued else 201)
+
+    @extend_schema(request=None, responses=serializers.IndexRunSerializer)
+    @action(detail=True, methods=["post"])
+    def reindex(self, request: Request, pk: str | None = None) -> Response:
+        """Enqueue indexing the document again from its source; return the IndexRun."""
+        document = self.get_object()
+        run = enqueue(
+            index_document,
+            document.pk,
+            force=True,
+            collection=document.collection,
+            created_by=request.user,
+        )
+        return _run_response(run)
 
 
 @extend_schema(
@@ -225,10 +264,35 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
             runs = runs.filter(collection__in=self.visible_collections())
         return runs
 
+    @extend_schema(request=None, responses=serializers.IndexRunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Cancel a queued or running run (a running one stops before its next document)."""
+        run = self.get_object()
+        if not cancel_run(run):
+            raise Conflict(f"Index run #{run.pk} already ended: it {run.status}.")
+        return Response(serializers.IndexRunSerializer(run).data)
 
-def _uploaded_source(data: dict[str, Any]) -> Source:
-    """Read an uploaded file within the size limit, refusing types no parser reads."""
-    upload = data["file"]
+    @extend_schema(request=None, responses=serializers.IndexRunSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        """Enqueue again the documents that failed in this run; return the new run."""
+        run = self.get_object()
+        try:
+            new = retry(run, created_by=request.user)
+        except RetrievalError as e:
+            raise Conflict(str(e)) from e
+        return _run_response(new)
+
+
+def _run_response(run: IndexRun) -> Response:
+    """202 for a run still queued or running, 200 for one that ran inline."""
+    code = status.HTTP_202_ACCEPTED if run.status in ACTIVE else status.HTTP_200_OK
+    return Response(serializers.IndexRunSerializer(run).data, status=code)
+
+
+def _checked_upload(upload: Any) -> tuple[str, Any, str | None]:
+    """Return an upload's name, file and MIME type within the size limit, for a known type."""
     limit = int(retrieval_settings.MAX_UPLOAD_BYTES)
     if upload.size > limit:
         raise PayloadTooLarge(
@@ -241,14 +305,13 @@ def _uploaded_source(data: dict[str, Any]) -> Source:
         parser_for(mime_type=content_type, filename=upload.name)
     except UnsupportedFileType as e:
         raise UnsupportedMediaType(content_type or upload.name, detail=str(e)) from e
-    return Source(
-        external_id=data["external_id"],
-        data=upload.read(),
-        filename=upload.name,
-        mime_type=content_type,
-        title=data["title"],
-        metadata=data["metadata"],
-    )
+    return upload.name, upload, content_type
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The index run is not in a state that allows this."
+    default_code = "conflict"
 
 
 class PayloadTooLarge(APIException):

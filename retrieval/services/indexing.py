@@ -15,13 +15,15 @@ import logging
 import mimetypes
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
@@ -31,6 +33,12 @@ from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
 from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
+from retrieval.services.runs import (
+    RunCancelled,
+    check_cancelled,
+    finish_run,
+    save_progress,
+)
 from retrieval.services.sparse.index import bm25_text, write_postings
 from retrieval.services.types import ParsedDocument, Section
 
@@ -93,6 +101,26 @@ class IngestResult:
     error: str = ""
 
 
+#: Called with every IngestResult of the ingestions run inside :func:`listen`.
+_listener: ContextVar[Callable[[IngestResult], None] | None] = ContextVar(
+    "retrieval_ingest_listener", default=None
+)
+
+
+@contextmanager
+def listen(callback: Callable[[IngestResult], None]) -> Iterator[None]:
+    """Call ``callback`` with each document's result of ingestions run in this block.
+
+    A command runs a task inline inside it to draw a progress bar without the
+    task knowing.
+    """
+    token = _listener.set(callback)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
 @dataclass
 class _PreparedDocument:
     source: Source
@@ -111,48 +139,49 @@ def ingest(
     force: bool = False,
     on_result: Callable[[IngestResult], None] | None = None,
     created_by: Any = None,
+    run: IndexRun | None = None,
 ) -> IndexRun:
     """Index ``sources`` into ``collection`` and return the finished IndexRun.
 
     Unchanged sources (same content hash, already indexed) are skipped unless
     ``force``. A source that fails is recorded with its reason and the rest go on.
+    ``run`` is a running IndexRun to record into (a task's); by default a new one
+    is created. A run cancelled meanwhile stops before its next document.
     """
-    run = IndexRun.objects.create(
-        collection=collection,
-        scope="ingest",
-        options={
-            "collection": collection.name,
-            "chunker": _chunker_alias(collection),
-            "embedder": collection.embedder,
-            "force": force,
-        },
-        status=IndexRun.Status.RUNNING,
-        documents_total=total or 0,
-        started_at=timezone.now(),
-        created_by=created_by if getattr(created_by, "pk", None) else None,
-    )
+    options = {
+        "collection": collection.name,
+        "chunker": _chunker_alias(collection),
+        "embedder": collection.embedder,
+        "force": force,
+    }
+    if run is None:
+        now = timezone.now()
+        run = IndexRun.objects.create(
+            collection=collection,
+            scope="ingest",
+            options=options,
+            status=IndexRun.Status.RUNNING,
+            documents_total=total or 0,
+            started_at=now,
+            heartbeat_at=now,
+            created_by=created_by if getattr(created_by, "pk", None) else None,
+        )
+    else:
+        run.options = {**options, **run.options}
+        run.documents_total = max(run.documents_total, total or 0)
+        run.save(update_fields=["options", "documents_total"])
     indexer = _Indexer(collection, run, force=force, on_result=on_result)
     try:
         ensure_vector_index(collection)
         indexer.run_all(sources)
+    except RunCancelled:
+        finish_run(run)
+        return run
     except BaseException as e:
-        _finish(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
+        finish_run(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
-    _finish(run)
+    finish_run(run)
     return run
-
-
-def _finish(run: IndexRun, *, failure: str = "") -> None:
-    run.finished_at = timezone.now()
-    summary = (
-        f"{run.documents_indexed} indexed, {run.documents_skipped} skipped, "
-        f"{run.documents_failed} failed, {run.chunks_written} chunks written"
-    )
-    run.message = f"{failure} ({summary})" if failure else summary
-    run.status = (
-        IndexRun.Status.FAILED if failure or run.documents_failed else IndexRun.Status.SUCCEEDED
-    )
-    run.save()
 
 
 def _chunker_alias(collection: Collection) -> str:
@@ -183,7 +212,7 @@ class _Indexer:
         self.collection = collection
         self.run = run
         self.force = force
-        self.on_result = on_result
+        self.on_result = on_result or _listener.get()
         self.chunker = chunkers[_chunker_alias(collection)]
         self.analyzer = analyzers["default"]
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
@@ -206,6 +235,7 @@ class _Indexer:
         self._save_progress(force=True)
 
     def _add(self, source: Source, existing: Document | None) -> None:
+        check_cancelled(self.run)
         if (
             existing is not None
             and not self.force
@@ -275,10 +305,10 @@ class _Indexer:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
-        parts = [
-            embedder.embed_batch(texts[i : i + self.batch_size])
-            for i in range(0, len(texts), self.batch_size)
-        ]
+        parts = []
+        for i in range(0, len(texts), self.batch_size):
+            parts.append(embedder.embed_batch(texts[i : i + self.batch_size]))
+            self._save_progress()  # a heartbeat while a long group embeds
         vectors = np.concatenate(parts) if parts else np.zeros((0, self.collection.dimensions))
         if vectors.shape != (len(texts), self.collection.dimensions):
             raise RetrievalError(
@@ -308,6 +338,7 @@ class _Indexer:
 
     def _store(self, group: list[tuple[_PreparedDocument, np.ndarray]]) -> dict[str, Document]:
         """Replace the documents and chunks of ``group``; call inside a transaction."""
+        self._lock_embedding_space()
         now = timezone.now()
         ids = [prepared.source.external_id for prepared, _ in group]
         documents = {
@@ -359,6 +390,26 @@ class _Indexer:
         )
         return documents
 
+    def _lock_embedding_space(self) -> None:
+        """Hold the collection's row in share mode; refuse vectors of a space it left.
+
+        A re-embedding swaps the collection's space under an exclusive lock on that
+        row, so it waits for this write, and a write after it sees the new embedder.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT embedder, dimensions FROM retrieval_collection WHERE id = %s FOR SHARE",
+                [self.collection.pk],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            raise RetrievalError(f"collection {self.collection.name!r} was deleted")
+        if tuple(row) != (self.collection.embedder, self.collection.dimensions):
+            raise RetrievalError(
+                f"collection {self.collection.name!r} was re-embedded with {row[0]!r} "
+                "while this document was indexed; index it again"
+            )
+
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
         logger.warning("Could not index %s: %s", source.external_id, reason)
@@ -397,7 +448,7 @@ class _Indexer:
         if not force and time.monotonic() - self.last_save < self.PROGRESS_INTERVAL:
             return
         self.last_save = time.monotonic()
-        self.run.save(update_fields=PROGRESS_FIELDS)
+        save_progress(self.run)
 
 
 DOCUMENT_FIELDS = [
@@ -411,15 +462,6 @@ DOCUMENT_FIELDS = [
     "error",
     "indexed_at",
     "updated_at",
-]
-PROGRESS_FIELDS = [
-    "documents_done",
-    "documents_total",
-    "documents_indexed",
-    "documents_skipped",
-    "documents_failed",
-    "chunks_written",
-    "errors",
 ]
 
 

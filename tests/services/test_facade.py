@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -12,6 +13,13 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 
 pytestmark = pytest.mark.django_db
+
+
+def run_async(coroutine):
+    """Run ``coroutine`` in a fresh event loop on its own thread: the screen tests' browser
+    may keep a loop running in this one."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture
@@ -65,9 +73,9 @@ def test_batch_and_async_answer_in_input_order(collection):
     batch = retrieval.search_batch(queries, collection="atlas", retriever="bm25", top_k=1)
     assert [r[0].chunk.document.external_id for r in batch] == ["south", "east", "north"]
     assert all(r.trace["events"] for r in batch)
-    one = asyncio.run(retrieval.asearch("east sun", collection="atlas", retriever="bm25"))
+    one = run_async(retrieval.asearch("east sun", collection="atlas", retriever="bm25"))
     assert one[0].chunk.document.external_id == "east"
-    many = asyncio.run(
+    many = run_async(
         retrieval.asearch_batch(queries, collection="atlas", retriever="bm25", top_k=1)
     )
     assert [r[0].chunk_id for r in many] == [r[0].chunk_id for r in batch]

@@ -1,0 +1,113 @@
+"""Index again what is already stored: one document, some documents, a whole collection.
+
+A document's source is, in this order: its host object (a registered model, see
+:mod:`retrieval.indexing`), its stored ``source_file``, the local file at its
+``source_path``, or else its own parsed ``content`` as plain text (structure such
+as PDF pages is then not re-derived).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.runs import save_progress
+
+
+def document_source(document: Document) -> Source | None:
+    """Return the source to re-read ``document`` from; ``None`` when only its content is left."""
+    from retrieval.indexing import source_for_document
+
+    hosted = source_for_document(document)
+    if hosted is not None:
+        return hosted
+    if document.source_file:
+        with document.source_file.open("rb") as handle:
+            data = handle.read()
+        return Source(
+            external_id=document.external_id,
+            data=data,
+            filename=Path(document.source_file.name).name,
+            mime_type=document.mime_type or None,
+            title=document.title,
+            metadata=dict(document.metadata),
+        )
+    path = Path(document.source_path) if document.source_path else None
+    if path is not None and path.is_file():
+        source = Source.from_path(
+            path, external_id=document.external_id, metadata=dict(document.metadata)
+        )
+        return replace(source, title=document.title)
+    return None
+
+
+def content_source(document: Document) -> Source:
+    """Return the document's own parsed text as a plain-text source."""
+    return Source(
+        external_id=document.external_id,
+        data=document.content.encode("utf-8"),
+        mime_type="text/plain",
+        title=document.title,
+        metadata=dict(document.metadata),
+        source_path=document.source_path,
+    )
+
+
+def reindex_documents(
+    collection: Collection,
+    documents: Iterable[Document],
+    *,
+    run: IndexRun,
+    total: int,
+    changed_only: bool = False,
+) -> IndexRun:
+    """Index ``documents`` again from their sources, recording into ``run``.
+
+    With ``changed_only`` a document is skipped when it is indexed and its source
+    still has the hash it was indexed from (or it has no source but its content).
+    Otherwise every document is parsed, chunked and embedded again.
+    """
+    run.documents_total = total
+    save_progress(run)
+
+    def sources() -> Iterator[Source]:
+        for document in documents:
+            try:
+                source = document_source(document)
+            except OSError as e:  # a lost upload fails its document, not the whole run
+                reason = f"The stored file {document.source_file.name} cannot be read: {e}"
+                document.status, document.error = Document.Status.FAILED, reason
+                document.save(update_fields=["status", "error", "updated_at"])
+                run.documents_done += 1
+                run.documents_failed += 1
+                run.errors.append({"document": document.external_id, "error": reason})
+                continue
+            if source is None:
+                if changed_only and document.status == Document.Status.INDEXED:
+                    run.documents_done += 1
+                    run.documents_skipped += 1
+                    continue
+                source = content_source(document)
+            yield source
+
+    return ingest(collection, sources(), total=total, force=not changed_only, run=run)
+
+
+def reindex_collection(
+    collection: Collection, *, run: IndexRun, changed_only: bool = False
+) -> IndexRun:
+    """Index a whole collection again, first bringing registered host objects in step."""
+    from retrieval.indexing import sync_host_documents
+
+    sync_host_documents(collection)
+    documents = collection.documents.order_by("pk")
+    return reindex_documents(
+        collection,
+        documents.iterator(chunk_size=200),
+        run=run,
+        total=documents.count(),
+        changed_only=changed_only,
+    )

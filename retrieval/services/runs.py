@@ -1,0 +1,154 @@
+"""IndexRun lifecycle: start, progress with a heartbeat, finish, cancel, stale-run sweep.
+
+A run is ``queued`` when enqueued, ``running`` once a worker takes it, and ends
+``succeeded``, ``failed`` or ``cancelled``. Workers save progress every fraction
+of a second, and each save is a heartbeat: a running run whose heartbeat is older
+than ``RUN_HEARTBEAT_TIMEOUT`` belongs to a worker that died (killed, out of
+memory, machine lost) and :func:`sweep_stale_runs` marks it failed, so no run
+stays "running" for ever. Cancelling is a status change the worker reads between
+documents.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import RetrievalError
+from retrieval.models import IndexRun
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_FIELDS = [
+    "documents_done",
+    "documents_total",
+    "documents_indexed",
+    "documents_skipped",
+    "documents_failed",
+    "chunks_written",
+    "errors",
+    "heartbeat_at",
+]
+FINISH_FIELDS = [*PROGRESS_FIELDS, "status", "message", "finished_at"]
+ACTIVE = (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING)
+
+
+class RunCancelled(RetrievalError):
+    """The run was cancelled while it ran; raised between documents to stop it."""
+
+
+def start_run(run_id: int) -> IndexRun | None:
+    """Move a queued run to running and return it; ``None`` if it is not queued.
+
+    A run already cancelled, finished, or taken by another worker (a broker that
+    delivered the task twice) is left alone.
+    """
+    now = timezone.now()
+    taken = IndexRun.objects.filter(pk=run_id, status=IndexRun.Status.QUEUED).update(
+        status=IndexRun.Status.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if not taken:
+        status = IndexRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        logger.info("Index run #%s not started: it is %s.", run_id, status or "deleted")
+        return None
+    return IndexRun.objects.select_related("collection").get(pk=run_id)
+
+
+def save_progress(run: IndexRun) -> None:
+    """Save the run's counters and beat its heart (never its status)."""
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=PROGRESS_FIELDS)
+
+
+def check_cancelled(run: IndexRun) -> None:
+    """Raise :class:`RunCancelled` if someone cancelled ``run`` (one indexed read)."""
+    if IndexRun.objects.filter(pk=run.pk, status=IndexRun.Status.CANCELLED).exists():
+        raise RunCancelled(f"Index run #{run.pk} was cancelled.")
+
+
+def summary(run: IndexRun) -> str:
+    return (
+        f"{run.documents_indexed} indexed, {run.documents_skipped} skipped, "
+        f"{run.documents_failed} failed, {run.chunks_written} chunks written"
+    )
+
+
+def finish_run(run: IndexRun, *, failure: str = "") -> None:
+    """Record the run's end: failed if ``failure`` or any document failed, else succeeded.
+
+    A run cancelled meanwhile stays cancelled, with its counts.
+    """
+    now = timezone.now()
+    run.finished_at = run.heartbeat_at = now
+    with transaction.atomic():
+        current = (
+            IndexRun.objects.select_for_update()
+            .filter(pk=run.pk)
+            .values_list("status", flat=True)
+            .first()
+        )
+        if current == IndexRun.Status.CANCELLED:
+            run.status = IndexRun.Status.CANCELLED
+            run.message = f"Cancelled ({summary(run)})"
+        else:
+            run.status = (
+                IndexRun.Status.FAILED
+                if failure or run.documents_failed
+                else IndexRun.Status.SUCCEEDED
+            )
+            run.message = f"{failure} ({summary(run)})" if failure else summary(run)
+        run.save(update_fields=FINISH_FIELDS)
+
+
+def cancel_run(run: IndexRun) -> bool:
+    """Cancel a queued or running run; return ``False`` if it had already ended.
+
+    A queued run never starts; a running one stops before its next document,
+    keeping what it indexed so far.
+    """
+    cancelled = IndexRun.objects.filter(pk=run.pk, status__in=ACTIVE).update(
+        status=IndexRun.Status.CANCELLED, finished_at=timezone.now(), message="Cancelled."
+    )
+    run.refresh_from_db()
+    return bool(cancelled)
+
+
+def sweep_stale_runs(*, timeout: float | None = None) -> list[int]:
+    """Mark failed every running run whose worker showed no sign of life for ``timeout`` s.
+
+    Return the ids of the runs marked. Documents such a run indexed stay indexed;
+    the one it was writing kept its previous chunks (each write is one transaction).
+    """
+    seconds = float(retrieval_settings.RUN_HEARTBEAT_TIMEOUT if timeout is None else timeout)
+    threshold = timezone.now() - timedelta(seconds=seconds)
+    marked = []
+    with transaction.atomic():
+        stale = (
+            IndexRun.objects.select_for_update(skip_locked=True)
+            .filter(status=IndexRun.Status.RUNNING)
+            .filter(
+                Q(heartbeat_at__lt=threshold)
+                | Q(heartbeat_at__isnull=True, started_at__lt=threshold)
+                | Q(heartbeat_at__isnull=True, started_at__isnull=True, created_at__lt=threshold)
+            )
+        )
+        for run in stale:
+            last = run.heartbeat_at or run.started_at or run.created_at
+            run.status = IndexRun.Status.FAILED
+            run.finished_at = timezone.now()
+            run.message = (
+                f"The worker stopped: no progress since {last:%Y-%m-%d %H:%M:%S %Z} "
+                f"(RUN_HEARTBEAT_TIMEOUT is {seconds:g} s). {run.documents_done} of "
+                f"{run.documents_total} documents were done ({summary(run)}); "
+                "retry the run to finish it."
+            )
+            run.save(update_fields=["status", "finished_at", "message"])
+            marked.append(run.pk)
+    if marked:
+        logger.warning("Marked stale index runs failed: %s", marked)
+    return marked

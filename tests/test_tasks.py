@@ -1,0 +1,233 @@
+"""Indexing tasks run inline (TASKS_SYNC) and queued: runs, reindex, cancel, retry, sweep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.utils import timezone
+
+from retrieval import tasks
+from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+from retrieval.services.runs import cancel_run, sweep_stale_runs
+
+pytestmark = pytest.mark.django_db
+
+WORDS = ["north", "east", "up"]
+
+
+@pytest.fixture
+def collection(keyword_settings) -> Collection:
+    return get_or_create_collection("notes")[0]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[Path]:
+    paths = []
+    for i in range(10):
+        path = tmp_path / f"note{i:02}.txt"
+        path.write_text(f"Note {i} points {WORDS[i % 3]}.")
+        paths.append(path)
+    return paths
+
+
+def ingest_files(collection: Collection, paths: list[Path]) -> IndexRun:
+    return ingest(collection, [Source.from_path(p, external_id=p.name) for p in paths])
+
+
+def chunk_ids() -> dict[str, list[int]]:
+    ids: dict[str, list[int]] = {}
+    for external_id, pk in Chunk.objects.order_by("document__external_id", "index").values_list(
+        "document__external_id", "pk"
+    ):
+        ids.setdefault(external_id, []).append(pk)
+    return ids
+
+
+def test_enqueue_inline_runs_the_task_and_returns_the_finished_run(collection, files):
+    ingest_files(collection, files)
+    before = chunk_ids()
+    run = tasks.enqueue(tasks.reindex_collection, collection.pk, collection=collection)
+    assert run.status == IndexRun.Status.SUCCEEDED and run.scope == "reindex_collection"
+    assert (run.documents_total, run.documents_done, run.documents_indexed) == (10, 10, 10)
+    assert run.options["task"] == "reindex_collection" and run.options["args"] == [collection.pk]
+    assert run.started_at <= run.heartbeat_at <= run.finished_at
+    after = chunk_ids()
+    assert set(after) == set(before) and all(after[k] != before[k] for k in before)
+
+
+def test_changed_only_reindexes_what_changed_on_disk_and_what_failed(
+    collection, files, retrieval_settings
+):
+    ingest_files(collection, files)
+    before = chunk_ids()
+    files[3].write_text("Note 3 now points east and up.")
+    Document.objects.filter(external_id="note05.txt").update(status=Document.Status.FAILED)
+    run = tasks.enqueue(
+        tasks.reindex_collection, collection.pk, changed_only=True, collection=collection
+    )
+    assert (run.documents_indexed, run.documents_skipped) == (2, 8)
+    after = chunk_ids()
+    changed = {k for k in before if after[k] != before[k]}
+    assert changed == {"note03.txt", "note05.txt"}
+    assert (
+        Document.objects.get(external_id="note03.txt").content == "Note 3 now points east and up."
+    )
+
+
+def test_a_queued_run_cancelled_never_starts(collection, files):
+    ingest_files(collection, files)
+    before = chunk_ids()
+    run = IndexRun.objects.create(collection=collection, scope="reindex_collection")
+    assert cancel_run(run) and run.status == IndexRun.Status.CANCELLED
+    tasks.reindex_collection(collection.pk, run_id=run.pk)  # the worker takes it anyway
+    run.refresh_from_db()
+    assert run.status == IndexRun.Status.CANCELLED and run.started_at is None
+    assert chunk_ids() == before
+    assert not cancel_run(run)  # already ended
+
+
+def test_a_running_run_cancelled_stops_before_its_next_document(
+    collection, files, retrieval_settings
+):
+    ingest_files(collection, files)
+    before = chunk_ids()
+    # One text per embedding call: documents are embedded four at a time, then written.
+    # The second call cancels the run, so the first four are written and no more.
+    retrieval_settings(
+        EMBEDDERS={
+            "default": {
+                "BACKEND": "tests.embedders.CancellingEmbedder",
+                "OPTIONS": {"cancel_on_call": 2},
+            }
+        },
+        EMBED_BATCH_SIZE=1,
+    )
+    run = tasks.enqueue(tasks.reindex_collection, collection.pk, collection=collection)
+    assert run.status == IndexRun.Status.CANCELLED
+    assert run.documents_indexed == 4 and run.message.startswith("Cancelled (4 indexed")
+    after = chunk_ids()
+    changed = sorted(k for k in before if after[k] != before[k])
+    assert changed == [f"note{i:02}.txt" for i in range(4)]
+    assert all(after[k] for k in before)  # every document still has its chunks
+
+
+def test_retry_enqueues_only_the_documents_that_failed(collection, files, retrieval_settings):
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
+    files[2].write_text("Note 2 is poison.")
+    files[7].write_text("Note 7 is poison too.")
+    first = ingest_files(collection, files)
+    assert first.documents_failed == 2
+    with pytest.raises(tasks.RetrievalError, match="has nothing to retry"):
+        tasks.retry(tasks.enqueue(tasks.index_document, Document.objects.first().pk))
+    files[2].write_text("Note 2 is harmless now.")
+    again = tasks.retry(first)
+    assert again.scope == "index_documents" and again.documents_total == 2
+    assert (again.documents_indexed, again.documents_failed) == (1, 1)
+    assert [e["document"] for e in again.errors] == ["note07.txt"]
+    assert Document.objects.get(external_id="note02.txt").status == Document.Status.INDEXED
+    files[7].write_text("Note 7 is fine.")
+    last = tasks.retry(again)
+    assert last.documents_total == 1 and last.status == IndexRun.Status.SUCCEEDED
+
+
+def test_a_run_whose_worker_stopped_is_marked_failed_by_the_sweep(collection, files):
+    ingest_files(collection, files)
+    long_ago = timezone.now() - timedelta(hours=1)
+    dead = IndexRun.objects.create(
+        collection=collection,
+        scope="reindex_collection",
+        status=IndexRun.Status.RUNNING,
+        started_at=long_ago,
+        heartbeat_at=long_ago,
+        documents_total=10,
+        documents_done=3,
+    )
+    alive = IndexRun.objects.create(
+        collection=collection,
+        scope="reindex_collection",
+        status=IndexRun.Status.RUNNING,
+        started_at=long_ago,
+        heartbeat_at=timezone.now(),
+    )
+    assert sweep_stale_runs() == [dead.pk]
+    dead.refresh_from_db()
+    assert dead.status == IndexRun.Status.FAILED and dead.finished_at is not None
+    assert "The worker stopped" in dead.message and "3 of 10 documents" in dead.message
+    alive.refresh_from_db()
+    assert alive.status == IndexRun.Status.RUNNING
+    # Retrying an interrupted run without per-document errors runs the task again.
+    dead.options = {"task": "reindex_collection", "args": [collection.pk], "kwargs": {}}
+    dead.save()
+    assert tasks.retry(dead).documents_indexed == 10
+
+
+def test_enqueue_on_workers_pushes_to_the_broker_on_commit(
+    collection, files, retrieval_settings, django_capture_on_commit_callbacks
+):
+    from django_q.models import OrmQ
+
+    ingest_files(collection, files)
+    retrieval_settings(TASKS_SYNC=False)
+    document = Document.objects.get(external_id="note01.txt")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = tasks.enqueue(tasks.index_document, document.pk, force=True, collection=collection)
+        assert run.status == IndexRun.Status.QUEUED and not OrmQ.objects.exists()
+    assert len(callbacks) == 1
+    callbacks[0]()  # the commit
+    run.refresh_from_db()
+    queued = OrmQ.objects.get()
+    assert run.task_id and queued.task_id() == run.task_id
+    assert queued.task["func"] == "retrieval.tasks.index_document"
+    assert queued.task["kwargs"] == {"force": True, "run_id": run.pk}
+    # What the worker then runs:
+    tasks.index_document(document.pk, force=True, run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == IndexRun.Status.SUCCEEDED and run.documents_indexed == 1
+
+
+def test_without_django_q_tasks_run_inline_or_say_what_to_install(
+    collection, settings, retrieval_settings
+):
+    from django.core import checks
+
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django_q"]
+    assert tasks.runs_inline() is True
+    run = tasks.enqueue(tasks.reindex_collection, collection.pk)
+    assert run.status == IndexRun.Status.SUCCEEDED
+    retrieval_settings(TASKS_SYNC=False)
+    with pytest.raises(ImproperlyConfigured, match=r"django-retrieval\[queue\]"):
+        tasks.enqueue(tasks.reindex_collection, collection.pk)
+    assert "retrieval.E015" in [e.id for e in checks.run_checks()]
+
+
+def test_unknown_task_is_refused(collection):
+    with pytest.raises(tasks.RetrievalError, match="Unknown task 'extract_graph'"):
+        tasks.enqueue("extract_graph", collection.pk)
+
+
+def test_reindex_command_sync_and_queued(collection, files, retrieval_settings, capsys):
+    from io import StringIO
+
+    from django.core.management import CommandError
+
+    ingest_files(collection, files)
+    out = StringIO()
+    call_command("retrieval_reindex", "--collection", "notes", "--sync", stdout=out)
+    assert "notes: IndexRun #" in out.getvalue()
+    assert "succeeded: 10 indexed, 0 skipped, 0 failed" in out.getvalue()
+    out = StringIO()
+    call_command("retrieval_reindex", "--changed-only", "--sync", stdout=out)
+    assert "0 indexed, 10 skipped" in out.getvalue()
+    with pytest.raises(CommandError, match="No collection named 'nope'; existing: notes"):
+        call_command("retrieval_reindex", "--collection", "nope", stdout=StringIO())
+    retrieval_settings(TASKS_SYNC=False)
+    out = StringIO()
+    call_command("retrieval_reindex", stdout=out)
+    assert "notes: queued IndexRun #" in out.getvalue()
+    assert IndexRun.objects.filter(status=IndexRun.Status.QUEUED).count() == 1
