@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -58,7 +59,7 @@ class MetadataFilter(admin.SimpleListFilter):
 
     title = "metadata"
     parameter_name = "metadata"
-    template = "admin/retrieval/chunk/metadata_filter.html"
+    template = "retrieval/admin/chunk/metadata_filter.html"
 
     def __init__(self, request: HttpRequest, *args: Any) -> None:
         self.request = request
@@ -115,6 +116,27 @@ class ChunkAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).defer("embedding", "document__content")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """Match every word as a substring, or the text by PostgreSQL full-text search.
+
+        Full-text search stems words ("installing" finds "install") and reads
+        quotes, ``or`` and ``-word`` as ``websearch_to_tsquery`` does.
+        """
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if search_term.strip():
+            table = Chunk._meta.db_table
+            stemmed = queryset.filter(
+                pk__in=RawSQL(
+                    f"SELECT id FROM {table} WHERE to_tsvector('english', content) "  # noqa: S608
+                    "@@ websearch_to_tsquery('english', %s)",
+                    [search_term],
+                )
+            )
+            found = found | stemmed
+        return found, may_have_duplicates
 
     @admin.display(description="chunk", ordering="index")
     def chunk(self, chunk: Chunk) -> str:

@@ -86,7 +86,7 @@ class CollectionAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     actions = [reindex_collections]
-    change_list_template = "admin/retrieval/collection/change_list.html"
+    change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:
         css = {"all": ["retrieval/admin/admin.css"]}

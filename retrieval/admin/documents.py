@@ -58,7 +58,7 @@ def delete_with_chunks(
         "chunk_total": sum(d.chunk_count for d in documents),
         "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
     }
-    return TemplateResponse(request, "admin/retrieval/document/delete_with_chunks.html", context)
+    return TemplateResponse(request, "retrieval/admin/document/delete_with_chunks.html", context)
 
 
 @admin.register(Document)
@@ -75,7 +75,7 @@ class DocumentAdmin(admin.ModelAdmin):
     list_filter = ["collection", "status", "mime_type"]
     search_fields = ["external_id", "title"]
     actions = [reindex_documents, delete_with_chunks]
-    change_form_template = "admin/retrieval/document/change_form.html"
+    change_form_template = "retrieval/admin/document/change_form.html"
     readonly_fields = [
         "content_hash",
         "status",
@@ -92,7 +92,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         documents = super().get_queryset(request).select_related("collection")
-        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+        if getattr(request.resolver_match, "url_name", "") == "retrieval_document_changelist":
             documents = documents.defer("content").annotate(chunk_total=Count("chunks"))
         return documents
 
@@ -153,7 +153,7 @@ class DocumentAdmin(admin.ModelAdmin):
             "has_view_permission": self.has_view_permission(request),
             **(extra_context or {}),
         }
-        return TemplateResponse(request, "admin/retrieval/document/upload.html", context)
+        return TemplateResponse(request, "retrieval/admin/document/upload.html", context)
 
     def change_view(
         self,

@@ -90,7 +90,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
         "columns": columns,
         "media": model_admin.media,
     }
-    return TemplateResponse(request, "admin/retrieval/collection/playground.html", context)
+    return TemplateResponse(request, "retrieval/admin/collection/playground.html", context)
 
 
 def _compare(data: dict[str, Any]) -> list[Column]:

@@ -23,6 +23,9 @@ def listed(admin_client, **params) -> set[str]:
 def test_search_finds_words_in_chunk_text(admin_client, atlas):
     assert listed(admin_client, q="hill") == {"Up the hill we go."}
     assert listed(admin_client, q="nothing-like-this") == set()
+    # Full-text search stems: "hills" and "going" find "Up the hill we go."
+    assert listed(admin_client, q="hills going") == {"Up the hill we go."}
+    assert listed(admin_client, q="hills -going") == set()
 
 
 def test_filters_by_collection_document_and_metadata(admin_client, atlas):
