@@ -111,6 +111,7 @@ def test_retrieve_with_a_token_budget_answers_a_cited_context(atlas):
         ({"query": "x", "top_k": 21}, "Argument 'top_k' of retrieve must be between 1 and 20."),
         ({"query": "x", "top_k": True}, "Argument 'top_k' of retrieve must be an integer."),
         ({"query": "x", "lang": "en"}, "Unknown argument 'lang' for retrieve; expected: query"),
+        ('{"query": "\\ud800"}', "Argument 'query' of retrieve is not valid Unicode."),
     ],
 )
 def test_invalid_arguments_come_back_as_a_tool_error(atlas, arguments, message):
