@@ -108,3 +108,11 @@ def test_without_a_hook_everyone_sees_everything(keyword_settings):
     assert slugs(client_for("alice").get("/api/collections/")) == ["atlas"]
     get_or_create_collection("Bestiary")
     assert slugs(client_for("alice").get("/api/collections/")) == ["atlas", "bestiary"]
+
+
+def test_a_hook_returning_another_model_names_the_mistake(keyword_settings, retrieval_settings):
+    from retrieval.exceptions import InvalidComponentError
+
+    retrieval_settings(COLLECTION_ACCESS="tests.api.access.wrong_model")
+    with pytest.raises(InvalidComponentError, match="queryset of Document, not of Collection"):
+        visible_collections(None)
