@@ -276,9 +276,11 @@ def pack_context(
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, not {max_tokens!r}.")
     packer = _Packer(max_tokens, encoding or retrieval_settings.TOKEN_ENCODING)
-    used = 0
+    used, seen = 0, set()
     for result in sorted(results, key=lambda r: (-r.score, r.rank)):
-        used += packer.add(result)
+        if result.chunk.pk not in seen:  # e.g. results of several queries put together
+            seen.add(result.chunk.pk)
+            used += packer.add(result)
     packer.merge_bridged()
     passages = packer.passages
     while True:

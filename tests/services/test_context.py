@@ -99,6 +99,13 @@ def test_overlapping_chunks_are_not_repeated():
     assert (packed.citations[0].start, packed.citations[0].end) == (0, 30)
 
 
+def test_a_chunk_given_twice_is_packed_once():
+    a = NORTH_CHUNKS[0]
+    packed = pack_context(results((a, 0.9), (a, 0.5)), max_tokens=100)
+    assert packed.text == "[1] n\nNorth is up. The map says so." and packed.results_used == 1
+    assert packed.citations[0].chunk_ids == (a.pk,)
+
+
 def test_bad_budget():
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
         pack_context([], max_tokens=0)
