@@ -181,3 +181,15 @@ def test_an_openai_chat_loop_calls_retrieve_and_sends_the_result_back(atlas, ope
 
 def first_call_id(body: dict) -> str:
     return body["messages"][1]["tool_calls"][0]["id"]
+
+
+def test_scripted_chat_answers_can_depend_on_the_request(openai_server):
+    openai_server.queue_chat(lambda request: "echo: " + request.body["messages"][-1]["content"])
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert reply.choices[0].message.content == "echo: hello"
+    assert reply.choices[0].finish_reason == "stop"
+    with pytest.raises(openai.BadRequestError, match="no scripted chat answer queued"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "again"}])
