@@ -103,10 +103,25 @@ def test_the_eleventh_search_in_a_minute_is_throttled(api, atlas, settings):
     cache.clear()
 
 
-def test_without_a_rate_searches_are_not_throttled(api, atlas):
+@pytest.mark.parametrize("host_classes", [[], ["rest_framework.throttling.ScopedRateThrottle"]])
+def test_without_a_rate_searches_are_not_throttled(api, atlas, settings, host_classes):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_CLASSES": host_classes}
     cache.clear()
     body = {"query": "north", "collection": "atlas", "retriever": "bm25"}
     assert {api.post("/api/search/", body, format="json").status_code for _ in range(12)} == {200}
+
+
+def test_a_host_scoped_throttle_counts_each_search_once(api, atlas, settings):
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+        "DEFAULT_THROTTLE_RATES": {"retrieval_search": "3/min"},
+    }
+    cache.clear()
+    body = {"query": "north", "collection": "atlas", "retriever": "bm25"}
+    statuses = [api.post("/api/search/", body, format="json").status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    cache.clear()
 
 
 def test_tool_specs_and_calls_over_http(api, atlas):
