@@ -137,13 +137,6 @@ class DocumentCreateSerializer(serializers.Serializer):
     """A document to index: JSON ``text``, or a multipart ``file``."""
 
     collection = serializers.SlugRelatedField(slug_field="slug", queryset=Collection.objects.all())
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        if request is not None:  # a hidden collection reads as an unknown one
-            self.fields["collection"].queryset = visible_collections(request.user)
-
     external_id = serializers.CharField(
         max_length=1000, required=False, help_text="Default: the file name."
     )
@@ -151,6 +144,12 @@ class DocumentCreateSerializer(serializers.Serializer):
     file = serializers.FileField(required=False)
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
     metadata = serializers.JSONField(required=False, default=dict)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # a hidden collection reads as an unknown one
+            self.fields["collection"].queryset = visible_collections(request.user)
 
     def validate_metadata(self, value: Any) -> dict:
         return _json_object(value)

@@ -33,7 +33,13 @@ class SearchThrottleMixin:
     throttle_scope = SEARCH_SCOPE
 
     def get_throttles(self) -> list[BaseThrottle]:
-        classes = list(api_settings.DEFAULT_THROTTLE_CLASSES)
+        # DRF's own scoped throttle would fail these views when the host has no
+        # "retrieval_search" rate, so ours stands in for it; a host's subclass counts them
+        # itself; otherwise ours is added.
+        classes = [
+            SearchRateThrottle if cls is ScopedRateThrottle else cls
+            for cls in api_settings.DEFAULT_THROTTLE_CLASSES
+        ]
         if not any(issubclass(cls, ScopedRateThrottle) for cls in classes):
-            classes.append(SearchRateThrottle)  # else the host's scoped throttle counts it
+            classes.append(SearchRateThrottle)
         return [throttle() for throttle in classes]

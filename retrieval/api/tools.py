@@ -22,6 +22,7 @@ class ToolListView(RetrievalAPIMixin, APIView):
     """The tools of a collection (``retrieve``, ``index_document``) as OpenAI function specs."""
 
     @extend_schema(
+        operation_id="tools_list",
         parameters=[
             OpenApiParameter("collection", str, required=True, description="Collection slug.")
         ],

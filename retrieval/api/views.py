@@ -28,7 +28,11 @@ from rest_framework.settings import api_settings
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
 from retrieval.models import Chunk, Collection, Document, IndexRun
-from retrieval.services.access import get_visible_collection, is_restricted, visible_collections
+from retrieval.services.access import (
+    get_visible_collection,
+    restrict_to_visible,
+    visible_collections,
+)
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
@@ -61,9 +65,9 @@ class RetrievalAPIMixin:
             exc = ValidationError(f"Invalid value: {exc}")
         return super().handle_exception(exc)
 
-    def visible_collections(self) -> QuerySet[Collection]:
-        """Return the collections the requesting user may see (``COLLECTION_ACCESS``)."""
-        return visible_collections(self.request.user)
+    def visible(self, queryset: QuerySet) -> QuerySet:
+        """Keep the rows of collections the requesting user may see (``COLLECTION_ACCESS``)."""
+        return restrict_to_visible(queryset, self.request.user)
 
     def collection_or_404(self, name: str) -> Collection:
         """Return a visible collection; hidden and unknown ones are the same 404."""
@@ -88,7 +92,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
     lookup_field = "slug"
 
     def get_queryset(self) -> QuerySet:
-        return self.visible_collections()
+        return visible_collections(self.request.user)
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
@@ -139,13 +143,11 @@ class DocumentViewSet(
         return serializers.DocumentSerializer
 
     def get_queryset(self) -> QuerySet:
-        documents = super().get_queryset().filter(collection__in=self.visible_collections())
         if self.action == "retrieve":
-            return (
-                Document.objects.filter(collection__in=self.visible_collections())
-                .select_related("collection")
-                .prefetch_related("chunks")
+            return self.visible(
+                Document.objects.select_related("collection").prefetch_related("chunks")
             )
+        documents = self.visible(super().get_queryset())
         params = self.request.query_params
         if "collection" in params:
             documents = documents.filter(collection__slug=params["collection"])
@@ -241,7 +243,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.ChunkSerializer
 
     def get_queryset(self) -> QuerySet:
-        chunks = super().get_queryset().filter(collection__in=self.visible_collections())
+        chunks = self.visible(super().get_queryset())
         params = self.request.query_params
         if "collection" in params:
             chunks = chunks.filter(collection__slug=params["collection"])
@@ -259,10 +261,7 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.IndexRunSerializer
 
     def get_queryset(self) -> QuerySet:
-        runs = super().get_queryset()
-        if is_restricted():  # a run without a collection belongs to no one's view
-            runs = runs.filter(collection__in=self.visible_collections())
-        return runs
+        return self.visible(super().get_queryset())
 
     @extend_schema(request=None, responses=serializers.IndexRunSerializer)
     @action(detail=True, methods=["post"])

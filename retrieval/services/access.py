@@ -20,7 +20,7 @@ from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
 from retrieval.services.search import CollectionNotFound
 
-__all__ = ["access_hook", "get_visible_collection", "visible_collections"]
+__all__ = ["access_hook", "get_visible_collection", "restrict_to_visible", "visible_collections"]
 
 
 def access_hook() -> Callable[[Any], Any] | None:
@@ -41,12 +41,12 @@ def access_hook() -> Callable[[Any], Any] | None:
     return hook
 
 
-def visible_collections(user: Any) -> QuerySet[Collection]:
-    """Return the collections ``user`` may see (all of them without a hook)."""
+def _allowed(user: Any) -> QuerySet[Collection] | None:
+    """Return the hook's answer as a queryset, or ``None`` when ``user`` sees everything."""
     hook = access_hook()
     allowed = hook(user) if hook is not None else None
     if allowed is None:
-        return Collection.objects.all()
+        return None
     if isinstance(allowed, QuerySet):
         if allowed.model is not Collection:
             raise InvalidComponentError(
@@ -60,9 +60,20 @@ def visible_collections(user: Any) -> QuerySet[Collection]:
     return Collection.objects.filter(Q(name__in=names) | Q(slug__in=names))
 
 
-def is_restricted() -> bool:
-    """Return whether a hook is configured (so rows without a collection are hidden)."""
-    return bool(retrieval_settings.COLLECTION_ACCESS)
+def visible_collections(user: Any) -> QuerySet[Collection]:
+    """Return the collections ``user`` may see (all of them without a hook)."""
+    allowed = _allowed(user)
+    return Collection.objects.all() if allowed is None else allowed
+
+
+def restrict_to_visible(queryset: QuerySet, user: Any, *, field: str = "collection") -> QuerySet:
+    """Keep the rows of ``queryset`` whose ``field`` is a collection ``user`` may see.
+
+    Unrestricted users get ``queryset`` unchanged (no subquery); for the others, rows
+    without a collection are left out too.
+    """
+    allowed = _allowed(user)
+    return queryset if allowed is None else queryset.filter(**{f"{field}__in": allowed})
 
 
 def get_visible_collection(collection: Collection | str, user: Any) -> Collection:

@@ -120,12 +120,16 @@ class _Passage:
     def render(self, number: int) -> str:
         chunk = self.pieces[0].result.chunk
         document = chunk.document
-        label = document.title or document.external_id
+        body = self.body()
+        # A title that is the passage's own first line (plain text's) would say it twice.
+        title = document.title.strip()
+        label = title if title and body.split("\n", 1)[0].strip() != title else ""
+        label = label or document.external_id
         if chunk.page is not None:
             label += f", page {chunk.page}"
         if chunk.heading_path:
             label += " — " + " > ".join(chunk.heading_path)
-        return f"[{number}] {label}\n{self.body()}"
+        return f"[{number}] {label}\n{body}"
 
     def citation(self, number: int) -> Citation:
         chunk = self.pieces[0].result.chunk
@@ -265,15 +269,18 @@ def pack_context(
     :param max_tokens: the budget for the whole context string, citation markers included.
     :param encoding: tiktoken encoding that counts tokens (default ``TOKEN_ENCODING``).
 
-    Each passage starts with ``[n] title, page p — heading > path`` on its own line;
+    Each passage starts with ``[n] title, page p — heading > path`` on its own line
+    (the external id stands in for a missing title, or one that is the first line);
     passages are separated by a blank line and ordered by their best result.
     """
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, not {max_tokens!r}.")
     packer = _Packer(max_tokens, encoding or retrieval_settings.TOKEN_ENCODING)
-    used = 0
+    used, seen = 0, set()
     for result in sorted(results, key=lambda r: (-r.score, r.rank)):
-        used += packer.add(result)
+        if result.chunk.pk not in seen:  # e.g. results of several queries put together
+            seen.add(result.chunk.pk)
+            used += packer.add(result)
     packer.merge_bridged()
     passages = packer.passages
     while True:

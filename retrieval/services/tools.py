@@ -118,6 +118,10 @@ def _check_value(name: str, key: str, rule: Mapping[str, Any], value: Any) -> An
             raise ToolError(f"Argument {key!r} of {name} is over {rule['maxLength']} characters.")
         if "\x00" in value:
             raise ToolError(f"Argument {key!r} of {name} must not contain NUL characters.")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate from a JSON \ud800 escape
+            raise ToolError(f"Argument {key!r} of {name} is not valid Unicode.") from e
     elif kind == "integer":
         if isinstance(value, float) and value.is_integer():
             value = int(value)

@@ -21,3 +21,10 @@ def as_queryset(user: Any):
         return Collection.objects.none()
     names = GRANTS.get(user.username)
     return Collection.objects.all() if names is None else Collection.objects.filter(name__in=names)
+
+
+def wrong_model(user: Any):
+    """A mistaken hook: documents, not collections."""
+    from retrieval.models import Document
+
+    return Document.objects.all()

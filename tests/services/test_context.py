@@ -99,6 +99,13 @@ def test_overlapping_chunks_are_not_repeated():
     assert (packed.citations[0].start, packed.citations[0].end) == (0, 30)
 
 
+def test_a_chunk_given_twice_is_packed_once():
+    a = NORTH_CHUNKS[0]
+    packed = pack_context(results((a, 0.9), (a, 0.5)), max_tokens=100)
+    assert packed.text == "[1] n\nNorth is up. The map says so." and packed.results_used == 1
+    assert packed.citations[0].chunk_ids == (a.pk,)
+
+
 def test_bad_budget():
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
         pack_context([], max_tokens=0)
@@ -123,25 +130,35 @@ sentences = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    texts=st.lists(st.lists(sentences, min_size=1, max_size=4), min_size=1, max_size=3),
+    texts=st.lists(
+        st.lists(st.tuples(sentences, st.booleans()), min_size=1, max_size=4),
+        min_size=1,
+        max_size=3,
+    ),
     picks=st.lists(st.tuples(st.integers(0, 20), st.floats(0, 1)), max_size=10),
     max_tokens=st.integers(1, 80),
 )
 def test_never_over_budget_never_mid_sentence(texts, picks, max_tokens):
+    """Chunks are runs of sentences; some overlap the chunk before by one part."""
     chunks = []
     for number, parts in enumerate(texts):
-        content = " ".join(parts)
-        spans, offset = [], 0
-        for part in parts:
-            spans.append((offset, offset + len(part)))
-            offset += len(part) + 1
+        content = " ".join(text for text, _ in parts)
+        spans, offset, previous = [], 0, 0
+        for text, overlaps in parts:
+            spans.append((previous if overlaps else offset, offset + len(text)))
+            previous, offset = offset, offset + len(text) + 1
         chunks.extend(chunks_of(document(content, f"d{number}"), *spans))
     chosen = {chunks[i % len(chunks)].pk: (chunks[i % len(chunks)], s) for i, s in picks}
     packed = pack_context(results(*chosen.values()), max_tokens=max_tokens)
     assert packed.token_count == count_tokens(packed.text) <= max_tokens
-    for citation in packed.citations:
+    blocks = packed.text.split("\n\n") if packed.text else []
+    assert len(blocks) == len(packed.citations)
+    for citation, block in zip(packed.citations, blocks, strict=True):
         content = next(c.document.content for c in chunks if c.pk == citation.chunk_ids[0])
         span = content[citation.start : citation.end]
         # Cuts fall only at sentence boundaries; whole chunks end with their sentence.
         assert span.endswith(".") and (citation.start == 0 or content[citation.start - 2] == ".")
-        assert f"[{citation.number}] " in packed.text
+        header, body = block.split("\n", 1)
+        assert header == f"[{citation.number}] {citation.external_id}"
+        # The passage is the document's text, with the gaps between chunks as line breaks.
+        assert body.replace("\n", " ") == span

@@ -111,6 +111,7 @@ def test_retrieve_with_a_token_budget_answers_a_cited_context(atlas):
         ({"query": "x", "top_k": 21}, "Argument 'top_k' of retrieve must be between 1 and 20."),
         ({"query": "x", "top_k": True}, "Argument 'top_k' of retrieve must be an integer."),
         ({"query": "x", "lang": "en"}, "Unknown argument 'lang' for retrieve; expected: query"),
+        ('{"query": "\\ud800"}', "Argument 'query' of retrieve is not valid Unicode."),
     ],
 )
 def test_invalid_arguments_come_back_as_a_tool_error(atlas, arguments, message):
@@ -180,3 +181,15 @@ def test_an_openai_chat_loop_calls_retrieve_and_sends_the_result_back(atlas, ope
 
 def first_call_id(body: dict) -> str:
     return body["messages"][1]["tool_calls"][0]["id"]
+
+
+def test_scripted_chat_answers_can_depend_on_the_request(openai_server):
+    openai_server.queue_chat(lambda request: "echo: " + request.body["messages"][-1]["content"])
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert reply.choices[0].message.content == "echo: hello"
+    assert reply.choices[0].finish_reason == "stop"
+    with pytest.raises(openai.BadRequestError, match="no scripted chat answer queued"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "again"}])
