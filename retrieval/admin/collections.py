@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -16,6 +17,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
 from retrieval.services.registry import chunkers, embedders, retrievers
+from retrieval.tasks import enqueue, reembed_collection
 
 from .indexing import queue_reindex
 from .playground import playground_view
@@ -71,6 +73,45 @@ def reindex_collections(
         modeladmin.message_user(request, f"{collection}: {run.message}", level)
 
 
+class ReembedForm(forms.Form):
+    embedder = forms.ChoiceField(help_text="The embedder of the new space.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["embedder"].choices = _choices(embedders.aliases())
+
+
+@admin.action(description="Re-embed selected collections…", permissions=["change"])
+def reembed_collections(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> HttpResponse | None:
+    """Ask for the new embedder, then enqueue one re-embedding run per collection."""
+    form = ReembedForm(request.POST if "apply" in request.POST else None)
+    if form.is_bound and form.is_valid():
+        alias = form.cleaned_data["embedder"]
+        for collection in queryset:
+            run = enqueue(
+                reembed_collection,
+                collection.pk,
+                alias,
+                collection=collection,
+                created_by=request.user,
+            )
+            modeladmin.message_user(
+                request, f"{collection}: re-embedding with {alias!r}, index run #{run.pk}."
+            )
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Re-embed collections",
+        "opts": modeladmin.model._meta,
+        "collections": list(queryset),
+        "form": form,
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "retrieval/admin/collection/reembed.html", context)
+
+
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
     form = CollectionForm
@@ -85,7 +126,7 @@ class CollectionAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    actions = [reindex_collections]
+    actions = [reindex_collections, reembed_collections]
     change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:

@@ -52,3 +52,27 @@ def test_reindex_action_indexes_every_document_again(admin_client, atlas):
 def test_the_changelist_links_to_the_playground(admin_client, atlas):
     body = admin_client.get(reverse("admin:retrieval_collection_changelist")).content.decode()
     assert reverse("admin:retrieval_playground") in body
+
+
+def test_reembed_action_asks_for_the_embedder_then_switches_the_space(
+    admin_client, atlas, retrieval_settings
+):
+    wide = {
+        "BACKEND": "tests.embedders.KeywordEmbedder",
+        "OPTIONS": {"keywords": ["north", "east", "up", "hill", "river"], "model": "wide"},
+    }
+    retrieval_settings(EMBEDDERS={"wide": wide})
+    url = reverse("admin:retrieval_collection_changelist")
+    chosen = {"action": "reembed_collections", ACTION_CHECKBOX_NAME: [atlas.pk]}
+    page = admin_client.post(url, chosen)
+    assert page.status_code == 200 and 'name="embedder"' in page.content.decode()
+    atlas.refresh_from_db()
+    assert atlas.dimensions == 3  # nothing happens before the embedder is chosen
+    refused = admin_client.post(url, {**chosen, "apply": "1", "embedder": "nope"})
+    assert refused.status_code == 200 and "Select a valid choice" in refused.content.decode()
+    done = admin_client.post(url, {**chosen, "apply": "1", "embedder": "wide"}, follow=True)
+    assert "re-embedding with &#x27;wide&#x27;" in done.content.decode()
+    atlas.refresh_from_db()
+    assert (atlas.embedder, atlas.dimensions) == ("wide", 5)
+    run = IndexRun.objects.latest("pk")
+    assert run.status == IndexRun.Status.SUCCEEDED and run.chunks_written == Chunk.objects.count()
