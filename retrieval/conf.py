@@ -12,7 +12,7 @@ from typing import Any
 from django.core.signals import setting_changed
 
 #: Component kinds: each maps alias -> {"BACKEND": dotted path, "OPTIONS": {...}}.
-COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "ANALYZERS", "RETRIEVERS")
+COMPONENT_KINDS = ("PARSERS", "CHUNKERS", "EMBEDDERS", "ANALYZERS", "RETRIEVERS", "EXTRACTORS")
 
 DEFAULTS: dict[str, Any] = {
     "PARSERS": {
@@ -53,6 +53,16 @@ DEFAULTS: dict[str, Any] = {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
             "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
         },
+        # Expands another retriever's hits along knowledge-graph triples; with no
+        # "retriever" option it wraps the collection's default retriever.
+        "graph": {
+            "BACKEND": "retrieval.services.retrievers.graph.GraphRetriever",
+            "OPTIONS": {"beam_width": 3, "max_hops": 2, "hop_decay": 0.8},
+        },
+    },
+    # Knowledge-graph triple extractors; "default" needs no key (the "graph" extra).
+    "EXTRACTORS": {
+        "default": {"BACKEND": "retrieval.services.extractors.syntactic.SpacyTripleExtractor"},
     },
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",
@@ -60,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDER": "default",
     # Alias of the retriever used when neither the call nor the collection names one.
     "DEFAULT_RETRIEVER": "hybrid",
+    # Alias of the extractor retrieval_extract_graph uses when none is named.
+    "DEFAULT_EXTRACTOR": "default",
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

@@ -74,8 +74,9 @@ chunkers: ComponentHandler[Any] = ComponentHandler("CHUNKERS")
 embedders: ComponentHandler[Any] = ComponentHandler("EMBEDDERS")
 analyzers: ComponentHandler[Any] = ComponentHandler("ANALYZERS")
 retrievers: ComponentHandler[Any] = ComponentHandler("RETRIEVERS")
+extractors: ComponentHandler[Any] = ComponentHandler("EXTRACTORS")
 
-HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers)
+HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers, extractors)
 
 
 def reset_components() -> None:
