@@ -51,3 +51,24 @@ def keyword_settings(retrieval_settings):
 @pytest.fixture
 def sample_docs() -> Path:
     return SAMPLE_DOCS
+
+
+@pytest.fixture
+def graph_settings(retrieval_settings):
+    """Keyword embedder, one chunk per short paragraph, the sentence extractor as default.
+
+    Returns the extractor, whose ``seen`` lists every text it was asked about.
+    """
+    from retrieval.services.registry import extractors
+
+    retrieval_settings(
+        EMBEDDERS={"default": KEYWORD_EMBEDDER},
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker",
+                "OPTIONS": {"max_chars": 50},
+            }
+        },
+        EXTRACTORS={"default": {"BACKEND": "tests.extractors.SentenceExtractor"}},
+    )
+    return extractors["default"]

@@ -20,8 +20,8 @@ from retrieval.services.graph.entities import entity_key
 
 # The walk's step: ``{beam}``, ``{predicates}`` are filled in by the callers.
 _STEP = """
-  SELECT w.seed_chunk, w.seed_score, w.source_entity, n.other, w.hop + 1, n.id, n.chunk_id,
-         w.path || n.other
+  SELECT w.seed_chunk, w.seed_score, w.source_entity, n.other::text, w.hop + 1, n.id,
+         n.chunk_id, w.path || n.other::text
   FROM walk w CROSS JOIN LATERAL (
     SELECT * FROM (
       SELECT t.id, t.chunk_id, t.object_key AS other, t.confidence FROM retrieval_triple t
@@ -58,10 +58,17 @@ def _step(
     predicates: Sequence[str] | None,
     beam: int,
     max_hops: int,
+    skip_chunks: Sequence[int] = (),
 ) -> tuple[str, list]:
-    condition, extra = "", []
+    conditions, extra = [], []
     if predicates:
-        condition, extra = "AND t.predicate_key = ANY(%s)", [list(predicates)]
+        conditions.append("AND t.predicate_key = ANY(%s)")
+        extra.append(list(predicates))
+    if skip_chunks:
+        # A triple of a chunk already in the results leads nowhere new.
+        conditions.append("AND NOT (t.chunk_id = ANY(%s::bigint[]))")
+        extra.append(list(skip_chunks))
+    condition = " ".join(conditions)
     params = [collection_id, min_confidence, *extra, collection_id, min_confidence, *extra]
     return _STEP.format(predicates=condition), [*params, beam, max_hops]
 
@@ -89,12 +96,14 @@ def expand(
     min_confidence: float = 0.0,
     predicates: Sequence[str] | None = None,
     filters: Filters | None = None,
+    exclude: Sequence[int] = (),
 ) -> list[Expansion]:
     """Return the chunks reached from ``seeds`` (chunk id, score), best first.
 
     A seed's entities are the subjects and objects of its chunk's triples and the
     graph entities its text mentions. An expansion scores its seed's score times
-    ``hop_decay`` per hop; each chunk appears once (its best path), seeds never.
+    ``hop_decay`` per hop; each chunk appears once (its best path), chunks in
+    ``exclude`` (the base results) never.
     """
     if not seeds:
         return []
@@ -107,7 +116,9 @@ def expand(
             m_ids.append(chunk_id)
             m_scores.append(float(score))
             m_keys.append(key)
-    step, step_params = _step(collection.pk, min_confidence, predicates, beam_width, max_hops)
+    step, step_params = _step(
+        collection.pk, min_confidence, predicates, beam_width, max_hops, skip_chunks=exclude
+    )
     filter_sql, filter_params = (filters or Filters()).sql("c", collection_id=collection.pk)
     where = "".join(f" AND {condition}" for condition in filter_sql)
     sql = f"""
@@ -130,7 +141,8 @@ def expand(
     ),
     walk(seed_chunk, seed_score, source_entity, entity, hop, triple_id, chunk_id, path) AS (
       SELECT * FROM (
-        SELECT chunk_id, score, entity, entity, 0, NULL::bigint, NULL::bigint, ARRAY[entity]
+        SELECT chunk_id::bigint, score::float8, entity::text, entity::text, 0, NULL::bigint,
+               NULL::bigint, ARRAY[entity::text]
         FROM best_mention ORDER BY score DESC, entity LIMIT %s) AS start
       UNION ALL {step}
     )
@@ -142,7 +154,7 @@ def expand(
     """
     params = [
         ids, scores, m_ids, m_scores, m_keys, collection.pk, max_seed_entities,
-        *step_params, hop_decay, ids, *filter_params,
+        *step_params, hop_decay, list(exclude), *filter_params,
     ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

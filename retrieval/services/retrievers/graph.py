@@ -94,6 +94,7 @@ class GraphRetriever(BaseRetriever):
         hits = base.rank_prepared(
             inner, collection=collection, top_k=max(top_k, self.seeds), filters=filters
         )
+        base_results = hits[:top_k]
         expansions = expand(
             collection,
             [(hit.chunk_id, hit.score) for hit in hits[: self.seeds]],
@@ -104,11 +105,10 @@ class GraphRetriever(BaseRetriever):
             min_confidence=self.min_confidence,
             predicates=self.predicates,
             filters=filters,
+            exclude=[hit.chunk_id for hit in base_results],
         )
-        seen = {hit.chunk_id for hit in hits}
-        expansions = [e for e in expansions if e.chunk_id not in seen]
         triples = Triple.objects.in_bulk([e.triple_id for e in expansions])
-        merged = list(hits)
+        merged = list(base_results)
         for expansion in expansions:
             triple = triples.get(expansion.triple_id)
             if triple is None:  # deleted since the walk
