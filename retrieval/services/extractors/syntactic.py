@@ -24,7 +24,6 @@ _OBJECTS = {"dobj", "attr", "oprd", "dative"}
 _KEEP_MODIFIERS = {"compound", "amod", "nmod", "nummod", "poss", "npadvmod"}
 _ENTITY_TEXT = re.compile(r"\w[\w\s\-./'’]*")
 _JOINERS = {"-", "_", "/", "."}
-_SKIP_HEADS = {"PRON", "NUM", "SYM", "PUNCT", "SPACE", "X"}
 
 _nlp_cache: dict[str, Any] = {}
 _nlp_lock = threading.Lock()
@@ -119,6 +118,9 @@ class SpacyTripleExtractor(BaseTripleExtractor):
         ):
             # "X parses files and stores chunks": the second verb shares X.
             subjects = [c for c in verb.head.children if c.dep_ in _SUBJECTS]
+        if verb.dep_ == "relcl":
+            # "the local embedder, which runs X": "which" stands for the noun it follows.
+            subjects = [verb.head if s.tag_ in ("WDT", "WP") else s for s in subjects]
         subjects = [s for head in subjects for s in _with_conjuncts(head)]
         if not subjects:
             return
@@ -166,12 +168,16 @@ class SpacyTripleExtractor(BaseTripleExtractor):
 
     def _phrase(self, head: Any) -> str:
         """Return the noun phrase headed by ``head``, or '' if it names no entity."""
-        if head.pos_ in _SKIP_HEADS or head.is_stop or not any(ch.isalpha() for ch in head.text):
+        if (
+            head.pos_ not in ("NOUN", "PROPN")
+            or head.is_stop
+            or not any(ch.isalpha() for ch in head.text)
+        ):
             return ""
         if head.ent_type_ and head.ent_iob_ != "O":
             entity = next((e for e in head.doc.ents if e.start <= head.i < e.end), None)
             if entity is not None and len(entity) <= self.max_entity_words:
-                text = entity.text.strip()
+                text = " ".join(entity.text.split("\n")[-1].split())
                 return text if _ENTITY_TEXT.fullmatch(text) else ""
         left = head.i
         for child in sorted(head.lefts, key=lambda t: -t.i):

@@ -50,6 +50,9 @@ class Expansion:
     source_entity: str
     path: tuple[str, ...]
     seed_chunk_id: int
+    confidence: float
+    degree: int  # triples of the source entity: how specific it is
+    role: int  # 0: the source entity is a subject of the seed's triples
 
 
 def _step(
@@ -73,11 +76,16 @@ def _step(
     return _STEP.format(predicates=condition), [*params, beam, max_hops]
 
 
-def mentioned_keys(text: str, *, max_words: int = 4) -> set[str]:
-    """Return the entity keys of every run of up to ``max_words`` words in ``text``."""
+def mentioned_keys(text: str, *, min_words: int = 2, max_words: int = 4) -> set[str]:
+    """Return the entity keys of every run of ``min_words`` to ``max_words`` words in ``text``.
+
+    Single words are left out: matched in free text, "model" or "token" would tie
+    every chunk to the busiest hubs of the graph. A chunk's own triples still
+    name its one-word entities.
+    """
     words = _WORD.findall(text)
     keys = set()
-    for n in range(1, max_words + 1):
+    for n in range(min_words, max_words + 1):
         for i in range(len(words) - n + 1):
             key = entity_key(" ".join(words[i : i + n]))
             if key:
@@ -124,36 +132,50 @@ def expand(
     sql = f"""
     WITH RECURSIVE
     hits(chunk_id, score) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])),
-    mentions(chunk_id, score, entity) AS (
-      SELECT h.chunk_id, h.score, t.subject_key FROM hits h
+    mentions(chunk_id, score, entity, role) AS (
+      -- role 0: a subject of the hit's own triples, what the chunk is about.
+      SELECT h.chunk_id, h.score, t.subject_key, 0 FROM hits h
         JOIN retrieval_triple t ON t.chunk_id = h.chunk_id
       UNION ALL
-      SELECT h.chunk_id, h.score, t.object_key FROM hits h
+      SELECT h.chunk_id, h.score, t.object_key, 1 FROM hits h
         JOIN retrieval_triple t ON t.chunk_id = h.chunk_id
       UNION ALL
-      SELECT m.chunk_id, m.score, e.key
+      SELECT m.chunk_id, m.score, e.key, 1
         FROM unnest(%s::bigint[], %s::float8[], %s::text[]) AS m(chunk_id, score, key)
         JOIN retrieval_entity e ON e.collection_id = %s AND e.key = m.key
     ),
     best_mention AS (
-      SELECT DISTINCT ON (entity) entity, chunk_id, score FROM mentions
-      ORDER BY entity, score DESC, chunk_id
+      SELECT DISTINCT ON (entity) entity, chunk_id, score, role FROM mentions
+      ORDER BY entity, score DESC, role, chunk_id
+    ),
+    start AS (
+      -- An entity with fewer triples is more specific to its seed: "all-MiniLM-L6-v2"
+      -- says more about a chunk than "model" does. Counts stop at 1000.
+      SELECT b.chunk_id::bigint AS chunk_id, b.score::float8 AS score, b.entity::text AS entity,
+        b.role,
+        (SELECT count(*) FROM (SELECT 1 FROM retrieval_triple t WHERE t.collection_id = %s
+                               AND t.subject_key = b.entity LIMIT 1000) AS s)
+        + (SELECT count(*) FROM (SELECT 1 FROM retrieval_triple t WHERE t.collection_id = %s
+                                 AND t.object_key = b.entity LIMIT 1000) AS o) AS degree
+      FROM best_mention b ORDER BY score DESC, role, degree, entity LIMIT %s
     ),
     walk(seed_chunk, seed_score, source_entity, entity, hop, triple_id, chunk_id, path) AS (
-      SELECT * FROM (
-        SELECT chunk_id::bigint, score::float8, entity::text, entity::text, 0, NULL::bigint,
-               NULL::bigint, ARRAY[entity::text]
-        FROM best_mention ORDER BY score DESC, entity LIMIT %s) AS start
+      SELECT chunk_id, score, entity, entity, 0, NULL::bigint, NULL::bigint, ARRAY[entity]
+      FROM start
       UNION ALL {step}
     )
     SELECT DISTINCT ON (w.chunk_id) w.chunk_id, w.seed_score * power(%s, w.hop) AS score,
-           w.hop, w.triple_id, w.source_entity, w.path, w.seed_chunk
+           w.hop, w.triple_id, w.source_entity, w.path, w.seed_chunk, t.confidence, s.degree,
+           s.role
     FROM walk w JOIN retrieval_chunk c ON c.id = w.chunk_id
+    JOIN retrieval_triple t ON t.id = w.triple_id
+    JOIN start s ON s.entity = w.source_entity
     WHERE w.hop > 0 AND NOT (w.chunk_id = ANY(%s::bigint[])) {where}
-    ORDER BY w.chunk_id, score DESC, w.hop, w.triple_id
+    ORDER BY w.chunk_id, score DESC, s.role, s.degree, t.confidence DESC, w.hop, w.triple_id
     """
     params = [
-        ids, scores, m_ids, m_scores, m_keys, collection.pk, max_seed_entities,
+        ids, scores, m_ids, m_scores, m_keys, collection.pk, collection.pk, collection.pk,
+        max_seed_entities,
         *step_params, hop_decay, list(exclude), *filter_params,
     ]  # fmt: skip
     with connection.cursor() as cursor:
@@ -168,10 +190,17 @@ def expand(
             source_entity=row[4],
             path=tuple(row[5]),
             seed_chunk_id=row[6],
-        )  # fmt: skip
+            confidence=row[7],
+            degree=row[8],
+            role=row[9],
+        )
         for row in rows
     ]
-    return sorted(found, key=lambda e: (-e.score, e.hop, e.chunk_id))
+    # Among equal scores (one seed, one hop): what the seed is about (the subjects
+    # of its triples), the most specific entity, then the most confident triple.
+    return sorted(
+        found, key=lambda e: (-e.score, e.role, e.degree, -e.confidence, e.hop, e.chunk_id)
+    )
 
 
 def neighbourhood(
