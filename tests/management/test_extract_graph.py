@@ -12,6 +12,7 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 
 pytestmark = pytest.mark.django_db
+TEXT = "Ada_Lovelace wrote Notes.\n\nNotes describe Analytical_Engines."
 
 
 @pytest.fixture
