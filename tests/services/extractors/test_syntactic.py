@@ -61,3 +61,12 @@ def test_a_missing_model_names_the_extra_to_install():
 def test_bad_options_are_refused(options):
     with pytest.raises(ValueError):
         SpacyTripleExtractor(**options)
+
+
+def test_without_spacy_the_app_imports_and_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "spacy", None)  # what `import spacy` sees when absent
+    extractor = SpacyTripleExtractor(model="not_loaded_yet")  # building needs no spaCy
+    with pytest.raises(MissingDependencyError, match=r"spaCy is not installed.*\[graph\]"):
+        extractor.extract(["Text."])
