@@ -267,7 +267,7 @@ def neighbourhood(
         labels.setdefault(triple.subject_key, triple.subject)
         labels.setdefault(triple.object_key, triple.object)
     if not triples:
-        hop_of = {key: 0} if key in labels else {}
+        hop_of = {}  # unknown, or no triple mentions it any more
     nodes = [
         {"id": node, "label": labels.get(node, node), "hop": hop}
         for node, hop in sorted(hop_of.items(), key=lambda item: (item[1], item[0]))
