@@ -79,6 +79,7 @@ def extract_graph(
     options = {"collection": collection.name, "extractor": alias, "changed_only": changed_only}
     if run is None:
         run = IndexRun(collection=collection, scope="graph", created_by=created_by)
+    run.scope = run.scope or "graph"
     run.options = {**run.options, **options}
     run.status, run.started_at = IndexRun.Status.RUNNING, timezone.now()
     run.save()
