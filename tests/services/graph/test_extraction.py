@@ -129,3 +129,17 @@ def test_an_unknown_extractor_is_refused_before_any_run(library):
     with pytest.raises(InvalidComponentError, match="nope"):
         extract_graph(library, extractor="nope")
     assert not IndexRun.objects.filter(scope="graph").exists()
+
+
+def test_a_queued_run_is_used_and_progress_is_reported_per_batch(library, graph_settings):
+    queued = IndexRun.objects.create(collection=library, scope="graph")
+    seen = []
+
+    def progress(run: IndexRun) -> None:
+        seen.append((run.documents_done, run.documents_total))
+
+    run = extract_graph(library, run=queued, on_progress=progress)
+    assert run.pk == queued.pk and run.status == IndexRun.Status.SUCCEEDED
+    assert run.started_at and run.finished_at
+    assert seen == [(2, 5), (4, 5), (5, 5)]  # batches of two texts
+    assert IndexRun.objects.get(pk=queued.pk).documents_done == 5
