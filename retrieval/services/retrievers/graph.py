@@ -28,6 +28,11 @@ class GraphRetriever(BaseRetriever):
     results with its seed's score times ``hop_decay`` per hop, unless the base
     already returned it; its ``metadata`` has ``graph_hop``, ``graph_triple``,
     ``graph_source_entity`` and ``graph_path``.
+
+    Results are ordered by score. A base whose scores are compressed (reciprocal
+    ranks: the 1st scores 1/61, the 16th 1/76 = 0.8/61) would otherwise leave no
+    room for any expansion, so at least ``min(min_expanded, top_k // 2)`` results
+    are expansions when there are any: they replace the weakest base results.
     """
 
     def __init__(
@@ -41,10 +46,13 @@ class GraphRetriever(BaseRetriever):
         max_seed_entities: int = 30,
         min_confidence: float = 0.0,
         predicates: Sequence[str] | None = None,
+        min_expanded: int = 2,
     ) -> None:
         for name, value in (("beam_width", beam_width), ("max_hops", max_hops), ("seeds", seeds)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+        if not isinstance(min_expanded, int) or min_expanded < 0:
+            raise ValueError(f"min_expanded must be a non-negative integer, not {min_expanded!r}.")
         if not 0.0 < hop_decay <= 1.0:
             raise ValueError(f"hop_decay must be in (0, 1], not {hop_decay!r}.")
         if not 0.0 <= min_confidence <= 1.0:
@@ -57,6 +65,7 @@ class GraphRetriever(BaseRetriever):
         self.max_seed_entities = max_seed_entities
         self.min_confidence = min_confidence
         self.predicates = list(predicates) if predicates else None
+        self.min_expanded = min_expanded
 
     def check(self) -> list:
         if self.retriever and (
@@ -108,12 +117,12 @@ class GraphRetriever(BaseRetriever):
             exclude=[hit.chunk_id for hit in base_results],
         )
         triples = Triple.objects.in_bulk([e.triple_id for e in expansions])
-        merged = list(base_results)
+        expanded: list[ScoredChunk] = []
         for expansion in expansions:
             triple = triples.get(expansion.triple_id)
             if triple is None:  # deleted since the walk
                 continue
-            merged.append(
+            expanded.append(
                 ScoredChunk(
                     expansion.chunk_id,
                     expansion.score,
@@ -132,6 +141,23 @@ class GraphRetriever(BaseRetriever):
                     },
                 )
             )
-        # Stable: a base hit stays ahead of an expansion with the same score.
-        merged.sort(key=lambda s: -s.score)
-        return merged[:top_k]
+        return merge(base_results, expanded, top_k=top_k, min_expanded=self.min_expanded)
+
+
+def merge(
+    base: Sequence[ScoredChunk], expanded: Sequence[ScoredChunk], *, top_k: int, min_expanded: int
+) -> list[ScoredChunk]:
+    """Return the best ``top_k`` of both lists by score, with at least
+    ``min(min_expanded, top_k // 2, len(expanded))`` expansions."""
+    # Stable: a base hit stays ahead of an expansion with the same score.
+    merged = sorted([*base, *expanded], key=lambda s: -s.score)[:top_k]
+    reserved = min(min_expanded, top_k // 2, len(expanded))
+    chosen = {id(s) for s in merged}
+    missing = reserved - sum(1 for s in expanded if id(s) in chosen)
+    if missing > 0:
+        extra = [s for s in expanded if id(s) not in chosen][:missing]
+        kept_base = [s for s in merged if "graph_hop" not in s.metadata]
+        kept_base = kept_base[: len(kept_base) - missing]
+        kept = {id(s) for s in kept_base} | {id(s) for s in merged if "graph_hop" in s.metadata}
+        merged = sorted([s for s in merged if id(s) in kept] + extra, key=lambda s: -s.score)
+    return merged

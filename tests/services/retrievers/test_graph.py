@@ -18,8 +18,9 @@ from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.retrievers.graph import GraphRetriever
+from retrieval.services.retrievers.graph import GraphRetriever, merge
 from retrieval.services.search import search
+from retrieval.services.types import ScoredChunk
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,15 @@ def test_a_graph_retriever_cannot_wrap_itself(town):
 def test_bad_options_are_refused(options):
     with pytest.raises(ValueError):
         GraphRetriever(**options)
+
+
+def test_merge_keeps_room_for_expansions_under_compressed_scores():
+    base = [ScoredChunk(i, 1 / (61 + i)) for i in range(5)]  # reciprocal ranks
+    expanded = [ScoredChunk(10 + i, 0.8 / (61 + i), {"graph_hop": 1}) for i in range(3)]
+    pure = merge(base, expanded, top_k=5, min_expanded=0)
+    assert [s.chunk_id for s in pure] == [0, 1, 2, 3, 4]
+    mixed = merge(base, expanded, top_k=5, min_expanded=2)
+    assert [s.chunk_id for s in mixed] == [0, 1, 2, 10, 11]  # the two weakest base hits gave way
+    assert [s.score for s in mixed] == sorted((s.score for s in mixed), reverse=True)
+    assert [s.chunk_id for s in merge(base, expanded, top_k=1, min_expanded=2)] == [0]
+    assert len(merge(base, [], top_k=5, min_expanded=2)) == 5
