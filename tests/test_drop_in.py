@@ -64,6 +64,8 @@ def test_names_are_prefixed():
         "retrieval_document",
         "retrieval_chunk",
         "retrieval_triple",
+        "retrieval_entity",
+        "retrieval_graphextraction",
         "retrieval_indexrun",
     }
     ours = {name for name, app in get_commands().items() if app == "retrieval"}

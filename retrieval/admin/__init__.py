@@ -4,4 +4,4 @@ Records the system writes (chunks, triples, runs) are read-only. Everything that
 starts indexing goes through :mod:`retrieval.admin.indexing`.
 """
 
-from . import chunks, collections, documents, runs, triples  # noqa: F401  (they register)
+from . import chunks, collections, documents, graph, runs, triples  # noqa: F401  (they register)

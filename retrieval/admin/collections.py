@@ -17,7 +17,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
 from retrieval.services.registry import chunkers, embedders, retrievers
-from retrieval.tasks import enqueue, reembed_collection
+from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
 from .indexing import queue_reindex
 from .playground import playground_view
@@ -73,6 +73,25 @@ def reindex_collections(
         modeladmin.message_user(request, f"{collection}: {run.message}", level)
 
 
+@admin.action(
+    description="Extract the knowledge graph of selected collections", permissions=["change"]
+)
+def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    """Enqueue one graph extraction per collection (only chunks not extracted before)."""
+    for collection in queryset:
+        run = enqueue(
+            extract_graph,
+            collection.pk,
+            changed_only=True,
+            collection=collection,
+            created_by=request.user,
+        )
+        level = messages.ERROR if run.status == run.Status.FAILED else messages.SUCCESS
+        modeladmin.message_user(
+            request, f"{collection}: graph extraction, index run #{run.pk} {run.status}.", level
+        )
+
+
 class ReembedForm(forms.Form):
     embedder = forms.ChoiceField(help_text="The embedder of the new space.")
 
@@ -126,7 +145,7 @@ class CollectionAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    actions = [reindex_collections, reembed_collections]
+    actions = [reindex_collections, reembed_collections, extract_graphs]
     change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:

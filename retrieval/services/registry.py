@@ -106,8 +106,19 @@ retrievers: ComponentHandler[Any] = ComponentHandler("RETRIEVERS")
 llms: ComponentHandler[Any] = LLMHandler("LLMS")
 rewriters: ComponentHandler[Any] = ComponentHandler("REWRITERS")
 rerankers: ComponentHandler[Any] = ComponentHandler("RERANKERS")
+extractors: ComponentHandler[Any] = ComponentHandler("EXTRACTORS")
 
-HANDLERS = (parsers, chunkers, embedders, analyzers, retrievers, llms, rewriters, rerankers)
+HANDLERS = (
+    parsers,
+    chunkers,
+    embedders,
+    analyzers,
+    retrievers,
+    llms,
+    rewriters,
+    rerankers,
+    extractors,
+)
 
 
 def reset_components() -> None:

@@ -76,3 +76,15 @@ def test_reembed_action_asks_for_the_embedder_then_switches_the_space(
     assert (atlas.embedder, atlas.dimensions) == ("wide", 5)
     run = IndexRun.objects.latest("pk")
     assert run.status == IndexRun.Status.SUCCEEDED and run.chunks_written == Chunk.objects.count()
+
+
+def test_extract_graph_action_runs_the_configured_extractor(admin_client, atlas, graph_settings):
+    response = admin_client.post(
+        reverse("admin:retrieval_collection_changelist"),
+        {"action": "extract_graphs", ACTION_CHECKBOX_NAME: [atlas.pk]},
+        follow=True,
+    )
+    run = IndexRun.objects.latest("pk")
+    assert f"graph extraction, index run #{run.pk} succeeded" in response.content.decode()
+    assert run.scope == "extract_graph" and run.documents_done == Chunk.objects.count()
+    assert graph_settings.seen  # the extractor read the chunks

@@ -154,7 +154,7 @@ def test_search_errors_are_command_errors(keyword_settings, library):
     run("retrieval_ingest", str(library / "north.txt"), "--collection", "atlas")
     with pytest.raises(CommandError, match="No collection named 'nowhere'; existing: atlas"):
         run("retrieval_search", "north", "--collection", "nowhere")
-    unknown = "Unknown retriever 'psychic'; configured: agentic, bm25, dense, hybrid"
+    unknown = "Unknown retriever 'psychic'; configured: agentic, bm25, dense, graph, hybrid"
     with pytest.raises(CommandError, match=unknown):
         run("retrieval_search", "north", "--collection", "atlas", "--retriever", "psychic")
     with pytest.raises(CommandError, match="Unknown filter 'colour'"):

@@ -1,0 +1,85 @@
+"""The LLM triple extractor over real HTTP: schema-checked triples, one call per chunk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval.exceptions import LLMError
+from retrieval.models import IndexRun, Triple
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.extractors.llm import LLMTripleExtractor
+from retrieval.services.graph.extraction import extract_graph
+from retrieval.services.indexing import Source, ingest
+
+pytestmark = pytest.mark.django_db
+
+
+def answer_for(request) -> str:
+    """Name the first two capitalised words of the prompted text as a triple."""
+    text = request.body["messages"][-1]["content"].split("Text:\n", 1)[1]
+    names = [word.strip(".,") for word in text.split() if word[:1].isupper()]
+    triples = (
+        [{"subject": names[0], "predicate": "relates to", "object": names[1], "confidence": 0.9}]
+        if len(names) >= 2
+        else []
+    )
+    return json.dumps({"triples": triples})
+
+
+def test_triples_come_back_validated_and_normalised(llm_server):
+    llm_server.queue_chat(
+        json.dumps(
+            {
+                "triples": [
+                    {
+                        "subject": " Ada  Lovelace",
+                        "predicate": "wrote",
+                        "object": "the Notes",
+                        "confidence": 0.8,
+                    }
+                ]
+            }
+        )
+    )
+    (triples,) = LLMTripleExtractor().extract(["Ada Lovelace wrote the Notes."])
+    assert [(t.subject, t.predicate, t.object, t.confidence) for t in triples] == [
+        ("Ada Lovelace", "wrote", "the Notes", 0.8)
+    ]
+    prompt = llm_server.requests_to("/v1/chat/completions")[0].body["messages"][-1]["content"]
+    assert prompt.endswith("Text:\nAda Lovelace wrote the Notes.")
+
+
+def test_invalid_answers_are_repaired_once_then_fail(llm_server):
+    bad = json.dumps(
+        {"triples": [{"subject": "A", "predicate": "b", "object": "C", "confidence": 3}]}
+    )
+    llm_server.queue_chat(bad, bad)
+    with pytest.raises(LLMError, match="after one repair"):
+        LLMTripleExtractor().extract(["A b C."])
+    with pytest.raises(ValueError, match=r"\{text\}"):
+        LLMTripleExtractor(template="no placeholder")
+
+
+def test_extract_graph_calls_the_model_once_per_chunk(
+    llm_server, keyword_settings, retrieval_settings
+):
+    retrieval_settings(
+        EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}}
+    )
+    collection, _ = get_or_create_collection("people")
+    ingest(
+        collection,
+        [
+            Source.from_text("Ada met Charles.", external_id="a"),
+            Source.from_text("Grace built Mark.", external_id="b"),
+        ],
+    )
+    llm_server.queue_chat(answer_for, answer_for)
+    run = extract_graph(collection, extractor="llm")
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert len(llm_server.requests_to("/v1/chat/completions")) == 2
+    pairs = sorted(Triple.objects.filter(collection=collection).values_list("subject", "object"))
+    assert pairs == [("Ada", "Charles"), ("Grace", "Mark")]
+    assert all(t.chunk_id for t in Triple.objects.all())
