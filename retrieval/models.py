@@ -14,7 +14,7 @@ from .querysets import ChunkQuerySet
 
 
 class Collection(models.Model):
-    """A named corpus with its own embedding space and default retriever."""
+    """A named corpus with its own embedding space, default retriever and pipeline."""
 
     name = models.CharField(max_length=200, unique=True)
     slug = models.SlugField(max_length=200, unique=True)
@@ -29,6 +29,9 @@ class Collection(models.Model):
     )
     default_retriever = models.CharField(
         max_length=100, blank=True, help_text="Retriever alias; blank uses DEFAULT_RETRIEVER."
+    )
+    default_pipeline = models.CharField(
+        max_length=100, blank=True, help_text="Pipeline alias; blank uses DEFAULT_PIPELINE."
     )
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

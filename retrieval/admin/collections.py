@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
@@ -39,6 +40,7 @@ class CollectionForm(forms.ModelForm):
             "embedder",
             "chunker",
             "default_retriever",
+            "default_pipeline",
             "metadata",
         ]
 
@@ -52,6 +54,10 @@ class CollectionForm(forms.ModelForm):
         )
         fields["default_retriever"] = forms.ChoiceField(
             choices=_choices(retrievers.aliases(), "(DEFAULT_RETRIEVER)"), required=False
+        )
+        fields["default_pipeline"] = forms.ChoiceField(
+            choices=_choices(sorted(retrieval_settings.PIPELINES), "(DEFAULT_PIPELINE)"),
+            required=False,
         )
 
     def clean_embedder(self) -> str:

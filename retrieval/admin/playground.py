@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.registry import retrievers
@@ -20,16 +21,22 @@ from retrieval.services.types import RetrievalResult
 
 from .base import pretty_json
 
+PIPELINE_PREFIX = "pipeline:"
+
 
 def searcher_choices() -> list[tuple[str, str]]:
-    """Return what the playground can compare: every configured retriever, by alias.
-
-    Pipelines join this list (and :func:`run_search`) when they exist.
-    """
-    return [(alias, alias) for alias in retrievers.aliases()]
+    """Return what the playground can compare: every configured pipeline and retriever."""
+    pipelines = [
+        (f"{PIPELINE_PREFIX}{name}", f"pipeline {name}")
+        for name in sorted(retrieval_settings.PIPELINES)
+    ]
+    return pipelines + [(alias, alias) for alias in retrievers.aliases()]
 
 
 def run_search(query: str, *, collection: Collection, searcher: str, top_k: int) -> Any:
+    if searcher.startswith(PIPELINE_PREFIX):
+        pipeline = searcher.removeprefix(PIPELINE_PREFIX)
+        return search(query, collection=collection, pipeline=pipeline, top_k=top_k)
     return search(query, collection=collection, retriever=searcher, top_k=top_k)
 
 
@@ -55,6 +62,7 @@ class Column:
     results: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     milliseconds: float = 0.0
+    trace: str = ""
 
 
 def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
@@ -109,6 +117,7 @@ def _compare(data: dict[str, Any]) -> list[Column]:
             continue
         column.milliseconds = (time.perf_counter() - started) * 1000
         column.results = [_describe(result) for result in results]
+        column.trace = pretty_json(results.trace)
     left, right = columns
     _mark_shared(left, right)
     _mark_shared(right, left)
@@ -120,7 +129,6 @@ def _describe(result: RetrievalResult) -> dict[str, Any]:
     metadata = dict(result.metadata)
     legs = metadata.pop("legs", {})
     failed = metadata.pop("failed_legs", {})
-    trace = metadata.pop("trace", None)
     return {
         "rank": result.rank + 1,
         "score": result.score,
@@ -128,7 +136,6 @@ def _describe(result: RetrievalResult) -> dict[str, Any]:
         "document": chunk.document,
         "legs": sorted(legs.items()),
         "failed_legs": sorted(failed.items()),
-        "trace": pretty_json(trace) if trace is not None else "",
         "extra": pretty_json(metadata) if metadata else "",
         "other_rank": None,
     }

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidFilterError
-from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
 from retrieval.services.access import visible_collections
 from retrieval.services.filters import Filters
 from retrieval.services.registry import chunkers, embedders, rerankers, retrievers, rewriters
@@ -47,6 +47,7 @@ class CollectionSerializer(serializers.ModelSerializer):
             "dimensions",
             "chunker",
             "default_retriever",
+            "default_pipeline",
             "metadata",
             "documents",
             "created_at",
@@ -69,6 +70,9 @@ class CollectionSerializer(serializers.ModelSerializer):
 
     def validate_default_retriever(self, value: str) -> str:
         return _component(retrievers, value, "retriever") if value else value
+
+    def validate_default_pipeline(self, value: str) -> str:
+        return _component(retrieval_settings.PIPELINES, value, "pipeline") if value else value
 
 
 class DocumentSerializer(serializers.ModelSerializer):
@@ -192,6 +196,49 @@ class IndexRunSerializer(serializers.ModelSerializer):
             "duration_seconds",
         ]
         read_only_fields = fields
+
+
+class TripleSerializer(serializers.ModelSerializer):
+    collection = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    document = serializers.CharField(
+        source="chunk.document.external_id", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = Triple
+        fields = [
+            "id",
+            "collection",
+            "subject",
+            "predicate",
+            "object",
+            "subject_key",
+            "predicate_key",
+            "object_key",
+            "confidence",
+            "chunk",
+            "document",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class NeighbourhoodQuerySerializer(serializers.Serializer):
+    collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
+    entity = serializers.CharField(max_length=500, help_text="An entity's name, key or alias.")
+    hops = serializers.IntegerField(default=1, min_value=1, max_value=4)
+    predicates = serializers.CharField(
+        required=False, help_text="Comma-separated predicates to follow (default: all)."
+    )
+    min_confidence = serializers.FloatField(default=0.0, min_value=0.0, max_value=1.0)
+
+
+class NeighbourhoodSerializer(serializers.Serializer):
+    entity = serializers.CharField()
+    nodes = serializers.ListField(child=serializers.DictField())
+    edges = serializers.ListField(
+        child=serializers.DictField(), help_text="Triples, each with its source chunk id."
+    )
 
 
 class SearchOptionsSerializer(serializers.Serializer):

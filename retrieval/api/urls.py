@@ -13,6 +13,7 @@ router.register("collections", views.CollectionViewSet, basename="collection")
 router.register("documents", views.DocumentViewSet, basename="document")
 router.register("chunks", views.ChunkViewSet, basename="chunk")
 router.register("index-runs", views.IndexRunViewSet, basename="indexrun")
+router.register("triples", views.TripleViewSet, basename="triple")
 
 urlpatterns = [
     path("", include(router.urls)),

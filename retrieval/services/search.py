@@ -63,14 +63,17 @@ def pipeline_for(
     reranker: str | None = None,
 ) -> Pipeline:
     """Return the pipeline a search runs: a retriever alone if one is named, else the named
-    pipeline, else ``DEFAULT_PIPELINE``; ``rewriter``/``reranker`` replace its steps."""
+    pipeline, else the collection's, else ``DEFAULT_PIPELINE``; ``rewriter``/``reranker``
+    replace its steps."""
     if pipeline and retriever:
         raise ValueError("Name a pipeline or a retriever, not both.")
     if retriever:
         retrievers[retriever]  # an unknown alias fails here, naming the configured ones
         chosen = Pipeline(name=f"retriever:{retriever}", retrievers={retriever: 1.0})
     else:
-        chosen = Pipeline.configured(pipeline or retrieval_settings.DEFAULT_PIPELINE)
+        chosen = Pipeline.configured(
+            pipeline or collection.default_pipeline or retrieval_settings.DEFAULT_PIPELINE
+        )
     if rewriter is not None:
         chosen.rewriter = rewriter
     if reranker is not None:

@@ -78,3 +78,24 @@ def test_a_retriever_that_fails_is_a_message_and_the_other_side_still_answers(
 def test_only_staff_may_use_it(client, atlas):
     response = client.get(reverse(URL), {"query": "hill"})
     assert response.status_code == 302 and "/login/" in response.url
+
+
+def test_pipelines_compare_with_retrievers_and_show_the_trace(
+    admin_client, atlas, retrieval_settings
+):
+    retrieval_settings(PIPELINES={"expanded": {"rewriter": "prf", "retrievers": ["bm25"]}})
+    response = admin_client.get(
+        reverse(URL),
+        {
+            "collection": atlas.pk,
+            "query": "hill",
+            "left": "pipeline:expanded",
+            "right": "agentic",
+            "top_k": 3,
+        },
+    )
+    left, right = response.context["columns"]
+    assert not left.error and not right.error, messages_of(response)
+    assert '"stage": "rewrite"' in left.trace and '"stage": "pipeline"' in left.trace
+    assert '"stage": "agentic_round"' in right.trace
+    assert "pipeline expanded" in response.content.decode()  # offered as a choice

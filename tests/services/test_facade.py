@@ -47,6 +47,16 @@ def test_the_default_pipeline_is_swapped_by_settings_alone(collection, retrieval
     assert [r.chunk.document.external_id for r in after] == ["north"]  # BM25 only: one match
 
 
+def test_a_collection_picks_its_own_default_pipeline(collection, retrieval_settings):
+    retrieval_settings(PIPELINES={"keywords": {"retrievers": ["bm25"]}})
+    collection.default_pipeline = "keywords"
+    collection.save()
+    results = retrieval.search("north pole", collection="atlas")
+    assert results.trace["events"][-1]["pipeline"] == "keywords"
+    explicit = retrieval.search("north pole", collection="atlas", pipeline="default")
+    assert explicit.trace["events"][-1]["pipeline"] == "default"
+
+
 def test_max_tokens_packs_a_cited_context(collection):
     results = retrieval.search("north pole", collection=collection, top_k=3, max_tokens=40)
     context = results.context

@@ -128,7 +128,7 @@ def test_the_walk_is_one_recursive_query_in_postgresql(town):
 
 def test_graph_is_configured_by_default_and_searchable_from_the_command(town, capsys):
     call_command("retrieval_search", "north", collection="town", retriever="graph", json=True)
-    results = json.loads(capsys.readouterr().out)
+    results = json.loads(capsys.readouterr().out)["results"]
     assert results[0]["text"] == PARAGRAPHS[0]
     expanded = [r for r in results if "graph_hop" in r["metadata"]]
     assert expanded and expanded[0]["metadata"]["graph_triple"]["predicate"] == "owns"
