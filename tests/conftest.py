@@ -103,3 +103,25 @@ def graph_settings(retrieval_settings):
         EXTRACTORS={"default": {"BACKEND": "tests.extractors.SentenceExtractor"}},
     )
     return extractors["default"]
+
+
+#: Four facts for the sentence extractor: Bob owns Carol Corp, which employs Dave, ...
+TOWN = [
+    "Bob owns Carol_Corp (0.9).",
+    "Carol_Corp employs Dave (0.7).",
+    "Alice knows Bob (0.4).",
+    "Dave trains Eve.",
+]
+
+
+@pytest.fixture
+def town(graph_settings):
+    """A collection of the :data:`TOWN` paragraphs, its graph extracted."""
+    from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.graph.extraction import extract_graph
+    from retrieval.services.indexing import Source, ingest
+
+    collection, _ = get_or_create_collection("town")
+    ingest(collection, [Source.from_text(t, external_id=f"p{i}") for i, t in enumerate(TOWN)])
+    extract_graph(collection)
+    return collection

@@ -6,26 +6,8 @@ import pytest
 from django.urls import reverse
 
 from retrieval.admin import graph as admin_graph
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
 from retrieval.static_vendor import ensure_all
 from tests.browser import screenshot
-
-PARAGRAPHS = [
-    "Bob owns Carol_Corp (0.9).",
-    "Carol_Corp employs Dave (0.7).",
-    "Alice knows Bob (0.4).",
-    "Dave trains Eve.",
-]
-
-
-@pytest.fixture
-def town(graph_settings):
-    collection, _ = get_or_create_collection("town")
-    ingest(collection, [Source.from_text(t, external_id=f"p{i}") for i, t in enumerate(PARAGRAPHS)])
-    extract_graph(collection)
-    return collection
 
 
 def urls(collection) -> dict[str, str]:

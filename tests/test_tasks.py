@@ -207,8 +207,8 @@ def test_without_django_q_tasks_run_inline_or_say_what_to_install(
 
 
 def test_unknown_task_is_refused(collection):
-    with pytest.raises(tasks.RetrievalError, match="Unknown task 'extract_graph'"):
-        tasks.enqueue("extract_graph", collection.pk)
+    with pytest.raises(tasks.RetrievalError, match="Unknown task 'summarise'; tasks: index_doc"):
+        tasks.enqueue("summarise", collection.pk)
 
 
 def test_reindex_command_sync_and_queued(collection, files, retrieval_settings, capsys):

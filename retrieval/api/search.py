@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
+from retrieval.models import Collection
 from retrieval.services.search import search, search_batch
 from retrieval.services.types import SearchResults
 
@@ -27,6 +28,15 @@ def _answer(results: SearchResults) -> dict[str, Any]:
     return body
 
 
+def _validated(
+    view: RetrievalAPIMixin, serializer_class: type[Any], request: Request
+) -> tuple[Any, Collection]:
+    """Validate a search body and return it with its collection (404 if hidden or missing)."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer, view.collection_or_404(serializer.validated_data["collection"])
+
+
 class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Search a collection with a named retriever; optionally pack a context for an LLM."""
 
@@ -35,10 +45,8 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         responses=serializers.SearchResponseSerializer,
     )
     def post(self, request: Request) -> Response:
-        serializer = serializers.SearchSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        serializer, collection = _validated(self, serializers.SearchSerializer, request)
         data = serializer.validated_data
-        collection = self.collection_or_404(data["collection"])
         try:
             results = search(data["query"], collection=collection, **serializer.search_options())
         except (RetrievalError, ValueError) as e:
@@ -54,10 +62,8 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         responses=serializers.BatchSearchResponseSerializer,
     )
     def post(self, request: Request) -> Response:
-        serializer = serializers.BatchSearchSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        serializer, collection = _validated(self, serializers.BatchSearchSerializer, request)
         data = serializer.validated_data
-        collection = self.collection_or_404(data["collection"])
         try:
             batches = search_batch(
                 data["queries"], collection=collection, **serializer.search_options()

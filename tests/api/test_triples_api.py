@@ -6,19 +6,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
-from tests.services.graph.test_neighbourhood import PARAGRAPHS
-
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(graph_settings) -> APIClient:
-    collection, _ = get_or_create_collection("town")
-    ingest(collection, [Source.from_text(t, external_id=f"p{i}") for i, t in enumerate(PARAGRAPHS)])
-    extract_graph(collection)
+def api(town) -> APIClient:
     client = APIClient()
     client.force_authenticate(get_user_model().objects.create_user(username="u", password="x"))
     return client

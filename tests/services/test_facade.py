@@ -69,7 +69,9 @@ def test_max_tokens_packs_a_cited_context(collection):
 def test_clear_errors_name_the_choices(collection):
     with pytest.raises(InvalidComponentError, match="Unknown pipeline 'x'; configured: default"):
         retrieval.search("q", collection=collection, pipeline="x")
-    with pytest.raises(InvalidComponentError, match="configured: agentic, bm25, dense, hybrid"):
+    with pytest.raises(
+        InvalidComponentError, match="configured: agentic, bm25, dense, graph, hybrid"
+    ):
         retrieval.search("q", collection=collection, retriever="psychic")
     with pytest.raises(ValueError, match="not both"):
         retrieval.search("q", collection=collection, pipeline="default", retriever="bm25")

@@ -5,28 +5,11 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.entities import merge_entities
-from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.indexing import Source, ingest
+from tests.conftest import TOWN
 
 pytestmark = pytest.mark.django_db
-
-PARAGRAPHS = [
-    "Bob owns Carol_Corp (0.9).",
-    "Carol_Corp employs Dave (0.7).",
-    "Alice knows Bob (0.4).",
-    "Dave trains Eve.",
-]
-
-
-@pytest.fixture
-def town(graph_settings):
-    collection, _ = get_or_create_collection("town")
-    ingest(collection, [Source.from_text(t, external_id=f"p{i}") for i, t in enumerate(PARAGRAPHS)])
-    extract_graph(collection)
-    return collection
 
 
 def test_one_hop_lists_nodes_and_triples_with_their_source_chunks(town):
@@ -41,7 +24,7 @@ def test_one_hop_lists_nodes_and_triples_with_their_source_chunks(town):
     edges = {(e["source"], e["predicate"], e["target"]): e for e in graph["edges"]}
     assert set(edges) == {("bob", "owns", "carol corp"), ("alice", "knows", "bob")}
     owns = edges[("bob", "owns", "carol corp")]
-    assert Chunk.objects.get(pk=owns["chunk_id"]).content == PARAGRAPHS[0]
+    assert Chunk.objects.get(pk=owns["chunk_id"]).content == TOWN[0]
     assert owns["document"] == "p0" and owns["confidence"] == 0.9
     assert graph["chunk_ids"] == sorted(e["chunk_id"] for e in graph["edges"])
 
