@@ -65,6 +65,21 @@ def test_page_says_when_the_drawing_library_is_missing(admin_client, town, monke
     assert urls(town)["explorer"] in changelist
 
 
+def click_until(page, x: float, y: float, selector: str, attempts: int = 3) -> None:
+    """Click at (x, y) until ``selector`` appears: on a loaded machine Cytoscape may take
+    the first click of a fresh page for the start of a drag."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(attempts):
+        page.mouse.click(x, y)
+        try:
+            page.wait_for_selector(selector, timeout=5000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_the_graph_draws_and_a_click_expands_a_node(town, browser_page, live_server, admin_login):
@@ -83,8 +98,7 @@ def test_the_graph_draws_and_a_click_expands_a_node(town, browser_page, live_ser
         "(() => { const p = window.retrievalGraph.getElementById('carol corp')"
         ".renderedPosition(); return [p.x, p.y]; })()"
     )
-    page.mouse.click(box["x"] + x, box["y"] + y)
-    page.wait_for_selector('#graph[data-node-count="4"]')
+    click_until(page, box["x"] + x, box["y"] + y, '#graph[data-node-count="4"]')
     assert page.evaluate("window.retrievalGraph.getElementById('dave').nonempty()")
 
     # Click an edge: the triple and a link to its source chunk appear.
