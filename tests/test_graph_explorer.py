@@ -73,11 +73,12 @@ def click_until(page, x: float, y: float, selector: str, attempts: int = 3) -> N
     for attempt in range(attempts):
         page.mouse.click(x, y)
         try:
-            page.wait_for_selector(selector, timeout=5000)
+            page.wait_for_selector(selector, timeout=10_000)
             return
-        except PlaywrightTimeout:
+        except PlaywrightTimeout as e:
             if attempt == attempts - 1:
-                raise
+                status = page.inner_text("#graph-status")
+                raise AssertionError(f"{selector} never appeared; the page says: {status}") from e
 
 
 @pytest.mark.django_db(transaction=True)

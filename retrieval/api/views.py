@@ -200,13 +200,7 @@ class DocumentViewSet(
             document.status = Document.Status.PENDING
             document.error = ""
             document.save()
-        run = enqueue(
-            index_document,
-            document.pk,
-            force=True,
-            collection=document.collection,
-            created_by=request.user,
-        )
+        run = _enqueue_indexing(document, request)
         document.refresh_from_db()
         if run.status == IndexRun.Status.FAILED:
             field = "file" if "file" in data else "text"
@@ -219,15 +213,7 @@ class DocumentViewSet(
     @action(detail=True, methods=["post"])
     def reindex(self, request: Request, pk: str | None = None) -> Response:
         """Enqueue indexing the document again from its source; return the IndexRun."""
-        document = self.get_object()
-        run = enqueue(
-            index_document,
-            document.pk,
-            force=True,
-            collection=document.collection,
-            created_by=request.user,
-        )
-        return _run_response(run)
+        return _run_response(_enqueue_indexing(self.get_object(), request))
 
 
 @extend_schema(
@@ -345,6 +331,17 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         except RetrievalError as e:
             raise Conflict(str(e)) from e
         return _run_response(new)
+
+
+def _enqueue_indexing(document: Document, request: Request) -> IndexRun:
+    """Enqueue indexing ``document`` again from its source, for the requesting user."""
+    return enqueue(
+        index_document,
+        document.pk,
+        force=True,
+        collection=document.collection,
+        created_by=request.user,
+    )
 
 
 def _run_response(run: IndexRun) -> Response:

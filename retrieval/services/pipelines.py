@@ -35,6 +35,11 @@ from retrieval.services.types import RetrievalResult, ScoredChunk
 STEPS = ("rewriter", "retrievers", "fusion", "k", "reranker", "candidates")
 
 
+def retriever_alias(collection: Collection, retriever: str | None = None) -> str:
+    """Return the retriever to use: the one asked for, the collection's, or the default."""
+    return retriever or collection.default_retriever or retrieval_settings.DEFAULT_RETRIEVER
+
+
 class Pipeline:
     """One configured pipeline. ``retrievers=None`` means the collection's default retriever."""
 
@@ -122,9 +127,7 @@ class Pipeline:
                 .rewrite(query, collection=collection, history=history)
                 .queries
             )
-        legs = self.legs or {
-            collection.default_retriever or retrieval_settings.DEFAULT_RETRIEVER: 1.0
-        }
+        legs = self.legs or {retriever_alias(collection): 1.0}
         fused = len(queries) * len(legs) > 1
         depth = max(self.candidates, top_k) if fused or self.reranker else top_k
         lists: list[list[ScoredChunk]] = []

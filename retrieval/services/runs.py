@@ -78,11 +78,13 @@ def summary(run: IndexRun) -> str:
     )
 
 
-def finish_run(run: IndexRun, *, failure: str = "") -> None:
+def finish_run(run: IndexRun, *, failure: str = "", counts: str | None = None) -> None:
     """Record the run's end: failed if ``failure`` or any document failed, else succeeded.
 
-    A run cancelled meanwhile stays cancelled, with its counts.
+    A run cancelled meanwhile stays cancelled, with its counts. ``counts`` replaces
+    the default summary of the counters (for runs whose counters mean other things).
     """
+    counts = counts if counts is not None else summary(run)
     now = timezone.now()
     run.finished_at = run.heartbeat_at = now
     with transaction.atomic():
@@ -94,14 +96,14 @@ def finish_run(run: IndexRun, *, failure: str = "") -> None:
         )
         if current == IndexRun.Status.CANCELLED:
             run.status = IndexRun.Status.CANCELLED
-            run.message = f"Cancelled ({summary(run)})"
+            run.message = f"Cancelled ({counts})"
         else:
             run.status = (
                 IndexRun.Status.FAILED
                 if failure or run.documents_failed
                 else IndexRun.Status.SUCCEEDED
             )
-            run.message = f"{failure} ({summary(run)})" if failure else summary(run)
+            run.message = f"{failure} ({counts})" if failure else counts
         run.save(update_fields=FINISH_FIELDS)
 
 

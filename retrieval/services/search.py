@@ -49,11 +49,6 @@ def get_collection(collection: Collection | str) -> Collection:
     return found
 
 
-def retriever_alias(collection: Collection, retriever: str | None = None) -> str:
-    """Return the retriever to use: the one asked for, the collection's, or the default."""
-    return retriever or collection.default_retriever or retrieval_settings.DEFAULT_RETRIEVER
-
-
 def pipeline_for(
     collection: Collection,
     *,

@@ -18,9 +18,10 @@ from retrieval.models import Collection, Document
 from retrieval.services.context import pack_context
 from retrieval.services.filters import Filters
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.search import get_collection, retriever_alias
+from retrieval.services.search import get_collection
 from retrieval.services.types import RetrievalResult
 
 __all__ = [

@@ -9,7 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
-from retrieval.services.search import get_collection, retriever_alias, search
+from retrieval.services.pipelines import retriever_alias
+from retrieval.services.search import get_collection, search
 
 
 class Command(BaseCommand):

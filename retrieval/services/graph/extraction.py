@@ -24,19 +24,11 @@ from retrieval.models import Chunk, Collection, Entity, GraphExtraction, IndexRu
 from retrieval.services.extractors.base import BaseTripleExtractor, ExtractedTriple
 from retrieval.services.graph.entities import alias_map, display_text, entity_key, prune_entities
 from retrieval.services.registry import extractors
+from retrieval.services.runs import finish_run, save_progress
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress saves
-PROGRESS_FIELDS = [
-    "documents_total",
-    "documents_done",
-    "documents_indexed",
-    "documents_skipped",
-    "documents_failed",
-    "chunks_written",
-    "errors",
-]
 
 # Chunks whose text has no extraction record yet, or has one with triples that
 # this chunk does not carry (a replaced chunk with unchanged text).
@@ -81,7 +73,8 @@ def extract_graph(
         run = IndexRun(collection=collection, scope="graph", created_by=created_by)
     run.scope = run.scope or "graph"
     run.options = {**run.options, **options}
-    run.status, run.started_at = IndexRun.Status.RUNNING, timezone.now()
+    run.status = IndexRun.Status.RUNNING
+    run.started_at = run.heartbeat_at = timezone.now()
     run.save()
     try:
         _GraphExtractor(collection, component, run, on_progress).run(changed_only=changed_only)
@@ -97,15 +90,11 @@ def extract_graph(
 
 
 def _finish(run: IndexRun, *, failure: str = "") -> None:
-    run.finished_at = timezone.now()
-    summary = (
+    counts = (
         f"{run.documents_indexed} chunks extracted, {run.documents_skipped} restored, "
         f"{run.documents_failed} failed, {run.chunks_written} triples written"
     )
-    run.message = f"{failure} ({summary})" if failure else summary
-    failed = failure or run.documents_failed
-    run.status = IndexRun.Status.FAILED if failed else IndexRun.Status.SUCCEEDED
-    run.save()
+    finish_run(run, failure=failure, counts=counts)
 
 
 class _GraphExtractor:
@@ -291,7 +280,7 @@ class _GraphExtractor:
         if not force and time.monotonic() - self.last_save < PROGRESS_INTERVAL:
             return
         self.last_save = time.monotonic()
-        self.run_record.save(update_fields=PROGRESS_FIELDS)
+        save_progress(self.run_record)  # also the heartbeat the stale-run sweep reads
 
 
 def _as_dict(triple: ExtractedTriple | dict[str, Any]) -> dict[str, Any]:

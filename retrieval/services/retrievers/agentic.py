@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
 from django.core import checks
 
 from retrieval.models import Collection
@@ -16,7 +20,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.registry import llms, retrievers, rewriters
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.rewriters.llm import LLMQueryRewriter
-from retrieval.services.types import ScoredChunk
+from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
 class AgenticRetriever(BaseRetriever):
@@ -100,16 +104,43 @@ class AgenticRetriever(BaseRetriever):
             sufficiency_threshold=self.sufficiency_threshold,
         )
 
+    def retrieve(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[RetrievalResult]:
+        """Return the rounds' results as they were loaded (no second load of the chunks)."""
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+        return [
+            replace(result, rank=rank)
+            for rank, result in enumerate(self._rounds(query, collection, top_k, filters))
+        ]
+
     def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
-        outcome = self.pipeline(top_k).run(query, collection=collection, filters=filters)
+        return [
+            ScoredChunk(r.chunk_id, r.score, r.metadata)
+            for r in self._rounds(query, collection, top_k, filters)
+        ]
+
+    def _rounds(
+        self,
+        query: str,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | Mapping[str, Any] | None,
+    ) -> list[RetrievalResult]:
+        """Run the rounds; return the best ``top_k`` of all, marked if they were selected."""
+        outcome = self.pipeline(top_k).run(
+            query, collection=collection, filters=Filters.parse(filters)
+        )
         selected = {r.chunk_id for r in outcome.results}
         return [
-            ScoredChunk(
-                r.chunk_id,
-                r.score,
-                {**r.metadata, "agentic_selected": r.chunk_id in selected},
-            )
+            replace(r, metadata={**r.metadata, "agentic_selected": r.chunk_id in selected})
             for r in outcome.retrieved[:top_k]
         ]
