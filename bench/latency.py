@@ -40,11 +40,21 @@ def main() -> None:
     parser.add_argument(
         "--ingest", type=int, default=600, help="SciFact abstracts to ingest (0 skips)"
     )
+    parser.add_argument(
+        "--load-only",
+        action="store_true",
+        help="only load the synthetic collections (the slow part at 1M), for a later timed run",
+    )
     args = parser.parse_args()
     setup_django()
     print(f"Machine: {machine()}\n")
     for size in args.sizes:
-        query_latency(size, args.queries)
+        if args.load_only:
+            load(size)
+        else:
+            query_latency(size, args.queries)
+    if args.load_only:
+        return
     if args.ingest:
         ingestion_rate(args.ingest)
 
@@ -123,6 +133,7 @@ def load(size: int):
         return collection, texts, queries  # loaded by an earlier run
     if collection is not None:
         collection.delete()
+    print(f"Loading {size:,} synthetic chunks…", flush=True)
     started = time.perf_counter()
     vectors = spread(real_embeddings(5000), size, rng)
     analyzer = analyzers["default"]
@@ -175,7 +186,13 @@ def load(size: int):
         )
     loaded = time.perf_counter() - started
     started = time.perf_counter()
+    with connection.cursor() as cursor:
+        # What an operator sets before building a large index: the graph in memory (a
+        # million 384-d vectors need ~2 GB; the 64 MB default spills and takes hours).
+        cursor.execute("SET maintenance_work_mem = '6GB'")
     ensure_vector_index(collection)
+    with connection.cursor() as cursor:
+        cursor.execute("RESET maintenance_work_mem")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE retrieval_chunk")
         cursor.execute("ANALYZE retrieval_bm25_posting")
@@ -248,7 +265,7 @@ def query_latency(size: int, n_queries: int) -> None:
     gc.freeze()
     # Two passes over the queries, the first to warm every cache, the second timed.
     same_top10, recall = 0, []
-    for query, vector in zip(queries * 2, query_vectors * 2, strict=False):
+    for i, (query, vector) in enumerate(zip(queries * 2, query_vectors * 2, strict=False)):
         scope = {"collection": collection, "top_k": 10}
         ours = time_it("bm25", bm25.rank, query, **scope)
         theirs, their_scores = time_it("bm25s", reference, query)
@@ -256,9 +273,15 @@ def query_latency(size: int, n_queries: int) -> None:
         same_top10 += [s.chunk_id for s in ours] == theirs or np.allclose(
             [s.score for s in ours], their_scores, rtol=1e-5
         )
-        raw(vector)  # the same pages warm for both: a second identical query hits shared buffers
+        # The same pages warm for both; then, since the second of two identical queries
+        # runs faster (its index pages are still in the CPU's caches), app and raw SQL
+        # take turns going first.
+        raw(vector)
+        if i % 2:
+            time_it("raw", raw, vector)
         found = time_it("dense", dense.rank_vector, vector, **scope)
-        time_it("raw", raw, vector)
+        if not i % 2:
+            time_it("raw", raw, vector)
         exact = time_it("exact", lambda v: np.argsort(-(vectors @ v))[:10], vector)
         recall.append(len({s.chunk_id for s in found} & {chunk_ids[i] for i in exact}) / 10)
         time_it("embed", embedder.embed_query, query)

@@ -65,13 +65,26 @@ def test_page_says_when_the_drawing_library_is_missing(admin_client, town, monke
     assert urls(town)["explorer"] in changelist
 
 
-def click_until(page, x: float, y: float, selector: str, attempts: int = 3) -> None:
-    """Click at (x, y) until ``selector`` appears: on a loaded machine Cytoscape may take
-    the first click of a fresh page for the start of a drag."""
+def rendered_point(page, script: str) -> tuple[float, float]:
+    """Page coordinates of a point ``script`` computes in the graph's rendered coordinates."""
+    return page.evaluate(
+        "(() => { const box = document.getElementById('graph').getBoundingClientRect();"
+        f" const p = {script}; return [box.left + p.x, box.top + p.y]; }})()"
+    )
+
+
+def click_until(page, script: str, selector: str, attempts: int = 3) -> None:
+    """Click the point ``script`` renders until ``selector`` appears.
+
+    The point is measured again before every click: the admin page may still shift
+    (sidebar, fonts) after the graph is drawn, and a loaded machine may take a first
+    click for the start of a drag.
+    """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    page.locator("#graph").scroll_into_view_if_needed()
     for attempt in range(attempts):
-        page.mouse.click(x, y)
+        page.mouse.click(*rendered_point(page, script))
         try:
             page.wait_for_selector(selector, timeout=10_000)
             return
@@ -94,21 +107,13 @@ def test_the_graph_draws_and_a_click_expands_a_node(town, browser_page, live_ser
     assert page.evaluate("window.retrievalGraph.edges().length") == 2
 
     # Click Carol Corp where Cytoscape drew it: its neighbour Dave joins the graph.
-    box = page.locator("#graph").bounding_box()
-    x, y = page.evaluate(
-        "(() => { const p = window.retrievalGraph.getElementById('carol corp')"
-        ".renderedPosition(); return [p.x, p.y]; })()"
-    )
-    click_until(page, box["x"] + x, box["y"] + y, '#graph[data-node-count="4"]')
+    carol = "window.retrievalGraph.getElementById('carol corp')"
+    click_until(page, f"{carol}.renderedPosition()", '#graph[data-node-count="4"]')
     assert page.evaluate("window.retrievalGraph.getElementById('dave').nonempty()")
 
     # Click an edge: the triple and a link to its source chunk appear.
-    x, y = page.evaluate(
-        "(() => { const p = window.retrievalGraph.getElementById('carol corp')"
-        ".connectedEdges('[predicate = \"employs\"]').renderedMidpoint(); return [p.x, p.y]; })()"
-    )
-    page.mouse.click(box["x"] + x, box["y"] + y)
-    page.wait_for_selector("#graph-chunk-link")
+    employs = f"{carol}.connectedEdges('[predicate = \"employs\"]').renderedMidpoint()"
+    click_until(page, employs, "#graph-chunk-link")
     assert "Carol Corp employs Dave" in page.inner_text("#graph-selection")
     assert screenshot(page, "graph-explorer").stat().st_size > 0
     page.click("#graph-chunk-link")

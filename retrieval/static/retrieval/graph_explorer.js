@@ -89,6 +89,9 @@
   }
 
   function layout() {
+    // The page above the graph may have moved it (status text, messages): Cytoscape only
+    // notices resizes and scrolls, and would map clicks through its stale position.
+    cy.resize();
     cy.layout({ name: "cose", animate: false, nodeDimensionsIncludeLabels: true,
                 padding: 30, randomize: false }).run();
     updateCounts();
