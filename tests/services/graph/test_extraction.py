@@ -143,3 +143,19 @@ def test_a_queued_run_is_used_and_progress_is_reported_per_batch(library, graph_
     assert run.started_at and run.finished_at
     assert seen == [(2, 5), (4, 5), (5, 5)]  # batches of two texts
     assert IndexRun.objects.get(pk=queued.pk).documents_done == 5
+
+
+def test_every_progress_save_beats_the_runs_heart(library, graph_settings, monkeypatch):
+    """A long extraction on a worker must look alive to the stale-run sweep."""
+    from retrieval.services.graph import extraction
+
+    monkeypatch.setattr(extraction, "PROGRESS_INTERVAL", 0)  # save after every batch
+    queued = IndexRun.objects.create(collection=library, scope="graph")
+    beats = []
+
+    def progress(run: IndexRun) -> None:
+        beats.append(IndexRun.objects.get(pk=run.pk).heartbeat_at)
+
+    run = extract_graph(library, run=queued, on_progress=progress)
+    assert len(beats) == 3 and beats == sorted(set(beats))  # a new heartbeat per batch
+    assert run.started_at <= beats[0] and beats[-1] <= run.finished_at
