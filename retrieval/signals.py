@@ -1,12 +1,12 @@
-"""Signal receivers that keep database objects outside Django's models in step."""
+"""Signal receivers that keep things outside Django's models in step: indexes, files."""
 
 from typing import Any
 
 from django.db import transaction
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, pre_save
 from django.dispatch import receiver
 
-from .models import Collection
+from .models import Collection, Document
 
 
 @receiver(post_delete, sender=Collection, dispatch_uid="retrieval_drop_vector_index")
@@ -18,3 +18,25 @@ def drop_collection_vector_index(
 
     collection_id = instance.pk
     transaction.on_commit(lambda: drop_vector_index(collection_id), using=using)
+
+
+@receiver(pre_save, sender=Document, dispatch_uid="retrieval_delete_replaced_source")
+def delete_replaced_source_file(
+    sender: type, instance: Document, using: str, update_fields=None, **kwargs: Any
+) -> None:
+    """Delete a document's previous stored file once a save replacing it commits.
+
+    Deletes are left alone: a receiver on Document deletes would make Django load
+    every document of a deleted collection.
+    """
+    if instance.pk is None or (update_fields is not None and "source_file" not in update_fields):
+        return
+    previous = (
+        Document.objects.using(using)
+        .filter(pk=instance.pk)
+        .values_list("source_file", flat=True)
+        .first()
+    )
+    if previous and previous != instance.source_file.name:
+        storage = instance.source_file.storage
+        transaction.on_commit(lambda: storage.delete(previous), using=using)

@@ -208,6 +208,26 @@ def test_upload_a_pdf_then_follow_its_index_run(api, atlas):
     assert latest["collection"] == "atlas"
 
 
+def test_replacing_an_upload_deletes_the_old_file(api, atlas, django_capture_on_commit_callbacks):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    def upload(text: bytes) -> Document:
+        file = SimpleUploadedFile("notes.txt", text, "text/plain")
+        with django_capture_on_commit_callbacks(execute=True):
+            response = api.post("/api/documents/", {"collection": "atlas", "file": file})
+        assert response.status_code in (201, 202), response.json()
+        return Document.objects.get(collection__slug="atlas", external_id="notes.txt")
+
+    first = upload(b"North by north.")
+    storage, old_name = first.source_file.storage, first.source_file.name
+    second = upload(b"East by east.")
+    assert second.pk == first.pk and second.source_file.name != old_name
+    assert storage.exists(second.source_file.name) and not storage.exists(old_name)
+    second.title = "Notes"
+    second.save(update_fields=["title"])  # a save that keeps the file leaves it alone
+    assert storage.exists(second.source_file.name)
+
+
 def test_uploads_too_large_or_of_unknown_type(api, atlas, retrieval_settings):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
