@@ -45,15 +45,23 @@ def main() -> None:
         action="store_true",
         help="only load the synthetic collections (the slow part at 1M), for a later timed run",
     )
+    parser.add_argument(
+        "--ef-search",
+        nargs="+",
+        type=int,
+        help="instead of the latency table: dense recall@10 and p50 for each ef_search value",
+    )
     args = parser.parse_args()
     setup_django()
     print(f"Machine: {machine()}\n")
     for size in args.sizes:
         if args.load_only:
             load(size)
+        elif args.ef_search:
+            ef_search_sweep(size, args.ef_search, args.queries)
         else:
             query_latency(size, args.queries)
-    if args.load_only:
+    if args.load_only or args.ef_search:
         return
     if args.ingest:
         ingestion_rate(args.ingest)
@@ -207,18 +215,13 @@ def load(size: int):
 def query_latency(size: int, n_queries: int) -> None:
     import bm25s
     import Stemmer
-    from common import SHARED_DATA
     from django.db import connection, transaction
 
-    from retrieval.models import Chunk
-    from retrieval.services.evaluation import load_beir
     from retrieval.services.registry import analyzers, embedders, retrievers
 
     collection, texts, queries = load(size)
     queries = queries[:n_queries]
-    rows = Chunk.objects.filter(collection=collection).order_by("pk").values_list("pk", "embedding")
-    chunk_ids = [pk for pk, _ in rows]
-    vectors = np.stack([np.asarray(v, dtype=np.float32) for _, v in rows])
+    chunk_ids, vectors = stored_vectors(collection)
     analyzer = analyzers["default"]
     stopwords, stemmer = sorted(analyzer.stopwords), Stemmer.Stemmer("english")
     model = bm25s.BM25(k1=retrievers["bm25"].k1, b=retrievers["bm25"].b, method="lucene")
@@ -227,8 +230,7 @@ def query_latency(size: int, n_queries: int) -> None:
         show_progress=False,
     )
     embedder = embedders["default"]
-    real_queries = list(load_beir(SHARED_DATA / "scifact", "train").judged_queries().values())
-    query_vectors = [embedder.embed_query(q) for q in real_queries[:n_queries]]
+    query_vectors = real_query_vectors(n_queries)
     bm25, dense, hybrid = retrievers["bm25"], retrievers["dense"], retrievers["hybrid"]
     samples: dict[str, list[float]] = {}
     raw_sql = (
@@ -329,6 +331,54 @@ def query_latency(size: int, n_queries: int) -> None:
         f"\nBM25 top-10 identical to bm25s: {same_top10}/{len(query_vectors)}; "
         f"dense recall@10 vs exact: {np.mean(recall):.3f}\n"
     )
+
+
+def stored_vectors(collection) -> tuple[list[int], np.ndarray]:
+    """The collection's chunk ids and vectors, in id order."""
+    from retrieval.models import Chunk
+
+    rows = Chunk.objects.filter(collection=collection).order_by("pk").values_list("pk", "embedding")
+    return [pk for pk, _ in rows], np.stack([np.asarray(v, dtype=np.float32) for _, v in rows])
+
+
+def real_query_vectors(count: int) -> list[np.ndarray]:
+    """Embeddings of real SciFact (train) queries, by the local model."""
+    from common import SHARED_DATA
+
+    from retrieval.services.evaluation import load_beir
+    from retrieval.services.registry import embedders
+
+    queries = list(load_beir(SHARED_DATA / "scifact", "train").judged_queries().values())
+    return [embedders["default"].embed_query(q) for q in queries[:count]]
+
+
+def ef_search_sweep(size: int, values: list[int], n_queries: int) -> None:
+    """Dense recall@10 against the exact scan, and rank p50/p95, for each ``ef_search``."""
+    from retrieval.services.retrievers.dense import PgvectorRetriever
+
+    collection, _, _ = load(size)
+    chunk_ids, vectors = stored_vectors(collection)
+    query_vectors = real_query_vectors(n_queries)
+    exact = [{chunk_ids[i] for i in np.argsort(-(vectors @ v))[:10]} for v in query_vectors]
+    rows = []
+    for ef_search in values:
+        retriever, recall, samples = PgvectorRetriever(ef_search=ef_search), [], []
+        for vector, truth in zip(query_vectors * 2, exact * 2, strict=True):
+            started = time.perf_counter()
+            found = retriever.rank_vector(vector, collection=collection, top_k=10)
+            samples.append((time.perf_counter() - started) * 1000)
+            recall.append(len({s.chunk_id for s in found} & truth) / 10)
+        timed = samples[len(query_vectors) :]
+        rows.append(
+            [
+                ef_search,
+                f"{np.mean(recall):.3f}",
+                f"{np.percentile(timed, 50):.2f}",
+                f"{np.percentile(timed, 95):.2f}",
+            ]
+        )
+    print(f"### Dense rank at {size:,} chunks, {len(query_vectors)} queries, top-10")
+    print(table(["ef_search", "recall@10 vs exact", "p50 ms", "p95 ms"], rows) + "\n")
 
 
 def ingestion_rate(count: int) -> None:
