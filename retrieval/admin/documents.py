@@ -101,8 +101,10 @@ class DocumentAdmin(admin.ModelAdmin):
         fixed = ["collection", "external_id", "mime_type"] if obj is not None else []
         return [*fixed, *self.readonly_fields]
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (list or change form); 5.2 does not.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
         actions.pop("delete_selected", None)  # it would list every chunk on its page
         return actions
 
