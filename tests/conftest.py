@@ -18,6 +18,28 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
 
 
+def collection_of(name: str, texts: dict[str, str]):
+    """Collection ``name`` holding one indexed document per ``{external id: text}``."""
+    from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.indexing import Source, ingest
+
+    collection, _ = get_or_create_collection(name)
+    ingest(collection, [Source.from_text(text, external_id=key) for key, text in texts.items()])
+    return collection
+
+
+def chunk_ids() -> dict[str, list[int]]:
+    """Each document's chunk ids, by external id, in chunk order."""
+    from retrieval.models import Chunk
+
+    ids: dict[str, list[int]] = {}
+    for external_id, pk in Chunk.objects.order_by("document__external_id", "index").values_list(
+        "document__external_id", "pk"
+    ):
+        ids.setdefault(external_id, []).append(pk)
+    return ids
+
+
 @pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path_factory):
     """Keep stored uploads out of the example site's data folder."""
@@ -117,11 +139,8 @@ TOWN = [
 @pytest.fixture
 def town(graph_settings):
     """A collection of the :data:`TOWN` paragraphs, its graph extracted."""
-    from retrieval.services.collections import get_or_create_collection
     from retrieval.services.graph.extraction import extract_graph
-    from retrieval.services.indexing import Source, ingest
 
-    collection, _ = get_or_create_collection("town")
-    ingest(collection, [Source.from_text(t, external_id=f"p{i}") for i, t in enumerate(TOWN)])
+    collection = collection_of("town", {f"p{i}": text for i, text in enumerate(TOWN)})
     extract_graph(collection)
     return collection

@@ -11,10 +11,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from retrieval import tasks
-from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.models import Collection, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.runs import cancel_run, sweep_stale_runs
+from tests.conftest import chunk_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -38,15 +39,6 @@ def files(tmp_path: Path) -> list[Path]:
 
 def ingest_files(collection: Collection, paths: list[Path]) -> IndexRun:
     return ingest(collection, [Source.from_path(p, external_id=p.name) for p in paths])
-
-
-def chunk_ids() -> dict[str, list[int]]:
-    ids: dict[str, list[int]] = {}
-    for external_id, pk in Chunk.objects.order_by("document__external_id", "index").values_list(
-        "document__external_id", "pk"
-    ):
-        ids.setdefault(external_id, []).append(pk)
-    return ids
 
 
 def test_enqueue_inline_runs_the_task_and_returns_the_finished_run(collection, files):

@@ -20,18 +20,10 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.runs import sweep_stale_runs
 from retrieval.tasks import enqueue, reindex_collection, retry
+from tests.conftest import chunk_ids
 from tests.processes import database_url, start_manage
 
 DOCUMENTS = 20
-
-
-def chunk_ids() -> dict[str, list[int]]:
-    ids: dict[str, list[int]] = {}
-    for external_id, pk in Chunk.objects.order_by("document__external_id", "index").values_list(
-        "document__external_id", "pk"
-    ):
-        ids.setdefault(external_id, []).append(pk)
-    return ids
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, log: Path) -> None:

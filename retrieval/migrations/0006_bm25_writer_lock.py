@@ -19,21 +19,16 @@ LOCK_NAMESPACE = 0x72626D32
 CREATE = f"""
 CREATE FUNCTION retrieval_bm25_lock_collections() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        PERFORM pg_advisory_xact_lock({LOCK_NAMESPACE}, (id % 2147483647)::int)
-            FROM (SELECT DISTINCT collection_id FROM added ORDER BY 1) AS c(id);
-    ELSE
-        PERFORM pg_advisory_xact_lock({LOCK_NAMESPACE}, (id % 2147483647)::int)
-            FROM (SELECT DISTINCT collection_id FROM removed ORDER BY 1) AS c(id);
-    END IF;
+    PERFORM pg_advisory_xact_lock({LOCK_NAMESPACE}, (id % 2147483647)::int)
+        FROM (SELECT DISTINCT collection_id FROM changed ORDER BY 1) AS c(id);
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER retrieval_bm25_lock_on_add AFTER INSERT ON retrieval_bm25_posting
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
     EXECUTE FUNCTION retrieval_bm25_lock_collections();
 CREATE TRIGGER retrieval_bm25_lock_on_remove AFTER DELETE ON retrieval_bm25_posting
-    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT
     EXECUTE FUNCTION retrieval_bm25_lock_collections();
 """
 

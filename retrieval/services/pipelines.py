@@ -27,7 +27,7 @@ from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.fusion import FUSION_METHODS
 from retrieval.services.registry import rerankers, retrievers, rewriters
-from retrieval.services.retrievers.base import load_results
+from retrieval.services.retrievers.base import check_top_k, load_results
 from retrieval.services.rewriters.base import Turn
 from retrieval.services.tracing import current_trace
 from retrieval.services.types import RetrievalResult, ScoredChunk
@@ -117,8 +117,7 @@ class Pipeline:
         history: Sequence[Turn] | None = None,
     ) -> list[RetrievalResult]:
         """Return the pipeline's ``top_k`` results for ``query``."""
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+        check_top_k(top_k)
         filters = Filters.parse(filters)
         queries: tuple[str, ...] = (query,)
         if self.rewriter is not None:

@@ -9,8 +9,7 @@ import pytest
 
 import retrieval
 from retrieval.exceptions import InvalidComponentError, RetrievalError
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
 
@@ -24,16 +23,14 @@ def run_async(coroutine):
 
 @pytest.fixture
 def collection(keyword_settings):
-    collection, _ = get_or_create_collection("atlas")
-    ingest(
-        collection,
-        [
-            Source.from_text("North is up. The pole is cold.", external_id="north"),
-            Source.from_text("East is right. The sun rises there.", external_id="east"),
-            Source.from_text("South is down.", external_id="south"),
-        ],
+    return collection_of(
+        "atlas",
+        {
+            "north": "North is up. The pole is cold.",
+            "east": "East is right. The sun rises there.",
+            "south": "South is down.",
+        },
     )
-    return collection
 
 
 def test_the_default_pipeline_is_swapped_by_settings_alone(collection, retrieval_settings):

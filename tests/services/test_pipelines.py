@@ -7,11 +7,10 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from retrieval.exceptions import InvalidComponentError
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
 from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
 from retrieval.services.tracing import traced
+from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
 LENGTH = {
@@ -26,17 +25,15 @@ def shortest_first(query: str, text: str) -> float:
 
 @pytest.fixture
 def collection(keyword_settings):
-    collection, _ = get_or_create_collection("birds")
-    ingest(
-        collection,
-        [
-            Source.from_text("Penguins swim in cold seas and eat krill all year.", external_id="a"),
-            Source.from_text("Penguins waddle.", external_id="b"),
-            Source.from_text("Parrots talk and penguins listen.", external_id="c"),
-            Source.from_text("Eagles soar.", external_id="d"),
-        ],
+    return collection_of(
+        "birds",
+        {
+            "a": "Penguins swim in cold seas and eat krill all year.",
+            "b": "Penguins waddle.",
+            "c": "Parrots talk and penguins listen.",
+            "d": "Eagles soar.",
+        },
     )
-    return collection
 
 
 def test_the_default_pipeline_is_the_collections_retriever(collection):

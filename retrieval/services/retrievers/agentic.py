@@ -18,7 +18,7 @@ from retrieval.services.agentic.stages import (
 )
 from retrieval.services.filters import Filters
 from retrieval.services.registry import llms, retrievers, rewriters
-from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.retrievers.base import BaseRetriever, check_top_k
 from retrieval.services.rewriters.llm import LLMQueryRewriter
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -113,8 +113,7 @@ class AgenticRetriever(BaseRetriever):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[RetrievalResult]:
         """Return the rounds' results as they were loaded (no second load of the chunks)."""
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+        check_top_k(top_k)
         return [
             replace(result, rank=rank)
             for rank, result in enumerate(self._rounds(query, collection, top_k, filters))

@@ -61,8 +61,7 @@ class BaseRetriever(ABC):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[ScoredChunk]:
         """Rank with the output of :meth:`prepare`."""
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+        check_top_k(top_k)
         return self._rank(
             prepared, collection=collection, top_k=top_k, filters=Filters.parse(filters)
         )
@@ -76,6 +75,12 @@ class BaseRetriever(ABC):
     def check(self) -> list:
         """Return Django check messages about this retriever's configuration."""
         return []
+
+
+def check_top_k(top_k: object) -> None:
+    """Refuse a ``top_k`` that is not a positive integer (``True`` included)."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
 
 
 def load_results(scored: Sequence[ScoredChunk]) -> list[RetrievalResult]:

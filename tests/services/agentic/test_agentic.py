@@ -13,28 +13,25 @@ from retrieval.services.agentic.stages import (
     LLMEvaluator,
     LLMSelector,
 )
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import retrievers, rewriters
 from retrieval.services.search import search
 from retrieval.services.tracing import Budget, traced
+from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def collection(keyword_settings):
-    collection, _ = get_or_create_collection("zoo")
-    ingest(
-        collection,
-        [
-            Source.from_text("Penguins live on ice.", external_id="penguins"),
-            Source.from_text("Camels cross deserts.", external_id="camels"),
-            Source.from_text("Owls hunt at night.", external_id="owls"),
-            Source.from_text("Penguins eat krill.", external_id="krill"),
-        ],
+    return collection_of(
+        "zoo",
+        {
+            "penguins": "Penguins live on ice.",
+            "camels": "Camels cross deserts.",
+            "owls": "Owls hunt at night.",
+            "krill": "Penguins eat krill.",
+        },
     )
-    return collection
 
 
 def pipeline(**options):

@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
 from retrieval.services.rewriters.llm import (
     HyDEQueryRewriter,
     LLMQueryRewriter,
@@ -15,6 +13,7 @@ from retrieval.services.rewriters.llm import (
 )
 from retrieval.services.rewriters.prf import RM3QueryRewriter
 from retrieval.services.tracing import traced
+from tests.conftest import collection_of
 from tests.openai_server import status_fault
 
 pytestmark = pytest.mark.django_db
@@ -27,16 +26,14 @@ HISTORY = [
 
 @pytest.fixture
 def collection(keyword_settings):
-    collection, _ = get_or_create_collection("travel")
-    ingest(
-        collection,
-        [
-            Source.from_text("Paris tower iron lattice built 1889.", external_id="a"),
-            Source.from_text("The tower in Paris has iron stairs.", external_id="b"),
-            Source.from_text("Rome has ancient ruins and fountains.", external_id="c"),
-        ],
+    return collection_of(
+        "travel",
+        {
+            "a": "Paris tower iron lattice built 1889.",
+            "b": "The tower in Paris has iron stairs.",
+            "c": "Rome has ancient ruins and fountains.",
+        },
     )
-    return collection
 
 
 def test_standalone_rewrite_folds_the_history(llm_server, collection):
