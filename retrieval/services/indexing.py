@@ -29,6 +29,7 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
 from retrieval.services.parsing import parse
@@ -40,7 +41,7 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import bm25_text, write_postings
-from retrieval.services.types import ParsedDocument, Section
+from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
 logger = logging.getLogger(__name__)
 
@@ -291,7 +292,7 @@ class _Indexer:
                 start=span.start,
                 end=span.end,
                 token_count=count_tokens(text[span.start : span.end], self.encoding),
-                **_structure_at(parsed.sections, section_starts, span.start),
+                **_structure_at(text, parsed.sections, section_starts, span),
             )
             for i, span in enumerate(spans)
         ]
@@ -466,10 +467,22 @@ DOCUMENT_FIELDS = [
 
 
 def _structure_at(
-    sections: Sequence[Section], starts: Sequence[int], offset: int
+    text: str, sections: Sequence[Section], starts: Sequence[int], span: ChunkSpan
 ) -> dict[str, Any]:
-    """Return the page and heading path of the section containing ``offset``."""
-    i = bisect.bisect_right(starts, offset) - 1
-    if i < 0 or offset >= sections[i].end:
+    """Return the page and heading path of the section containing the chunk's start.
+
+    A chunk that starts with sections holding only their heading (a chapter heading
+    right before its first subsection) takes the structure of the section its body
+    is in.
+    """
+    i = bisect.bisect_right(starts, span.start) - 1
+    if i < 0 or span.start >= sections[i].end:
         return {"page": None, "heading_path": []}
+    while (
+        i + 1 < len(sections)
+        and sections[i + 1].start < span.end
+        and not text[sections[i].end : sections[i + 1].start].strip()
+        and only_heading(text[sections[i].start : sections[i].end], sections[i].heading_path)
+    ):
+        i += 1
     return {"page": sections[i].page, "heading_path": list(sections[i].heading_path)}
