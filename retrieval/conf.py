@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
     "CHUNKERS": {

@@ -58,3 +58,44 @@ def test_a_bare_heading_starts_the_next_chunk_which_takes_the_inner_heading_path
         ["User guide", "2. Installation", "Upgrading"],
     ]
     assert all(document.content[c.start : c.end] == c.content for c in chunks)
+
+
+GUIDE_RST = b"""\
+==========
+User guide
+==========
+
+Installation
+============
+
+Requirements
+------------
+
+You need Python 3.11 and PostgreSQL with pgvector.
+
+Upgrading
+---------
+
+Run the migrations after every upgrade.
+"""
+
+
+def test_a_rest_file_is_chunked_by_its_sections(structured, tmp_path):
+    path = tmp_path / "guide.rst"
+    path.write_bytes(GUIDE_RST)
+    run = ingest(structured, [Source.from_path(path, external_id="guide.rst")])
+    assert run.status == "succeeded", run.errors
+    document = Document.objects.get(external_id="guide.rst")
+    assert document.title == "User guide"
+    chunks = list(document.chunks.order_by("index"))
+    assert [(c.content, c.heading_path) for c in chunks] == [
+        (
+            "User guide\n\nInstallation\n\nRequirements\n\n"
+            "You need Python 3.11 and PostgreSQL with pgvector.",
+            ["User guide", "Installation", "Requirements"],
+        ),
+        (
+            "Upgrading\n\nRun the migrations after every upgrade.",
+            ["User guide", "Installation", "Upgrading"],
+        ),
+    ]
