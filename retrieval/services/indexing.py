@@ -29,6 +29,7 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
 from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
@@ -218,10 +219,12 @@ class _Indexer:
         self.analyzer = analyzers["default"]
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
         self.encoding = retrieval_settings.TOKEN_ENCODING
+        self.context: ContextOptions | None = None
         self.pending: list[_PreparedDocument] = []
         self.last_save = 0.0
 
     def run_all(self, sources: Iterable[Source]) -> None:
+        self.context = context_options()  # a bad setting fails the run, with its reason
         iterator = iter(sources)
         while block := list(itertools.islice(iterator, self.LOOKUP_BLOCK)):
             known = {
@@ -259,7 +262,7 @@ class _Indexer:
         if not pending:
             return
         try:
-            vectors = self._embed([row.content for p in pending for row in p.rows])
+            vectors = self._embed([row.indexed_text for p in pending for row in p.rows])
         except Exception as e:
             if len(pending) == 1:
                 self._fail(pending[0].source, e)
@@ -300,7 +303,12 @@ class _Indexer:
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
         title = source.title or parsed.title or Path(source.filename or source.external_id).stem
-        terms = [self.analyzer.term_counts(bm25_text(title[:1000], row.content)) for row in rows]
+        metadata = {**parsed.metadata, **source.metadata}
+        for row in rows:
+            row.indexed_prefix = context_prefix(
+                title[:1000], row.heading_path, metadata, self.context
+            )
+        terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
         mime_type = source.mime_type or parser.default_mime_type
         return _PreparedDocument(source, parsed, title[:1000], mime_type, rows, terms)
 
