@@ -30,6 +30,7 @@ __all__ = ["RstParser", "looks_like_rst", "parse_rst"]
 _ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")  # one punctuation mark, 3 or more times
 _DIRECTIVE = re.compile(r"\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
 _EXPLICIT = re.compile(r"\.\.(?:\s|$)")  # comments, targets, substitutions, footnotes
+_BARE_FIELD = re.compile(r":[\w-]+:")
 _OPTION = re.compile(r":[\w -]+:(?:\s|$)")
 #: Directives whose content points elsewhere rather than saying something.
 _DROPPED = frozenset(
@@ -102,6 +103,9 @@ def parse_rst(source: str, *, filename: str | None = None) -> ParsedDocument:
         stripped = line.strip()
         if not stripped or _is_transition(lines, i):
             flush()
+            i += 1
+            continue
+        if _BARE_FIELD.fullmatch(stripped):  # file-wide flags such as ":orphan:"
             i += 1
             continue
         if _EXPLICIT.match(stripped):

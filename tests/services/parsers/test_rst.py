@@ -11,6 +11,8 @@ from retrieval.services.parsers.text import TextParser
 from .test_conformance import assert_well_formed
 
 GUIDE = b"""\
+:orphan:
+
 .. _guide:
 
 ==========
@@ -92,7 +94,16 @@ def test_markup_is_reduced_to_its_text() -> None:
         "Upgrading\n\nRun the migrations:\n\npython manage.py migrate"
     )
     text = RstParser().parse(GUIDE).text
-    for dropped in ("toctree", "maxdepth", "usage\n", "comment", "_guide", "caption", "::"):
+    for dropped in (
+        "toctree",
+        "maxdepth",
+        "usage\n",
+        "comment",
+        "_guide",
+        "caption",
+        "::",
+        "orphan",
+    ):
         assert dropped not in text
 
 
