@@ -43,10 +43,17 @@ PEERS_VENV = Path(__file__).resolve().parent / ".venv-peers"
 PEER_PACKAGES = [
     "llama-index-core==0.14.25",
     "llama-index-retrievers-bm25==0.8.0",
-    "haystack-ai==3.4.1",
+    "haystack-ai==3.4.0",
 ]
 DEPTH = 50  # chunks asked of each retriever; enough for ten distinct files
 LEGS = ("bm25", "dense", "hybrid")
+
+#: Fusions tried beside the default hybrid (RRF k=60, equal weights) on each collection.
+FUSIONS = {
+    "relative score": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_score"},
+    "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
+    "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
+}
 
 #: The app's configurations: chunker options and CHUNK_CONTEXT (None: content alone).
 APP_CONFIGS = {
@@ -81,6 +88,9 @@ def main() -> None:
         started = time.perf_counter()
         rankings = run_app(name, docs, questions)
         rows.append(score(f"app, {name}", rankings, questions))
+        for label in FUSIONS:
+            fused = {**rankings, "hybrid": rankings[f"fusion-{label}"]}
+            rows.append(score(f"app, {name}, hybrid {label}", fused, questions, hybrid_only=True))
         print(f"app {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if not args.no_peers:
         ensure_peers_venv()
@@ -133,6 +143,13 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
         "OPTIONS": {"max_tokens": 256, **options},
     }
     settings = {
+        "RETRIEVERS": {
+            f"fusion-{label}": {
+                "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
+                "OPTIONS": fusion,
+            }
+            for label, fusion in FUSIONS.items()
+        },
         "CHUNKERS": {"realdocs": chunker},
         "EMBEDDERS": {"realdocs": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}},
     }
@@ -150,7 +167,7 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
         run = ingest(collection, sources)
         assert run.documents_failed == 0, run.errors
         rankings = {}
-        for leg in LEGS:
+        for leg in [*LEGS, *(f"fusion-{label}" for label in FUSIONS)]:
             rankings[leg] = [
                 document_ranking(
                     [
@@ -164,9 +181,18 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
     return rankings
 
 
-def score(label: str, rankings: dict[str, list[list[str]]], questions: list[dict]) -> list:
+def score(
+    label: str,
+    rankings: dict[str, list[list[str]]],
+    questions: list[dict],
+    *,
+    hybrid_only: bool = False,
+) -> list:
     row = [label]
     for leg in LEGS:
+        if hybrid_only and leg != "hybrid":
+            row.append("")
+            continue
         hits, reciprocal = 0, 0.0
         for ranking, question in zip(rankings[leg], questions, strict=True):
             answers = set(question["files"])
