@@ -165,6 +165,27 @@ TASKS: dict[str, Callable[..., None]] = {
 }
 
 
+def drain_index_outbox() -> None:
+    """Apply the pending operations of external indexes (see services.indexes.outbox).
+
+    Not an IndexRun: it runs after every write to an external index, and again, on a
+    django-q2 schedule, when an engine was down (each operation retries with backoff).
+    """
+    from retrieval.services.indexes import outbox
+
+    result = outbox.drain()
+    if result.failed and not runs_inline():
+        from django.utils import timezone
+        from django_q.models import Schedule
+
+        Schedule.objects.create(
+            func="retrieval.tasks.drain_index_outbox",
+            schedule_type=Schedule.ONCE,
+            next_run=timezone.now() + outbox.retry_delay(),
+            name=None,
+        )
+
+
 def enqueue(
     task: Callable[..., None] | str,
     *args: Any,
