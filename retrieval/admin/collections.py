@@ -17,7 +17,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
-from retrieval.services.registry import chunkers, embedders, retrievers
+from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
 from .indexing import queue_reindex
@@ -41,6 +41,7 @@ class CollectionForm(forms.ModelForm):
             "chunker",
             "default_retriever",
             "default_pipeline",
+            "index",
             "metadata",
         ]
 
@@ -49,6 +50,13 @@ class CollectionForm(forms.ModelForm):
         fields = self.fields
         if "embedder" in fields:
             fields["embedder"] = forms.ChoiceField(choices=_choices(embedders.aliases()))
+        if "index" in fields:
+            fields["index"] = forms.ChoiceField(
+                choices=_choices(indexes.aliases()),
+                initial="default",
+                required=False,
+                help_text="Where the vectors are ranked; fixed once the collection exists.",
+            )
         fields["chunker"] = forms.ChoiceField(
             choices=_choices(chunkers.aliases(), "(DEFAULT_CHUNKER)"), required=False
         )
@@ -59,6 +67,14 @@ class CollectionForm(forms.ModelForm):
             choices=_choices(sorted(retrieval_settings.PIPELINES), "(DEFAULT_PIPELINE)"),
             required=False,
         )
+
+    def clean_index(self) -> str:
+        alias = self.cleaned_data.get("index") or "default"
+        try:
+            indexes[alias]  # a misconfigured index: say which and why
+        except RetrievalError as e:
+            raise forms.ValidationError(str(e)) from e
+        return alias
 
     def clean_embedder(self) -> str:
         alias = self.cleaned_data["embedder"]
@@ -159,7 +175,7 @@ class CollectionAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.
-        fixed = ["embedder"] if obj is not None else []
+        fixed = ["embedder", "index"] if obj is not None else []
         return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
 
     def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
@@ -168,6 +184,7 @@ class CollectionAdmin(admin.ModelAdmin):
             return
         embedder = embedders[obj.embedder]  # built once already by the form's check
         obj.model_name, obj.dimensions = embedder.model_name, embedder.dimension
+        obj.external_index = not indexes[obj.index].transactional
         with transaction.atomic():
             super().save_model(request, obj, form, change)
             ensure_vector_index(obj)

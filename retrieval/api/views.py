@@ -106,6 +106,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
                 embedder=data.get("embedder"),
                 retriever=data.get("default_retriever") or None,
                 chunker=data.get("chunker") or None,
+                index=data.get("index") or None,
             )
         except RetrievalError as e:
             raise ValidationError(str(e)) from e

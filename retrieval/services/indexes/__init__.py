@@ -8,7 +8,7 @@ from retrieval.services.registry import indexes
 
 
 def index_for(collection: Collection) -> BaseIndex:
-    """Return the index a collection's vectors are ranked in (``InvalidComponentError`` if unset)."""
+    """Return the index ranking a collection's vectors (``InvalidComponentError`` if unset)."""
     return indexes[collection.index or "default"]
 
 
