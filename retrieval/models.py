@@ -41,6 +41,9 @@ class Collection(models.Model):
     # Set at creation from the index: outside PostgreSQL, so a trigger records every
     # chunk write and delete in the outbox (IndexOperation, migration 0007).
     external_index = models.BooleanField(default=False, editable=False)
+    # An external index's active space (engine collection name); a rebuild fills a new
+    # space and switches this name in one UPDATE.
+    index_space = models.CharField(max_length=200, blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

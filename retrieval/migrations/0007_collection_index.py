@@ -54,6 +54,11 @@ class Migration(migrations.Migration):
             name="external_index",
             field=models.BooleanField(default=False, editable=False),
         ),
+        migrations.AddField(
+            model_name="collection",
+            name="index_space",
+            field=models.CharField(blank=True, editable=False, max_length=200),
+        ),
         migrations.CreateModel(
             name="IndexOperation",
             fields=[
