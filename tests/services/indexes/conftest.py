@@ -37,6 +37,8 @@ def engine_for(engines: dict, kind: str, tmp_path_factory) -> Engine:
 def index_alias(request, engines, tmp_path_factory, keyword_settings, retrieval_settings):
     """Configure index "under_test" on one backend (its engine running) and return the alias."""
     kind = request.param
-    options = {} if kind == "pgvector" else dict(engine_for(engines, kind, tmp_path_factory).options)
+    options = {}
+    if kind != "pgvector":
+        options = dict(engine_for(engines, kind, tmp_path_factory).options)
     retrieval_settings(INDEXES={"under_test": {"BACKEND": BACKENDS[kind], "OPTIONS": options}})
     return "under_test"
