@@ -75,11 +75,28 @@ class Engine:
                 raise RuntimeError(f"{self.kind} exited; see {log.name}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.2)
+                    pass
+                self.ping()
+                return
+            except Exception:  # not serving yet
+                time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"{self.kind} did not listen on port {self.port} within {timeout}s")
+
+    def ping(self) -> None:
+        """Make one real request through the engine's client library; raise if it fails."""
+        if self.kind == "chroma":
+            import chromadb
+
+            chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
+            return
+        from pymilvus import MilvusClient
+
+        client = MilvusClient(uri=self.options["uri"], timeout=2)
+        try:
+            client.list_collections()
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -38,6 +38,9 @@ class BaseIndex(ABC):
         """Return Django check messages about this index's configuration."""
         return []
 
+    def reset(self) -> None:
+        """Forget connections after a failure, so the next call connects anew."""
+
     @abstractmethod
     def ensure_space(self, collection: Collection) -> None:
         """Create the collection's space (its dimensions and metric) if missing."""

@@ -182,7 +182,11 @@ class ExternalIndex(BaseIndex):
             return []
         fetch = min(max(top_k * self.overfetch, top_k + 10), self.max_fetch)
         while True:
-            hits = self._search(name, collection.pk, vector, fetch, engine_filters)
+            try:
+                hits = self._search(name, collection.pk, vector, fetch, engine_filters)
+            except Exception:
+                self.reset()
+                raise
             if score_threshold is not None:
                 hits = [(i, s) for i, s in hits if s >= score_threshold]
             confirmed = confirm(collection, [i for i, _ in hits], filters)

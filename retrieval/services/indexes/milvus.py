@@ -58,11 +58,14 @@ class MilvusIndex(ExternalIndex):
             self._client = MilvusClient(uri=self.uri, token=self.token, db_name=self.db_name)
         return self._client
 
-    def close(self) -> None:
-        """Close the connection (Milvus Lite then releases its data folder)."""
-        if self._client is not None:
-            self._client.close()
-        self._client, self._loaded = None, set()
+    def reset(self) -> None:
+        """Close the connection: a client whose server went away does not recover."""
+        client, self._client, self._loaded = self._client, None, set()
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # already broken: nothing more to release
+                pass
 
     def check(self) -> list:
         from django.core.checks import Error

@@ -128,6 +128,7 @@ def _drain_collection(collection_id: int, include_waiting: bool, result: DrainRe
             except Exception as e:  # the engine's reason, kept on the row and retried
                 reason = f"{e.__class__.__name__}: {e}"
                 logger.warning("Index operation #%s failed: %s", operation.pk, reason)
+                _reset(operation.index)
                 _postpone(batch[i:], reason)
                 result.failed += len(batch) - i
                 result.errors.append(reason)
@@ -135,6 +136,11 @@ def _drain_collection(collection_id: int, include_waiting: bool, result: DrainRe
             operation.delete()
             result.applied += 1
     return True
+
+
+def _reset(alias: str) -> None:
+    if alias in indexes:
+        indexes[alias].reset()
 
 
 def _postpone(operations: list[IndexOperation], reason: str) -> None:
