@@ -38,7 +38,7 @@ class BaseIndex(ABC):
         """Return Django check messages about this index's configuration."""
         return []
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027 (optional hook: most indexes hold no connection)
         """Forget connections after a failure, so the next call connects anew."""
 
     @abstractmethod
