@@ -17,6 +17,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
+from retrieval.services.indexes import outbox
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
@@ -114,6 +115,18 @@ def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
         )
 
 
+@admin.action(
+    description="Rebuild the vector index of selected collections", permissions=["change"]
+)
+def rebuild_indexes(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    """Record a rebuild in the outbox: the drain builds a new space from PostgreSQL and swaps."""
+    for collection in queryset:
+        outbox.record_rebuild(collection)
+        modeladmin.message_user(
+            request, f"{collection}: rebuild of index {collection.index!r} queued."
+        )
+
+
 class ReembedForm(forms.Form):
     embedder = forms.ChoiceField(help_text="The embedder of the new space.")
 
@@ -167,7 +180,7 @@ class CollectionAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    actions = [reindex_collections, reembed_collections, extract_graphs]
+    actions = [reindex_collections, reembed_collections, extract_graphs, rebuild_indexes]
     change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:
@@ -175,8 +188,27 @@ class CollectionAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.
-        fixed = ["embedder", "index"] if obj is not None else []
+        fixed = ["embedder", "index", "index_status"] if obj is not None else []
         return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
+
+    @admin.display(description="Index status")
+    def index_status(self, collection: Collection) -> str:
+        """The index backend, its pending outbox operations and their last error."""
+        if collection.index not in indexes:
+            return format_html("<strong>Index {} is not configured.</strong>", collection.index)
+        index = indexes[collection.index]
+        state = outbox.pending(collection.pk)
+        return format_html(
+            "{} ({}{}) · {} pending operations{}{}",
+            type(index).__name__,
+            "in PostgreSQL" if index.transactional else "external",
+            f", space {collection.index_space}" if collection.index_space else "",
+            state["count"],
+            f", oldest from {state['oldest']:%Y-%m-%d %H:%M:%S}" if state["oldest"] else "",
+            format_html(" · last error: <code>{}</code>", state["last_error"])
+            if state["last_error"]
+            else "",
+        )
 
     def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
         if change:
