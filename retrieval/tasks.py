@@ -316,6 +316,10 @@ def _remove(run: IndexRun, collection: Collection | None, external_id: str) -> N
         deleted, _ = Document.objects.filter(
             collection=collection, external_id=external_id
         ).delete()
+        if deleted and collection.external_index:
+            from retrieval.services.indexes import outbox
+
+            outbox.schedule_drain()
     run.documents_total = run.documents_done = 1
     run.options = {**run.options, "removed": external_id if deleted else None}
     run.save(update_fields=["options"])

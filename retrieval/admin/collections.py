@@ -220,6 +220,8 @@ class CollectionAdmin(admin.ModelAdmin):
         with transaction.atomic():
             super().save_model(request, obj, form, change)
             ensure_vector_index(obj)
+            if obj.external_index:
+                outbox.ensure_schedule()
 
     def get_urls(self) -> list:
         playground = path(

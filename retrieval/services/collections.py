@@ -59,6 +59,10 @@ def get_or_create_collection(
             index=index_alias,
             external_index=external,
         )
+        if external:
+            from retrieval.services.indexes import outbox
+
+            outbox.ensure_schedule()
         ensure_vector_index(collection)
     return collection, True
 

@@ -195,6 +195,34 @@ def sync_ids(index, collection: Collection, chunk_ids: list[int]) -> None:
             index.delete(collection, gone)
 
 
+def changed(*, using: str = "default") -> None:
+    """Drain after this transaction if any collection is on an external index.
+
+    Called by the paths that delete documents (their chunks' deletes are recorded by
+    the triggers); on workers a schedule also drains every minute (:func:`ensure_schedule`).
+    """
+    if Collection.objects.using(using).filter(external_index=True).exists():
+        schedule_drain(using=using)
+
+
+def ensure_schedule() -> None:
+    """On django-q2 workers, make sure a schedule drains the outbox every minute."""
+    from retrieval.tasks import runs_inline
+
+    if runs_inline():
+        return
+    from django_q.models import Schedule
+
+    Schedule.objects.get_or_create(
+        name="retrieval: drain the index outbox",
+        defaults={
+            "func": "retrieval.tasks.drain_index_outbox",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+        },
+    )
+
+
 def schedule_drain(*, using: str = "default") -> None:
     """Drain once the current transaction commits: inline, or on a django-q2 worker."""
     from retrieval.tasks import runs_inline
