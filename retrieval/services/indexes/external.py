@@ -77,6 +77,9 @@ class ExternalIndex(BaseIndex):
     def _all_ids(self, name: str, collection_id: int) -> set[int]:
         """Return every chunk id in space ``name``."""
 
+    def _filled(self, name: str) -> None:  # noqa: B027 (optional hook)
+        """Called when a rebuild has written every vector of space ``name`` (e.g. to flush)."""
+
     @abstractmethod
     def translate(self, filters: Filters, collection: Collection) -> Any:
         """Return the engine's form of ``filters`` (None: no condition).
@@ -129,6 +132,7 @@ class ExternalIndex(BaseIndex):
         ):
             self._upsert(name, collection.pk, batch)
             last = batch[-1][0]
+        self._filled(name)
         Collection.objects.filter(pk=collection.pk).update(index_space=name)
         collection.index_space = name
         if old and old != name:

@@ -135,6 +135,10 @@ class MilvusIndex(ExternalIndex):
             ],
         )
 
+    def _filled(self, name: str) -> None:
+        """Seal the rebuilt space's segments, so that they are indexed before searches."""
+        self._ready(name).flush(name)
+
     def _delete(self, name: str, collection_id: int, chunk_ids: Sequence[int]) -> None:
         self._ready(name).delete(name, ids=[int(i) for i in chunk_ids])
 
