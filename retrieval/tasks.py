@@ -168,22 +168,12 @@ TASKS: dict[str, Callable[..., None]] = {
 def drain_index_outbox() -> None:
     """Apply the pending operations of external indexes (see services.indexes.outbox).
 
-    Not an IndexRun: it runs after every write to an external index, and again, on a
-    django-q2 schedule, when an engine was down (each operation retries with backoff).
+    Not an IndexRun: it runs after writes to an external index, and every minute on a
+    django-q2 schedule, which retries failed operations once their backoff has passed.
     """
     from retrieval.services.indexes import outbox
 
-    result = outbox.drain()
-    if result.failed and not runs_inline():
-        from django.utils import timezone
-        from django_q.models import Schedule
-
-        Schedule.objects.create(
-            func="retrieval.tasks.drain_index_outbox",
-            schedule_type=Schedule.ONCE,
-            next_run=timezone.now() + outbox.retry_delay(),
-            name=None,
-        )
+    outbox.drain()
 
 
 def enqueue(

@@ -154,14 +154,6 @@ def _postpone(operations: list[IndexOperation], reason: str) -> None:
     IndexOperation.objects.bulk_update(operations, ["attempts", "last_error", "next_attempt_at"])
 
 
-def retry_delay() -> timedelta:
-    """Return the time until the next failed operation is due again (at least 1 s)."""
-    due = IndexOperation.objects.aggregate(due=Min("next_attempt_at"))["due"]
-    if due is None:
-        return timedelta(seconds=1)
-    return max(due - timezone.now(), timedelta(seconds=1))
-
-
 def _apply(operation: IndexOperation) -> None:
     index = indexes[operation.index]
     if operation.kind == IndexOperation.Kind.DROP:
