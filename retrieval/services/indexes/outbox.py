@@ -124,7 +124,8 @@ def _drain_collection(collection_id: int, include_waiting: bool, result: DrainRe
             return False
         for i, operation in enumerate(batch):
             try:
-                _apply(operation)
+                with transaction.atomic():  # a database error leaves the batch usable
+                    _apply(operation)
             except Exception as e:  # the engine's reason, kept on the row and retried
                 reason = f"{e.__class__.__name__}: {e}"
                 logger.warning("Index operation #%s failed: %s", operation.pk, reason)
