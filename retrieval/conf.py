@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
     "CHUNKERS": {
@@ -108,6 +109,10 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRIEVER": "hybrid",
     # Alias of the extractor retrieval_extract_graph uses when none is named.
     "DEFAULT_EXTRACTOR": "default",
+    # What is embedded and BM25-indexed for a chunk: its content after a header with the
+    # document's title, the chunk's heading path and these metadata keys' values
+    # (services.chunk_context). None: the content alone. Changing it needs a reindex.
+    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": []},
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.
