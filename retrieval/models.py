@@ -261,3 +261,21 @@ class IndexRun(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+
+__all__ = [
+    "Chunk",
+    "Collection",
+    "Document",
+    "Entity",
+    "EvalQuery",
+    "EvalRun",
+    "EvalSet",
+    "GraphExtraction",
+    "IndexRun",
+    "Judgment",
+    "QueryTrace",
+    "Triple",
+]

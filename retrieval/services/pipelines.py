@@ -162,6 +162,10 @@ class Pipeline:
                 retrievers=list(legs),
                 fused_lists=len(lists) if fused else 0,
                 reranker=self.reranker,
+                candidates={
+                    name: [[item.chunk_id, item.score] for item in ranked[:100]]
+                    for name, ranked in zip(names, lists, strict=True)
+                },
             )
         return results[:top_k]
 
