@@ -60,7 +60,8 @@ def judge(
     """
     if chunk.collection_id != eval_set.collection_id:
         raise RetrievalError(
-            f"Chunk {chunk.pk} is not in {eval_set.name!r}'s collection {eval_set.collection}."
+            f"Chunk {chunk.pk} is not in collection {eval_set.collection}, "
+            f"which eval set {eval_set.name!r} judges."
         )
     if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= 3:
         raise RetrievalError(f"grade must be an integer from 0 to 3, not {grade!r}.")
