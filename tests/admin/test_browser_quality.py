@@ -51,13 +51,18 @@ def test_judge_evaluate_compare_and_read_a_trace(
         page.select_option("#id_left", "bm25")
         page.select_option("#id_right", "dense")
         page.click("#retrieval-playground-form input[type=submit]")
-        result = page.locator("section[data-searcher='dense'] .retrieval-result", has_text=TEXTS[document])
+        result = page.locator(
+            "section[data-searcher='dense'] .retrieval-result", has_text=TEXTS[document]
+        )
         result.get_by_role("button", name=button, exact=True).click()
         page.wait_for_selector(".messagelist .success")
         verdict = "relevant (1)" if button == "Relevant" else "not relevant"
-        assert f"gold: {verdict}" in page.locator(
-            "section[data-searcher='dense'] .retrieval-result", has_text=TEXTS[document]
-        ).inner_text()
+        assert (
+            f"gold: {verdict}"
+            in page.locator(
+                "section[data-searcher='dense'] .retrieval-result", has_text=TEXTS[document]
+            ).inner_text()
+        )
     screenshot(page, "quality-playground-judged")
     assert Judgment.objects.filter(query__eval_set__name="gold").count() == 3
 
