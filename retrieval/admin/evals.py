@@ -20,6 +20,9 @@ from retrieval.services.evaluation import METRICS
 from .base import ReadOnlyAdmin, status_badge
 from .goldens import MEDIA
 
+#: How often the runs list reloads while a run is active.
+REFRESH_SECONDS = 3
+
 
 @admin.action(description="Compare two selected runs query by query")
 def compare_runs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> Any:
@@ -51,7 +54,16 @@ class EvalRunAdmin(ReadOnlyAdmin):
     actions = [compare_runs]
     fields = ["eval_set", "pipeline", "top_k", "status", "message", "metric_table", "query_table"]
     readonly_fields = ["metric_table", "query_table"]
+    change_list_template = "retrieval/admin/evalrun/change_list.html"
     Media = type("Media", (), MEDIA)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        """Reload the list every few seconds while a run is queued or running."""
+        active = EvalRun.objects.filter(
+            status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
+        ).exists()
+        context = {**(extra_context or {}), "refresh_seconds": REFRESH_SECONDS if active else 0}
+        return super().changelist_view(request, context)
 
     def get_urls(self) -> list:
         compare_url = path(

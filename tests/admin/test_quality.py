@@ -211,3 +211,15 @@ def test_trace_list_filters_and_the_page_explaining_a_ranking(
     body = page.content.decode()
     assert f'action="{reverse(PLAYGROUND)}"' in body and 'value="pipeline:both"' in body
     assert '<option value="pipeline:lexical">' in body and "Candidates not returned" in body
+
+
+def test_the_runs_list_reloads_while_a_run_is_active(admin_client, atlas):
+    eval_set = EvalSet.objects.create(name="gold", collection=atlas)
+    url = reverse("admin:retrieval_evalrun_changelist")
+    run = EvalRun.objects.create(eval_set=eval_set, pipeline="lexical", queries_total=4)
+    EvalRun.objects.filter(pk=run.pk).update(status="running", queries_done=1)
+    body = admin_client.get(url).content.decode()
+    assert '<meta http-equiv="refresh" content="3">' in body
+    assert '<progress max="4" value="1"></progress> 1 / 4' in body
+    EvalRun.objects.filter(pk=run.pk).update(status="succeeded")
+    assert 'http-equiv="refresh"' not in admin_client.get(url).content.decode()
