@@ -108,7 +108,27 @@ def explain(trace: QueryTrace) -> dict[str, Any]:
         {"chunk_id": chunk_id, "chunk": chunks.get(chunk_id), "legs": leg_cells(chunk_id, {})}
         for chunk_id in missed_order
     ]
-    return {"legs": legs, "rows": rows, "missed": missed, "pipeline_event": pipeline}
+    return {
+        "legs": legs,
+        "rows": rows,
+        "missed": missed,
+        "pipeline_event": pipeline,
+        "stages": [stage_summary(event) for event in events],
+    }
+
+
+def stage_summary(event: dict[str, Any]) -> dict[str, str]:
+    """Return a stage's name and its details in one line (candidate lists left out)."""
+    parts = []
+    for key, value in event.items():
+        if key in ("stage", "candidates") or value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = " · ".join(str(item) for item in value)
+        parts.append(f"{key}: {value}")
+    return {"stage": str(event.get("stage", "")), "details": "; ".join(parts)[:600]}
 
 
 @admin.register(QueryTrace)

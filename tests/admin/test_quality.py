@@ -211,6 +211,9 @@ def test_trace_list_filters_and_the_page_explaining_a_ranking(
     body = page.content.decode()
     assert f'action="{reverse(PLAYGROUND)}"' in body and 'value="pipeline:both"' in body
     assert '<option value="pipeline:lexical">' in body and "Candidates not returned" in body
+    (stage,) = explained["stages"]
+    assert stage["stage"] == "pipeline" and "leg_ms: bm25 " in stage["details"]
+    assert "queries: north hill" in stage["details"] and "candidates" not in stage["details"]
 
 
 def test_the_runs_list_reloads_while_a_run_is_active(admin_client, atlas):

@@ -91,6 +91,7 @@ def test_a_trace_keeps_each_legs_candidates_scores_and_ranks(atlas, retrieval_se
     (pipeline,) = [e for e in trace.trace["events"] if e["stage"] == "pipeline"]
     candidates = pipeline["candidates"]
     assert len(candidates["dense"]) == 3  # every candidate, not only the one result
+    assert set(pipeline["leg_ms"]) == {"bm25", "dense"}
     bm25_ids = {chunk_id for chunk_id, _ in candidates["bm25"]}
     assert bm25_ids == set(
         atlas.chunks.filter(document__external_id__in=["river", "hill"]).values_list(
