@@ -155,3 +155,11 @@ def test_fail_under_exits_1_below_and_0_above_the_measured_value(golden):
         evaluate("--eval-set", "nope")
     with pytest.raises(CommandError, match="either --eval-set NAME or --dataset DIR"):
         evaluate("--collection", "atlas")
+
+
+def test_a_set_judging_chunks_ranks_chunks(atlas):
+    chunks = EvalSet.objects.create(name="chunks", collection=atlas, level="chunks")
+    goldens.judge(chunks, "sun", chunk("sun"), grade=1)
+    run = create_eval_run(chunks, "lexical", sync=True)
+    assert run.per_query["q1"]["ranking"] == ["sun#0"]
+    assert run.metrics["ndcg@10"] == 1.0 and run.metrics["mrr@10"] == 1.0
