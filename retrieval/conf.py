@@ -132,6 +132,12 @@ DEFAULTS: dict[str, Any] = {
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.
     "RUN_HEARTBEAT_TIMEOUT": 300,
+    # Share of searches kept as QueryTrace rows (0 none, 1 every one), on every face.
+    "TRACE_SAMPLE_RATE": 0.0,
+    # Traces older than this many days are deleted by retrieval_prune_traces.
+    "TRACE_RETENTION_DAYS": 30,
+    # A trace slower than this many milliseconds is "slow" in the admin's filter.
+    "TRACE_SLOW_MS": 1000,
 }
 
 

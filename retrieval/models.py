@@ -314,3 +314,22 @@ class IndexOperation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
+
+
+from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+
+__all__ = [
+    "Chunk",
+    "Collection",
+    "Document",
+    "Entity",
+    "EvalQuery",
+    "EvalRun",
+    "EvalSet",
+    "GraphExtraction",
+    "IndexOperation",
+    "IndexRun",
+    "Judgment",
+    "QueryTrace",
+    "Triple",
+]
