@@ -67,6 +67,7 @@ def test_names_are_prefixed():
         "retrieval_entity",
         "retrieval_graphextraction",
         "retrieval_indexrun",
+        "retrieval_indexoperation",
         "retrieval_evalset",
         "retrieval_evalquery",
         "retrieval_judgment",
