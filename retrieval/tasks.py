@@ -117,8 +117,8 @@ def extract_graph(
 
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Index a registered host object (see :mod:`retrieval.indexing`)."""
-    from retrieval.services.hosts import registration
     from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.hosts import registration
     from retrieval.services.indexing import ingest
 
     def work(run: IndexRun) -> None:
