@@ -144,7 +144,7 @@ class Pipeline:
         if fused:
             ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
         else:
-            ranking = answered.mark(next(iter(answered.ranked.values())))
+            ranking = answered.ranked[runs[0].name]  # a lone leg raises its own error
         results = load_results(ranking)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.
