@@ -12,6 +12,10 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
             "candidates": 50,                # results per list, and reranked
         },
     }
+
+Each (query, retriever) pair is a leg of :func:`retrieval.services.fusion.run_legs`, the
+runner :class:`HybridRetriever` uses too: legs are prepared concurrently, a failing leg is
+recorded while the others answer, and the lists are fused the same way.
 """
 
 from __future__ import annotations
