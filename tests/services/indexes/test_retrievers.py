@@ -18,7 +18,7 @@ import pytest
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
-from retrieval.services.search import search
+from retrieval.services.search import search as scoped_search
 from tests.services.indexes.test_conformance import TEXTS, make
 
 pytestmark = pytest.mark.django_db
@@ -27,6 +27,10 @@ pytestmark = pytest.mark.django_db
 NOT_APPLICABLE: dict[str, str] = {}
 CONFIGURED = retrievers.aliases()
 RETRIEVERS = [alias for alias in CONFIGURED if alias not in NOT_APPLICABLE]
+
+
+def search(query: str, **options):
+    return scoped_search(query, **options)
 
 
 def names(results) -> list[str]:
