@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import statistics
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -162,6 +163,7 @@ class LegResults:
     ranked: dict[str, list[ScoredChunk]]
     weights: dict[str, float]
     failed: dict[str, str]
+    ms: dict[str, float]  # each answering leg's preparing plus ranking time
 
     def fuse(self, method: str, *, k: int = 60, top_k: int = 10) -> list[ScoredChunk]:
         """Fuse the lists with ``method``; name failed legs in ``metadata["failed_legs"]``."""
@@ -196,10 +198,14 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-def _prepare(leg: Leg, collection: Collection) -> Any:
+def _prepare(leg: Leg, collection: Collection) -> tuple[Any, float]:
+    """Return the leg's prepared query and the seconds preparing it took."""
     _on_worker.active = True
+    started = time.perf_counter()
     try:
-        return leg.retriever.prepare(leg.query, collection=collection)
+        return leg.retriever.prepare(
+            leg.query, collection=collection
+        ), time.perf_counter() - started
     finally:
         _on_worker.active = False
 
@@ -228,13 +234,17 @@ def run_legs(
         prepared = ((futures[future], future) for future in as_completed(futures))
     ranked: dict[str, list[ScoredChunk]] = {}
     failed: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     errors: list[Exception] = []
     for name, future in prepared:
         leg = by_name[name]
         try:
+            query, preparing = future.result()
+            started = time.perf_counter()
             ranked[name] = leg.retriever.rank_prepared(
-                future.result(), collection=collection, top_k=top_k, filters=filters
+                query, collection=collection, top_k=top_k, filters=filters
             )
+            seconds[name] = preparing + time.perf_counter() - started
         except InvalidFilterError:
             raise
         except Exception as e:
@@ -254,7 +264,8 @@ def run_legs(
             trace.record("failed_legs", of=label, failed=dict(failed))
     order = [leg.name for leg in legs if leg.name in ranked]  # configuration order
     weights = {name: by_name[name].weight for name in order}
-    return LegResults({name: ranked[name] for name in order}, weights, failed)
+    ms = {name: round(seconds[name] * 1000, 2) for name in order}
+    return LegResults({name: ranked[name] for name in order}, weights, failed, ms)
 
 
 class _Done:
@@ -263,5 +274,7 @@ class _Done:
     def __init__(self, leg: Leg, collection: Collection) -> None:
         self.leg, self.collection = leg, collection
 
-    def result(self) -> Any:
-        return self.leg.retriever.prepare(self.leg.query, collection=self.collection)
+    def result(self) -> tuple[Any, float]:
+        started = time.perf_counter()
+        prepared = self.leg.retriever.prepare(self.leg.query, collection=self.collection)
+        return prepared, time.perf_counter() - started

@@ -164,6 +164,11 @@ class Pipeline:
                 fused_lists=len(answered.ranked) if fused else 0,
                 failed_legs=dict(answered.failed),
                 reranker=self.reranker,
+                leg_ms=dict(answered.ms),
+                candidates={
+                    name: [[item.chunk_id, item.score] for item in ranked[:100]]
+                    for name, ranked in answered.ranked.items()
+                },
             )
         return results[:top_k]
 
