@@ -8,7 +8,7 @@ caller's thread ranks each leg on its own connection as soon as it is prepared (
 sees the caller's uncommitted writes). A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
-:func:`fuse` then merges the lists with one of :data:`FUSION_METHODS`.
+:meth:`LegResults.fuse` then merges the lists with one of :data:`FUSION_METHODS`.
 
 Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChunk` or
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
