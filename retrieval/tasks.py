@@ -117,8 +117,8 @@ def extract_graph(
 
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Index a registered host object (see :mod:`retrieval.indexing`)."""
-    from retrieval.indexing import registration
     from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.hosts import registration
     from retrieval.services.indexing import ingest
 
     def work(run: IndexRun) -> None:
@@ -138,7 +138,7 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
 
 def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Remove a deleted (or no longer wanted) host object's document and chunks."""
-    from retrieval.indexing import registration
+    from retrieval.services.hosts import registration
 
     def work(run: IndexRun) -> None:
         entry = registration(model_label)
