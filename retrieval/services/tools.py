@@ -22,6 +22,7 @@ from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.search import get_collection
+from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
 
 __all__ = [
@@ -178,9 +179,10 @@ def retrieve_tool(
         raise ValueError(f"top_k must be between 1 and max_top_k ({max_top_k}), not {top_k!r}.")
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
-        results = engine.retrieve(
-            arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
-        )
+        with traced():  # an LLM-backed retriever charges the query's budget and trace
+            results = engine.retrieve(
+                arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
+            )
         if max_tokens is None:
             return {"results": [_compact(result) for result in results]}
         packed = pack_context(results, max_tokens=max_tokens)
