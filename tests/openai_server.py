@@ -204,6 +204,10 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
     body = request.body
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_reply(400, "body must be a JSON object with a 'messages' array")
+    if server.strict_messages and any(
+        m.get("role") == "assistant" and "content" not in m for m in body["messages"]
+    ):  # as llama-cpp-python does
+        return error_reply(500, "assistant message without 'content'")
     with server._lock:
         answer = server._chat_script.popleft() if server._chat_script else None
     if answer is None:  # nothing queued: echo the last user message
@@ -254,6 +258,8 @@ class OpenAIServer:
     :param shuffle: return embedding items out of order (each still carries its ``index``).
     :param reject_dimensions: answer 400 to requests that send ``dimensions``, as many
         local servers do.
+    :param strict_messages: answer 500 to an assistant message without ``content``, as
+        llama-cpp-python does.
     """
 
     def __init__(
@@ -262,7 +268,9 @@ class OpenAIServer:
         models: tuple[str, ...] = ("test-embedding",),
         shuffle: bool = False,
         reject_dimensions: bool = False,
+        strict_messages: bool = False,
     ) -> None:
+        self.strict_messages = strict_messages
         self.dimension = dimension
         self.models = models
         self.shuffle = shuffle

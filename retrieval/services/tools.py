@@ -64,6 +64,14 @@ class Tool:
             },
         }
 
+    @property
+    def choice(self) -> dict[str, Any]:
+        """Return the ``tool_choice`` that makes the model call this tool.
+
+        Small local models (llama.cpp) often call a tool only when it is named here.
+        """
+        return {"type": "function", "function": {"name": self.name}}
+
     def execute(self, arguments: str | Mapping[str, Any] | None) -> str:
         """Run a call with the model's ``arguments`` (a JSON string or an object).
 
@@ -281,6 +289,19 @@ def collection_tools(collection: Collection | str) -> list[Tool]:
     """Return the standard tools of a collection: ``retrieve`` and ``index_document``."""
     target = get_collection(collection)
     return [retrieve_tool(collection=target), index_tool(target)]
+
+
+def assistant_message(message: Any) -> dict[str, Any]:
+    """Return an assistant reply (the ``openai`` client's message) as a dict to send back.
+
+    ``content`` is kept (``""`` when the reply only calls tools): ``model_dump(exclude_none=True)``
+    drops it, and some servers (llama-cpp-python) answer 500 to a message without it.
+    """
+    data = (
+        message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
+    )
+    data["content"] = data.get("content") or ""
+    return data
 
 
 def run_tool_call(tools: Sequence[Tool], tool_call: Any) -> dict[str, str]:
