@@ -168,15 +168,20 @@ def test_an_openai_chat_loop_calls_retrieve_and_sends_the_result_back(atlas, ope
     client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
     tools = collection_tools(atlas)
     messages: list = [{"role": "user", "content": "Where does the sun rise?"}]
+    choice = tools[0].choice
     while True:
         reply = client.chat.completions.create(
-            model="test-chat", messages=messages, tools=[tool.spec for tool in tools]
+            model="test-chat",
+            messages=messages,
+            tools=[tool.spec for tool in tools],
+            tool_choice=choice,
         )
         message = reply.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
+        messages.append(assistant_message(message))
         if not message.tool_calls:
             break
         messages.extend(run_tool_call(tools, call) for call in message.tool_calls)
+        choice = "auto"
 
     assert message.content == "The sun rises in the east [1]."
     first, second = (r.body for r in openai_server.requests_to("/v1/chat/completions"))
