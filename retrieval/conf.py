@@ -22,6 +22,7 @@ COMPONENT_KINDS = (
     "REWRITERS",
     "RERANKERS",
     "EXTRACTORS",
+    "INDEXES",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -46,6 +47,11 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
+    # Where each collection's vectors are ranked (Collection.index names an alias). "default"
+    # is pgvector in the site's database; external engines (Milvus, Chroma) are optional.
+    "INDEXES": {
+        "default": {"BACKEND": "retrieval.services.indexes.pgvector.PgvectorIndex"},
+    },
     # Text analysis for BM25, applied at indexing and at query time alike: changing
     # "default" needs the collection's sparse index rebuilt.
     "ANALYZERS": {
@@ -55,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "RETRIEVERS": {
-        "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
+        "dense": {"BACKEND": "retrieval.services.retrievers.dense.DenseRetriever"},
         "bm25": {
             "BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever",
             "OPTIONS": {"k1": 1.2, "b": 0.75},
@@ -126,6 +132,12 @@ DEFAULTS: dict[str, Any] = {
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.
     "RUN_HEARTBEAT_TIMEOUT": 300,
+    # Share of searches kept as QueryTrace rows (0 none, 1 every one), on every face.
+    "TRACE_SAMPLE_RATE": 0.0,
+    # Traces older than this many days are deleted by retrieval_prune_traces.
+    "TRACE_RETENTION_DAYS": 30,
+    # A trace slower than this many milliseconds is "slow" in the admin's filter.
+    "TRACE_SLOW_MS": 1000,
 }
 
 

@@ -15,7 +15,7 @@ WHERE d.id = c.document_id AND d.title <> ''
 
 
 class Migration(migrations.Migration):
-    dependencies = [("retrieval", "0006_bm25_writer_lock")]
+    dependencies = [("retrieval", "0007_collection_index")]
 
     operations = [
         migrations.AddField(

@@ -33,6 +33,7 @@ from retrieval.services.chunk_context import ContextOptions, context_options, co
 from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
+from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.runs import (
@@ -182,6 +183,9 @@ def ingest(
     except BaseException as e:
         finish_run(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
+    finally:
+        if collection.external_index:
+            outbox.schedule_drain()  # the chunk triggers recorded the writes
     finish_run(run)
     return run
 
