@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+
+from retrieval.services.scope import Scope
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -33,3 +36,38 @@ def status_badge(status: str, label: str, *, title: str = "") -> str:
 def pretty_json(value: Any) -> str:
     """Return ``value`` as indented JSON for a ``<pre>`` block."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def scope_of(request: HttpRequest) -> Scope:
+    """Return the signed-in user's :class:`Scope` (superusers see everything)."""
+    cached = getattr(request, "_retrieval_scope", None)
+    if cached is None:
+        cached = request._retrieval_scope = Scope.for_user(request.user)
+    return cached
+
+
+class ScopedAdminMixin:
+    """Show staff only what the access hooks let them see; superusers see all.
+
+    ``collection_path`` and ``document_path`` lead from a row to its collection and
+    document (``None``: the row belongs to no single document).
+    """
+
+    collection_path: str = "collection"
+    document_path: str | None = None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return scope_of(request).restrict(
+            super().get_queryset(request),  # type: ignore[misc]
+            collection=self.collection_path,
+            document=self.document_path,
+        )
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "collection":
+            kwargs["queryset"] = scope_of(request).visible_collections()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+#: A collection filter listing only the collections of the rows shown (never hidden ones).
+COLLECTION_FILTER = ("collection", admin.RelatedOnlyFieldListFilter)

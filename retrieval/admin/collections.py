@@ -20,6 +20,7 @@ from retrieval.services.collections import ensure_vector_index
 from retrieval.services.registry import chunkers, embedders, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
+from .base import ScopedAdminMixin
 from .indexing import queue_reindex
 from .playground import playground_view
 
@@ -138,7 +139,8 @@ def reembed_collections(
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
+    collection_path = "pk"
     form = CollectionForm
     list_display = [
         "name",

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from retrieval.models import Document
 
-from .base import pretty_json, status_badge
+from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, status_badge
 from .highlight import segments
 from .indexing import queue_indexing
 from .uploads import UploadForm
@@ -62,7 +62,8 @@ def delete_with_chunks(
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
+    document_path = "pk"
     list_display = [
         "external_id",
         "title",
@@ -72,7 +73,7 @@ class DocumentAdmin(admin.ModelAdmin):
         "chunk_count",
         "indexed_at",
     ]
-    list_filter = ["collection", "status", "mime_type"]
+    list_filter = [COLLECTION_FILTER, "status", "mime_type"]
     search_fields = ["external_id", "title"]
     actions = [reindex_documents, delete_with_chunks]
     change_form_template = "retrieval/admin/document/change_form.html"

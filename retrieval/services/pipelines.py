@@ -123,7 +123,7 @@ class Pipeline:
         if self.rewriter is not None:
             queries = (
                 rewriters[self.rewriter]
-                .rewrite(query, collection=collection, history=history)
+                .rewrite(query, collection=collection, history=history, filters=filters)
                 .queries
             )
         legs = self.legs or {retriever_alias(collection): 1.0}
@@ -148,7 +148,7 @@ class Pipeline:
             )
         else:
             ranking = lists[0]
-        results = load_results(ranking)
+        results = load_results(ranking, filters=filters)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.
             rerank_query = queries[0] if history and self.rewriter else query
