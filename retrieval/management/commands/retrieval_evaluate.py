@@ -14,6 +14,7 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.evaluation import evaluate as run_evaluation
 from retrieval.services.evaluation import load_beir
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 
@@ -69,6 +70,7 @@ class Command(BaseCommand):
                     collection=collection,
                     retriever=options["retriever"],
                     top_k=options["top_k"],
+                    scope=Scope.ALL,  # a command acts for no user
                 )
                 return [r.chunk.document.external_id for r in results]
 
