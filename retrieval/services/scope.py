@@ -115,11 +115,9 @@ class Scope:
         Raise :class:`CollectionNotFound`, with the same message whether it is hidden
         or absent.
         """
-        from retrieval.services.search import CollectionNotFound, get_collection
+        from retrieval.services.search import CollectionNotFound
 
-        if self.collections is None:
-            return get_collection(collection)
-        visible = self.collections
+        visible = self.visible_collections()
         if isinstance(collection, Collection):
             found = visible.filter(pk=collection.pk).first()
         else:
