@@ -55,6 +55,23 @@ class ScopedAdminMixin:
 
     collection_path: str = "collection"
     document_path: str | None = None
+    #: Rows that stand for many documents (a collection): a user restricted to some
+    #: documents may neither delete them (the confirmation lists every document) nor
+    #: run actions on them (they would touch hidden documents).
+    spans_documents: bool = False
+
+    def _partial(self, request: HttpRequest) -> bool:
+        return self.spans_documents and scope_of(request).documents is not None
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._partial(request):
+            return False
+        return super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._partial(request):
+            return {}
+        return super().get_actions(request, *args, **kwargs)  # type: ignore[misc]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return scope_of(request).restrict(

@@ -141,6 +141,7 @@ def reembed_collections(
 @admin.register(Collection)
 class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
     collection_path = "pk"
+    spans_documents = True
     form = CollectionForm
     list_display = [
         "name",

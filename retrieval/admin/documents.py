@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from retrieval.models import Document
 
-from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, status_badge
+from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
 from .highlight import segments
 from .indexing import queue_indexing
 from .uploads import UploadForm
@@ -138,7 +138,12 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
         """Upload one or many files; they are stored as pending documents and indexed."""
         if not self.has_add_permission(request):
             raise PermissionDenied
-        form = UploadForm(request.POST, request.FILES) if request.method == "POST" else None
+        scope = scope_of(request)
+        form = (
+            UploadForm(request.POST, request.FILES, scope=scope)
+            if request.method == "POST"
+            else None
+        )
         if form is not None and form.is_valid():
             documents = form.save()
             self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
@@ -146,7 +151,9 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
                 level = messages.ERROR if run.documents_failed else messages.INFO
                 self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
             return HttpResponseRedirect(reverse("admin:retrieval_document_changelist"))
-        form = form or UploadForm(initial={"collection": request.GET.get("collection")})
+        form = form or UploadForm(
+            initial={"collection": request.GET.get("collection")}, scope=scope
+        )
         context = {
             **self.admin_site.each_context(request),
             "title": "Upload documents",

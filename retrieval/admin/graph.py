@@ -22,7 +22,7 @@ from retrieval.models import Collection, Entity, Triple
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.scope import Scope
 
-from .base import scope_of
+from .base import COLLECTION_FILTER, scope_of
 
 VENDOR_SCRIPT = "retrieval/vendor/cytoscape.min.js"
 MAX_HOPS = 3
@@ -65,7 +65,7 @@ class EntityAdmin(admin.ModelAdmin):
     """Entities are written by extraction; the admin browses them and opens the explorer."""
 
     list_display = ["display", "key", "collection"]
-    list_filter = ["collection"]
+    list_filter = [COLLECTION_FILTER]
     search_fields = ["key", "display"]
     change_list_template = "retrieval/admin/entity_change_list.html"
 

@@ -190,6 +190,14 @@ class DocumentViewSet(
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        existing = Document.objects.filter(
+            collection=data["collection"], external_id=data["external_id"]
+        )
+        if existing.exists() and not self.visible(existing).exists():
+            # Never replace what the caller may not read.
+            raise ValidationError(
+                {"external_id": ["A document you cannot replace has this id; choose another."]}
+            )
         if "file" in data:
             name, content, mime_type = _checked_upload(data["file"])
         else:

@@ -113,10 +113,13 @@ class Scope:
         """Return the collection (itself, its name or slug) if visible.
 
         Raise :class:`CollectionNotFound`, with the same message whether it is hidden
-        or absent.
+        or absent (under :data:`Scope.ALL` the message lists the existing collections).
         """
-        from retrieval.services.search import CollectionNotFound
+        from retrieval.services.search import CollectionNotFound, get_collection
 
+        if self is Scope.ALL:
+            # No user is involved (commands, tasks): the error may name the collections.
+            return get_collection(collection)
         visible = self.visible_collections()
         if isinstance(collection, Collection):
             found = visible.filter(pk=collection.pk).first()
