@@ -22,6 +22,7 @@ COMPONENT_KINDS = (
     "REWRITERS",
     "RERANKERS",
     "EXTRACTORS",
+    "INDEXES",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -45,6 +46,11 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
+    # Where each collection's vectors are ranked (Collection.index names an alias). "default"
+    # is pgvector in the site's database; external engines (Milvus, Chroma) are optional.
+    "INDEXES": {
+        "default": {"BACKEND": "retrieval.services.indexes.pgvector.PgvectorIndex"},
+    },
     # Text analysis for BM25, applied at indexing and at query time alike: changing
     # "default" needs the collection's sparse index rebuilt.
     "ANALYZERS": {
@@ -54,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "RETRIEVERS": {
-        "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
+        "dense": {"BACKEND": "retrieval.services.retrievers.dense.DenseRetriever"},
         "bm25": {
             "BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever",
             "OPTIONS": {"k1": 1.2, "b": 0.75},

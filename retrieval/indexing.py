@@ -144,6 +144,10 @@ def sync_host_documents(collection: Collection) -> None:
         gone = known - set(wanted)
         if gone:
             collection.documents.filter(external_id__in=gone).delete()
+            if collection.external_index:
+                from retrieval.services.indexes import outbox
+
+                outbox.schedule_drain()
 
 
 def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **_: Any):

@@ -165,6 +165,17 @@ TASKS: dict[str, Callable[..., None]] = {
 }
 
 
+def drain_index_outbox() -> None:
+    """Apply the pending operations of external indexes (see services.indexes.outbox).
+
+    Not an IndexRun: it runs after writes to an external index, and every minute on a
+    django-q2 schedule, which retries failed operations once their backoff has passed.
+    """
+    from retrieval.services.indexes import outbox
+
+    outbox.drain()
+
+
 def enqueue(
     task: Callable[..., None] | str,
     *args: Any,
@@ -295,6 +306,10 @@ def _remove(run: IndexRun, collection: Collection | None, external_id: str) -> N
         deleted, _ = Document.objects.filter(
             collection=collection, external_id=external_id
         ).delete()
+        if deleted and collection.external_index:
+            from retrieval.services.indexes import outbox
+
+            outbox.schedule_drain()
     run.documents_total = run.documents_done = 1
     run.options = {**run.options, "removed": external_id if deleted else None}
     run.save(update_fields=["options"])

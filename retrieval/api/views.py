@@ -31,6 +31,7 @@ from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.entities import entity_key
 from retrieval.services.graph.traversal import neighbourhood
+from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
 from retrieval.services.scope import Scope
@@ -113,6 +114,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
                 embedder=data.get("embedder"),
                 retriever=data.get("default_retriever") or None,
                 chunker=data.get("chunker") or None,
+                index=data.get("index") or None,
             )
         except RetrievalError as e:
             raise ValidationError(str(e)) from e
@@ -144,6 +146,11 @@ class DocumentViewSet(
 
     queryset = Document.objects.select_related("collection").defer("content")
     document_path = "pk"
+
+    def perform_destroy(self, instance: Document) -> None:
+        with transaction.atomic():
+            instance.delete()
+            outbox.changed()  # an external index drops the chunks after the commit
 
     def get_serializer_class(self) -> type:
         if self.action == "retrieve":

@@ -31,6 +31,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
+from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.runs import (
@@ -180,6 +181,9 @@ def ingest(
     except BaseException as e:
         finish_run(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
+    finally:
+        if collection.external_index:
+            outbox.schedule_drain()  # the chunk triggers recorded the writes
     finish_run(run)
     return run
 
