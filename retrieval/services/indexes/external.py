@@ -8,7 +8,8 @@ the name in one UPDATE and drops the old space: searches see one or the other.
 Ranking translates what the engine can express of the :class:`Filters`, over-fetches,
 and keeps only ids that PostgreSQL confirms under the full ``Filters.sql`` (so the
 access scope's document restriction, conditions the engine knows nothing of, and
-deletes it has not applied yet, still hold), widening the fetch until ``top_k`` survive or the engine has no more.
+deletes it has not applied yet, still hold), widening the fetch until ``top_k``
+survive or the engine has no more.
 """
 
 from __future__ import annotations
