@@ -16,9 +16,12 @@ until it joins.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -30,10 +33,12 @@ from django.urls import URLPattern, URLResolver, reverse
 from rest_framework.test import APIClient
 
 import retrieval
+import retrieval.services
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.registry import retrievers
+from retrieval.services.scope import Scope
 from retrieval.services.search import CollectionNotFound
 from retrieval.services.tools import collection_tools
 from tests.conftest import collection_of
@@ -204,12 +209,16 @@ def python_facade(user, name: str, leg: str) -> Answer:
         one = retrieval.search(QUERY, collection=name, user=user, retriever=leg, top_k=10)
         batch = retrieval.search_batch([QUERY], collection=name, user=user, retriever=leg)
         later = async_to_sync(retrieval.asearch)(QUERY, collection=name, user=user, retriever=leg)
+        many = async_to_sync(retrieval.asearch_batch)(
+            [QUERY], collection=name, user=user, retriever=leg
+        )
         tool = collection_tools(name, user=user)[0].execute({"query": QUERY, "top_k": 10})
+        graph = neighbourhood(name, "North Hub", hops=2, user=user)
     except CollectionNotFound as e:
         return Answer(404, str(e))
-    answers = [one, *batch, later]
+    answers = [one, *batch, later, *many]
     body = json.dumps([[r.to_dict() for r in a] + [a.trace] for a in answers]) + tool
-    return Answer(200, body)
+    return Answer(200, body + json.dumps(graph))
 
 
 SEARCH_FACES: dict[str, Callable[..., Answer]] = {
@@ -361,6 +370,51 @@ def _names(patterns, namespace: str) -> set[str]:
     return names
 
 
+#: Every tool of ``collection_tools`` and the test that runs it for each user.
+TOOLS_COVERED = {
+    "retrieve": "api_tools, python_facade",
+    "index_document": "test_the_index_tool_never_replaces_a_document_its_caller_cannot_read",
+}
+
+#: Every function of the Python API that takes a user or a scope, and who calls it.
+PYTHON_COVERED = {
+    "retrieval.search": "python_facade",
+    "retrieval.search_batch": "python_facade",
+    "retrieval.asearch": "python_facade",
+    "retrieval.asearch_batch": "python_facade",
+    "retrieval.services.search.search": "python_facade (retrieval.search)",
+    "retrieval.services.search.search_batch": "python_facade (retrieval.search_batch)",
+    "retrieval.services.tools.collection_tools": "python_facade",
+    "retrieval.services.tools.retrieve_tool": "python_facade (collection_tools)",
+    "retrieval.services.tools.index_tool": TOOLS_COVERED["index_document"],
+    "retrieval.services.graph.traversal.neighbourhood": "python_facade",
+}
+
+
+def scoped_python_api() -> set[str]:
+    """The facade's functions, and every public service function with a ``scope`` parameter."""
+    found = {f"retrieval.{name}" for name in retrieval._FACADE}
+    root = Path(retrieval.services.__file__).parent
+    for path in sorted(root.rglob("*.py")):  # namespace packages (no __init__) included
+        parts = path.relative_to(root.parent.parent).with_suffix("").parts
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        for name, value in vars(module).items():
+            if (
+                not name.startswith("_")
+                and inspect.isfunction(value)
+                and value.__module__ == module.__name__
+                and "scope" in inspect.signature(value).parameters
+            ):
+                found.add(f"{module.__name__}.{name}")
+    return found - {"retrieval.services.scope.resolve_scope"}  # the resolver itself
+
+
+def test_every_python_function_and_tool_is_in_the_matrix(world):
+    assert scoped_python_api() == set(PYTHON_COVERED), "add new scoped functions to the matrix"
+    tools = {tool.name for tool in collection_tools("Atlas", scope=Scope.ALL)}
+    assert tools == set(TOOLS_COVERED), "add new tools to the matrix"
+
+
 def test_every_face_is_in_the_matrix():
     from retrieval import urls as page_urls
     from retrieval.api import urls as api_urls
@@ -498,3 +552,34 @@ def test_a_document_hook_may_return_a_queryset_and_filters_cannot_widen_it(
             filters={"document_ids": [own.pk, hidden.pk]},
         )  # fmt: skip
         assert {r.chunk.document.external_id for r in narrowed} == {"doc-atlas-a"}, leg
+
+
+def test_the_index_tool_never_replaces_a_document_its_caller_cannot_read(world):
+    hidden = Document.objects.get(external_id="doc-atlas-b")
+    call = {
+        "collection": "Atlas",
+        "name": "index_document",
+        "arguments": {"content": "overwritten", "document_id": "doc-atlas-b"},
+    }
+    refused = api(world["alice"]).post("/api/tools/call/", call, format="json")
+    assert refused.status_code == 200
+    assert refused.json() == {
+        "error": "Document 'doc-atlas-b' cannot be written; choose another id."
+    }
+    tool = {t.name: t for t in collection_tools("Atlas", user=world["alice"])}["index_document"]
+    assert json.loads(tool.execute(call["arguments"])) == refused.json()
+    assert Document.objects.get(pk=hidden.pk).content_hash == hidden.content_hash
+    # A hidden collection is unknown to the tool endpoint too.
+    elsewhere = api(world["alice"]).post(
+        "/api/tools/call/", {**call, "collection": "Bestiary"}, format="json"
+    )
+    assert elsewhere.status_code == 404
+    assert elsewhere.json() == {"collection": ["No collection 'Bestiary'."]}
+    # Who may read it may replace it.
+    allowed = json.loads(
+        {t.name: t for t in collection_tools("Atlas", user=world["bob"])}["index_document"].execute(
+            call["arguments"]
+        )
+    )
+    assert allowed["status"] == "indexed"
+    assert Document.objects.get(pk=hidden.pk).content_hash != hidden.content_hash
