@@ -74,14 +74,16 @@ def _is_superuser(user: Any) -> bool:
 class Scope:
     """What a search may see: visible collections and, optionally, visible documents.
 
-    ``collections`` and ``documents`` are querysets (``None``: no restriction). Build
-    one with :meth:`for_user`, or use :data:`Scope.ALL` where no user is involved
+    ``collections`` and ``documents`` are querysets (``None``: no restriction);
+    ``user`` is who the scope was built for (``None`` for :data:`Scope.ALL`). Build one
+    with :meth:`for_user`, or use :data:`Scope.ALL` where no user is involved
     (management commands, tasks).
     """
 
     collections: QuerySet[Collection] | None = None
     documents: QuerySet[Document] | None = None
     label: str = field(default="all")
+    user: Any = field(default=None, repr=False)
 
     ALL: ClassVar[Scope]
 
@@ -91,13 +93,14 @@ class Scope:
         if user is None:
             raise TypeError("Scope.for_user() needs a user; pass AnonymousUser() for nobody.")
         if _is_superuser(user):
-            return cls(label="superuser")
+            return cls(label="superuser", user=user)
         from retrieval.services.access import allowed_collections
 
         return cls(
             collections=allowed_collections(user),
             documents=_visible_documents(user),
             label=f"user {getattr(user, 'pk', None)!r}",
+            user=user,
         )
 
     @property
