@@ -40,7 +40,6 @@ def run_dataset(name: str) -> None:
     from retrieval.services.registry import analyzers, embedders, retrievers
     from retrieval.services.scope import Scope
     from retrieval.services.search import search
-    from retrieval.services.sparse.index import bm25_text
 
     def ranked(q: str, retriever: str) -> list:
         # A benchmark acts for no user.
@@ -108,7 +107,7 @@ def run_dataset(name: str) -> None:
     stopwords = sorted(analyzer.stopwords)
     stemmer = Stemmer.Stemmer("english")
     corpus_tokens = bm25s.tokenize(
-        [bm25_text(c.document.title, c.content) for c in chunks],
+        [c.indexed_text for c in chunks],
         stopwords=stopwords,
         stemmer=stemmer,
         show_progress=False,

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
     "CHUNKERS": {
@@ -108,6 +109,10 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRIEVER": "hybrid",
     # Alias of the extractor retrieval_extract_graph uses when none is named.
     "DEFAULT_EXTRACTOR": "default",
+    # What is embedded and BM25-indexed for a chunk: its content after a header with the
+    # document's title, the chunk's heading path and these metadata keys' values
+    # (services.chunk_context). None: the content alone. Changing it needs a reindex.
+    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": []},
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.
@@ -134,6 +139,12 @@ DEFAULTS: dict[str, Any] = {
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.
     "RUN_HEARTBEAT_TIMEOUT": 300,
+    # Share of searches kept as QueryTrace rows (0 none, 1 every one), on every face.
+    "TRACE_SAMPLE_RATE": 0.0,
+    # Traces older than this many days are deleted by retrieval_prune_traces.
+    "TRACE_RETENTION_DAYS": 30,
+    # A trace slower than this many milliseconds is "slow" in the admin's filter.
+    "TRACE_SLOW_MS": 1000,
 }
 
 

@@ -118,6 +118,9 @@ class Chunk(models.Model):
     heading_path = models.JSONField(default=list, blank=True)
     token_count = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
+    # The header (title, heading path, chosen metadata) put before ``content`` when the
+    # chunk was embedded and BM25-indexed (services.chunk_context); "" for none.
+    indexed_prefix = models.TextField(blank=True, default="", editable=False)
     # No fixed dimension: collections of different dimensions share the table,
     # each indexed by a partial expression index over ``embedding::vector(n)``.
     embedding = VectorField(null=True, blank=True)
@@ -139,6 +142,13 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} #{self.index}"
+
+    @property
+    def indexed_text(self) -> str:
+        """Return the text that was embedded and BM25-indexed: header, blank line, content."""
+        from retrieval.services.chunk_context import indexed_text
+
+        return indexed_text(self.indexed_prefix, self.content)
 
 
 class Triple(models.Model):
@@ -304,3 +314,22 @@ class IndexOperation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
+
+
+from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+
+__all__ = [
+    "Chunk",
+    "Collection",
+    "Document",
+    "Entity",
+    "EvalQuery",
+    "EvalRun",
+    "EvalSet",
+    "GraphExtraction",
+    "IndexOperation",
+    "IndexRun",
+    "Judgment",
+    "QueryTrace",
+    "Triple",
+]

@@ -187,7 +187,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
     change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:
-        css = {"all": ["retrieval/admin/admin.css"]}
+        css = {"all": ["retrieval/admin/admin.css", "retrieval/admin/quality.css"]}
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.

@@ -119,6 +119,9 @@ class DocumentSerializer(serializers.ModelSerializer):
 class ChunkSerializer(serializers.ModelSerializer):
     document = serializers.CharField(source="document.external_id", read_only=True)
     collection = serializers.CharField(source="collection.slug", read_only=True)
+    indexed_text = serializers.CharField(
+        read_only=True, help_text="What was embedded and BM25-indexed: a header, then content."
+    )
 
     class Meta:
         model = Chunk
@@ -135,6 +138,7 @@ class ChunkSerializer(serializers.ModelSerializer):
             "heading_path",
             "token_count",
             "metadata",
+            "indexed_text",
         ]
         read_only_fields = fields
 

@@ -16,6 +16,7 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -132,14 +133,17 @@ class Pipeline:
         lists: list[list[ScoredChunk]] = []
         names: list[str] = []
         weights: list[float] = []
+        leg_ms: dict[str, float] = {}
         for number, text in enumerate(queries):
             for alias, weight in legs.items():
+                started = time.perf_counter()
                 lists.append(
                     retrievers[alias].rank(
                         text, collection=collection, top_k=depth, filters=filters
                     )
                 )
                 names.append(alias if len(queries) == 1 else f"{alias}:q{number}")
+                leg_ms[names[-1]] = round((time.perf_counter() - started) * 1000, 2)
                 weights.append(weight)
         if fused:
             options: dict[str, Any] = {"k": self.k} if self.fusion == "rrf" else {}
@@ -162,6 +166,11 @@ class Pipeline:
                 retrievers=list(legs),
                 fused_lists=len(lists) if fused else 0,
                 reranker=self.reranker,
+                leg_ms=leg_ms,
+                candidates={
+                    name: [[item.chunk_id, item.score] for item in ranked[:100]]
+                    for name, ranked in zip(names, lists, strict=True)
+                },
             )
         return results[:top_k]
 

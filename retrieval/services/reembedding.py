@@ -26,6 +26,7 @@ from django.db.models import Count
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, IndexRun
+from retrieval.services.chunk_context import indexed_text
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
 from retrieval.services.registry import embedders
@@ -104,7 +105,12 @@ def _not_yet(collection: Collection):
 
 def _embed_next(chunks, embedder: BaseEmbedder) -> int:
     """Embed ``chunks`` into ``embedding_next``; return how many were written."""
-    rows = list(chunks.order_by("pk").values_list("pk", "content"))
+    rows = [
+        (pk, indexed_text(prefix, content))
+        for pk, prefix, content in chunks.order_by("pk").values_list(
+            "pk", "indexed_prefix", "content"
+        )
+    ]
     batch = int(retrieval_settings.EMBED_BATCH_SIZE)
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]

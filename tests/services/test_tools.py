@@ -90,7 +90,8 @@ def test_retrieve_runs_a_call_and_answers_json(atlas):
             }
         ]
     }
-    assert answer["results"][0]["score"] == pytest.approx(2**-0.5)  # [1,0,1]/√2 · [1,0,0]
+    # Embedded with its title: "North\n\nNorth is up on the map." is [2,0,1]/√5.
+    assert answer["results"][0]["score"] == pytest.approx(2 / 5**0.5)
     assert len(json.loads(tool.execute({"query": "north"}))["results"]) == 2  # default top_k 5
 
 
