@@ -34,7 +34,18 @@ from rest_framework.test import APIClient
 
 import retrieval
 import retrieval.services
-from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
+from retrieval.models import (
+    Chunk,
+    Collection,
+    Document,
+    EvalQuery,
+    EvalRun,
+    EvalSet,
+    IndexRun,
+    Judgment,
+    QueryTrace,
+    Triple,
+)
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.registry import retrievers
@@ -125,6 +136,26 @@ def world(graph_settings, retrieval_settings):
             user.save()
         users[username] = user
     return users
+
+
+@pytest.fixture
+def quality(world, retrieval_settings):
+    """Per collection: a golden set judging every chunk, a finished run, and traces."""
+    from retrieval.services import goldens
+    from retrieval.services.eval_runs import create_eval_run
+
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    for name in DOCS:
+        collection = Collection.objects.get(name=name)
+        eval_set = EvalSet.objects.create(name=f"{name} gold", collection=collection)
+        for chunk in Chunk.objects.filter(collection=collection).select_related("document"):
+            goldens.judge(eval_set, QUERY, chunk, grade=1)
+        run = create_eval_run(eval_set, "default", top_k=10, sync=True)
+        assert run.status == EvalRun.Status.SUCCEEDED, run.message
+        retrieval.search(QUERY, collection=name, user=world["root"])  # names every document
+    retrieval.search(QUERY, collection="Bestiary", user=world["stella"])  # her own trace
+    assert QueryTrace.objects.filter(user=world["stella"]).count() == 1
+    retrieval_settings(TRACE_SAMPLE_RATE=0)
 
 
 @dataclass
@@ -254,6 +285,9 @@ def api_browse(user, name: str) -> Answer:
     responses = [client.get(url) for url in urls]
     for document in Document.objects.filter(external_id__in=ids):
         responses.append(client.post(f"/api/documents/{document.pk}/reindex/"))
+        for chunk in document.chunks.all():
+            vote = {"collection": slug, "query": QUERY, "chunk_id": chunk.pk, "relevant": True}
+            responses.append(client.post("/api/feedback/", vote, format="json"))
     for run in IndexRun.objects.filter(collection__name=name):
         responses.append(client.post(f"/api/index-runs/{run.pk}/retry/"))
         responses.append(client.post(f"/api/index-runs/{run.pk}/cancel/"))
@@ -317,10 +351,49 @@ def admin_browse(user, name: str) -> Answer:
     return Answer(status, " ".join(r.content.decode() for r in responses if r.status_code == 200))
 
 
+#: The quality screens' models, and the path from each to its collection.
+QUALITY_MODELS = {
+    "querytrace": ("collection", QueryTrace),
+    "evalset": ("collection", EvalSet),
+    "evalquery": ("eval_set__collection", EvalQuery),
+    "judgment": ("query__eval_set__collection", Judgment),
+    "evalrun": ("eval_set__collection", EvalRun),
+}
+
+
+def admin_quality(user, name: str) -> Answer:
+    """Traces, golden sets, queries, judgments and runs: lists, pages, import, compare, judge."""
+    client = browser(user)
+    pk = collection_pk(name)
+    first = reverse("admin:retrieval_querytrace_changelist")
+    responses = [client.get(first, {"collection__id__exact": pk})]
+    for model_name, (path, model) in QUALITY_MODELS.items():
+        url = reverse(f"admin:retrieval_{model_name}_changelist")
+        responses.append(client.get(url, {f"{path}__id__exact": pk}))
+        responses.append(client.get(reverse(f"admin:retrieval_{model_name}_add")))
+        for obj in model.objects.filter(**{f"{path}__name": name}):
+            for view in ("change", "history", "delete"):
+                url = reverse(f"admin:retrieval_{model_name}_{view}", args=[obj.pk])
+                responses.append(client.get(url))
+    responses.append(client.get(reverse("admin:retrieval_evalset_import")))
+    for run in EvalRun.objects.filter(eval_set__collection__name=name):
+        compare = {"first": run.pk, "second": run.pk}
+        responses.append(client.get(reverse("admin:retrieval_evalrun_compare"), compare))
+    for eval_set in EvalSet.objects.all():  # every set and every chunk, hidden ones too
+        for chunk in Chunk.objects.filter(document__external_id__in=DOCS.get(name, {})):
+            vote = {"eval_set": eval_set.pk, "chunk": chunk.pk, "grade": 1, "query": "judged"}
+            responses.append(client.post(reverse("admin:retrieval_judge"), vote))
+    bodies = [r.content.decode() for r in responses if r.status_code == 200]
+    if user.is_authenticated:  # what this user's judging wrote
+        bodies += Judgment.objects.filter(created_by=user).values_list("target", flat=True)
+    return Answer(responses[0].status_code, " ".join(bodies))
+
+
 BROWSE_FACES: dict[str, Callable[..., Answer]] = {
     "api_browse": api_browse,
     "graph_explorer": graph_explorer,
     "admin_browse": admin_browse,
+    "admin_quality": admin_quality,
 }
 
 #: Every URL name of the app, and the face that covers it (or why none need to).
@@ -344,6 +417,7 @@ COVERED = {
     "retrieval-api:indexrun-detail": "api_browse (no run is visible to a restricted user)",
     "retrieval-api:indexrun-cancel": "api_browse",
     "retrieval-api:indexrun-retry": "api_browse",
+    "retrieval-api:feedback": "api_browse",
     "retrieval-api:api-root": "none needed: lists endpoint URLs, no data",
     "retrieval-api:schema": "none needed: the OpenAPI schema, no data",
     "retrieval-api:docs": "none needed: Swagger UI, no data",
@@ -352,6 +426,14 @@ COVERED = {
     "admin:retrieval_graph_neighbourhood": "graph_explorer",
     "admin:retrieval_graph_entities": "graph_explorer",
     "admin:retrieval_indexrun_progress": "admin_browse",
+    "admin:retrieval_evalset_import": "admin_quality",
+    "admin:retrieval_evalrun_compare": "admin_quality",
+    "admin:retrieval_judge": "admin_quality",
+    **{
+        f"admin:retrieval_{model}_{view}": "admin_quality"
+        for model in QUALITY_MODELS
+        for view in ("changelist", "add", "change", "history", "delete")
+    },
     **{
         f"admin:retrieval_{model}_{view}": "admin_browse"
         for model in ADMIN_MODELS
@@ -444,7 +526,7 @@ def check(face: str, leg: str, username: str, name: str, answer: Answer, missing
     found = shown(answer.body)
     # The admin's changelists ignore a collection filter they do not offer (a hidden or
     # missing collection): they then list everything the user may see.
-    wide = face == "admin_browse"
+    wide = face in ("admin_browse", "admin_quality")
     may_see = everything_visible(username) if wide else (allowed or set())
     leaked = found - may_see
     assert not leaked, f"{where}: leaked {sorted(leaked)}"
@@ -475,7 +557,7 @@ SAME_BODY = {*SEARCH_FACES, "api_browse", "graph_explorer"}
 REFUSED = {
     *(("anonymous", face) for face in (*SEARCH_FACES, *BROWSE_FACES) if face != "python_facade"),
     *((user, face) for user in ("alice", "bob") for face in ("playground", "graph_explorer")),
-    *((user, "admin_browse") for user in ("alice", "bob")),
+    *((user, face) for user in ("alice", "bob") for face in ("admin_browse", "admin_quality")),
 }
 
 
@@ -503,7 +585,7 @@ def test_search_faces_show_each_user_only_what_they_may_see(world, face):
 
 
 @pytest.mark.parametrize("face", sorted(BROWSE_FACES))
-def test_browse_faces_show_each_user_only_what_they_may_see(world, face):
+def test_browse_faces_show_each_user_only_what_they_may_see(world, quality, face):
     run = BROWSE_FACES[face]
     for username in USERS:
         user = world[username]

@@ -86,5 +86,36 @@ class ScopedAdminMixin:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
 
+class QualityScopedAdminMixin(ScopedAdminMixin):
+    """Golden sets, their queries, judgments and runs judge a collection's documents as a whole.
+
+    Staff whom ``DOCUMENT_ACCESS`` restricts to some documents see none of them (403,
+    absent from the admin index); other staff see those of the collections they may see.
+    """
+
+    def _document_restricted(self, request: HttpRequest) -> bool:
+        return scope_of(request).documents is not None
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_view_permission(request, obj)  # type: ignore[misc]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_delete_permission(request, obj)
+
+
 #: A collection filter listing only the collections of the rows shown (never hidden ones).
 COLLECTION_FILTER = ("collection", admin.RelatedOnlyFieldListFilter)
