@@ -665,3 +665,30 @@ def test_the_index_tool_never_replaces_a_document_its_caller_cannot_read(world):
     )
     assert allowed["status"] == "indexed"
     assert Document.objects.get(pk=hidden.pk).content_hash != hidden.content_hash
+
+
+def test_staff_restricted_to_collections_only_see_their_quality_records(
+    world, quality, retrieval_settings
+):
+    retrieval_settings(DOCUMENT_ACCESS=None)  # stella: every document of Bestiary, no Atlas
+    client = browser(world["stella"])
+    for model_name, (path, model) in QUALITY_MODELS.items():
+        listed = client.get(reverse(f"admin:retrieval_{model_name}_changelist"))
+        assert listed.status_code == 200, model_name
+        rows = set(listed.context["cl"].result_list)
+        assert rows == set(model.objects.filter(**{f"{path}__name": "Bestiary"})), model_name
+        assert rows, model_name  # root's trace of Bestiary too, not only her own
+        missing = client.get(reverse(f"admin:retrieval_{model_name}_change", args=[999_999]))
+        for obj in model.objects.filter(**{f"{path}__name": "Atlas"}):
+            url = reverse(f"admin:retrieval_{model_name}_change", args=[obj.pk])
+            assert client.get(url).status_code == missing.status_code != 200, model_name
+    atlas_set = EvalSet.objects.get(name="Atlas gold")
+    chunk = Chunk.objects.filter(collection__name="Atlas").first()
+    before = Judgment.objects.count()
+    vote = {"eval_set": atlas_set.pk, "chunk": chunk.pk, "grade": 0, "query": "judged"}
+    client.post(reverse("admin:retrieval_judge"), vote)
+    assert Judgment.objects.count() == before
+    runs = EvalRun.objects.order_by("pk")
+    compare = {"first": runs[0].pk, "second": runs[0].pk}  # Atlas's run
+    shown_runs = client.get(reverse("admin:retrieval_evalrun_compare"), compare, follow=True)
+    assert "Choose two existing runs to compare." in shown_runs.content.decode()
