@@ -156,10 +156,10 @@ def test_e020_collection_access_that_does_not_import(retrieval_settings):
 
 
 def test_e014_document_access_that_does_not_import(retrieval_settings):
-    retrieval_settings(DOCUMENT_ACCESS="tests.scope_access.nowhere")
+    retrieval_settings(DOCUMENT_ACCESS="tests.scope.access.nowhere")
     (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
-    assert "RETRIEVAL['DOCUMENT_ACCESS']: cannot import 'tests.scope_access.nowhere'" in message.msg
-    retrieval_settings(DOCUMENT_ACCESS="tests.scope_access.documents")
+    assert "RETRIEVAL['DOCUMENT_ACCESS']: cannot import 'tests.scope.access.nowhere'" in message.msg
+    retrieval_settings(DOCUMENT_ACCESS="tests.scope.access.documents")
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
 
 
