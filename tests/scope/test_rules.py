@@ -20,7 +20,7 @@ from retrieval.models import (
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.tools import collection_tools
 from tests.scope.conftest import DOCS, QUERY, shown
-from tests.scope.faces import QUALITY_MODELS, api, browser, legs
+from tests.scope.faces import QUALITY_MODELS, api, browser, collection_pk, legs
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +121,13 @@ def test_staff_restricted_to_collections_only_see_their_quality_records(
     compare = {"first": runs[0].pk, "second": runs[0].pk}  # Atlas's run
     shown_runs = client.get(reverse("admin:retrieval_evalrun_compare"), compare, follow=True)
     assert "Choose two existing runs to compare." in shown_runs.content.decode()
+
+
+def test_judge_buttons_are_offered_only_to_staff_who_may_judge(world, quality):
+    params = {"collection": collection_pk("Bestiary"), "query": QUERY, "left": "bm25"}
+    params |= {"right": "dense", "top_k": 10}
+    url = reverse("admin:retrieval_playground")
+    restricted = browser(world["stella"]).get(url, params)
+    assert restricted.status_code == 200 and restricted.context["columns"]
+    assert "retrieval-judge" not in restricted.content.decode()
+    assert "retrieval-judge" in browser(world["root"]).get(url, params).content.decode()
