@@ -27,6 +27,12 @@ from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_d
 #: Rows per query_iterator page when listing a space's ids.
 PAGE = 5000
 
+#: Keep-alive pings no more often than gRPC servers accept by default (5 minutes).
+IDLE_FRIENDLY_GRPC = {
+    "grpc.keepalive_time_ms": 300_000,
+    "grpc.keepalive_permit_without_calls": False,
+}
+
 
 class MilvusIndex(ExternalIndex):
     """Chunk vectors in Milvus (or Milvus Lite), one Milvus collection per space."""
@@ -39,6 +45,7 @@ class MilvusIndex(ExternalIndex):
         db_name: str = "",
         consistency_level: str = "Strong",
         index_type: str = "HNSW",
+        grpc_options: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -47,6 +54,9 @@ class MilvusIndex(ExternalIndex):
         self.uri, self.token, self.db_name = uri, token, db_name
         self.consistency_level = consistency_level
         self.index_type = index_type
+        # pymilvus pings an idle channel every 10 s; servers with gRPC's default policy
+        # (Milvus Lite among them) answer "too many pings" and drop the connection.
+        self.grpc_options = {**IDLE_FRIENDLY_GRPC, **(grpc_options or {})}
         self._client = None
         self._loaded: set[str] = set()
 
@@ -55,7 +65,12 @@ class MilvusIndex(ExternalIndex):
         if self._client is None:
             from pymilvus import MilvusClient
 
-            self._client = MilvusClient(uri=self.uri, token=self.token, db_name=self.db_name)
+            self._client = MilvusClient(
+                uri=self.uri,
+                token=self.token,
+                db_name=self.db_name,
+                grpc_options=self.grpc_options,
+            )
         return self._client
 
     def reset(self) -> None:
