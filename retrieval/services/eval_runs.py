@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from retrieval.exceptions import RetrievalError
@@ -44,7 +43,7 @@ def create_eval_run(
     An unknown pipeline or a bad ``top_k`` raises :class:`RetrievalError` before anything
     is written.
     """
-    from retrieval.tasks import _async_task, runs_inline
+    from retrieval.tasks import push_after_commit, runs_inline
 
     if not isinstance(top_k, int) or top_k < 1:
         raise RetrievalError(f"top_k must be a positive integer, not {top_k!r}.")
@@ -59,23 +58,13 @@ def create_eval_run(
         execute(run.pk)
         run.refresh_from_db()
         return run
-    async_task = _async_task()
-    run_id = run.pk
-
-    def push() -> None:
-        try:
-            task_id = async_task(
-                "retrieval.services.eval_runs.execute",
-                run_id,
-                q_options={"task_name": f"retrieval.evaluate run {run_id}", "group": "retrieval"},
-            )
-        except Exception as e:  # the broker is down: say so on the run
-            logger.exception("Could not enqueue eval run #%s", run_id)
-            _fail(run_id, f"Could not reach the task broker: {e}")
-            return
-        EvalRun.objects.filter(pk=run_id).update(task_id=str(task_id))
-
-    transaction.on_commit(push)
+    push_after_commit(
+        "retrieval.services.eval_runs.execute",
+        run.pk,
+        task_name=f"retrieval.evaluate run {run.pk}",
+        queued=lambda task_id: EvalRun.objects.filter(pk=run.pk).update(task_id=task_id),
+        unreachable=lambda message: _fail(run.pk, message),
+    )
     return run
 
 

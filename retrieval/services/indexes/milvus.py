@@ -70,6 +70,7 @@ class MilvusIndex(ExternalIndex):
                 token=self.token,
                 db_name=self.db_name,
                 grpc_options=self.grpc_options,
+                dedicated=True,  # a shared connection keeps the options of whoever opened it
             )
         return self._client
 
