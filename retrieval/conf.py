@@ -126,6 +126,13 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # Dotted path to a function (user) -> Q on Document | QuerySet[Document] | None (None:
+    # every document of the visible collections) restricting every search leg, tool and
+    # graph walk to the documents a user may see; unset, no document restriction.
+    "DOCUMENT_ACCESS": None,
+    # The plain search page (retrieval.urls) requires a signed-in user unless this is
+    # True; it always lists and searches only what the visitor may see.
+    "SEARCH_PAGE_PUBLIC": False,
     # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
     # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
     "TASKS_SYNC": None,
