@@ -115,6 +115,9 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
+    # stay on the primary. None: the alias Django's router picks for reads.
+    "SEARCH_DATABASE": None,
     # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
     # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
     "TASKS_SYNC": None,

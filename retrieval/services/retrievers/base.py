@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrieval.models import Chunk, Collection
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -85,7 +86,9 @@ def check_top_k(top_k: object) -> None:
 
 def load_results(scored: Sequence[ScoredChunk]) -> list[RetrievalResult]:
     """Load the chunks (with their documents) of a ranking in one query."""
-    chunks = Chunk.objects.for_results().in_bulk([s.chunk_id for s in scored])
+    chunks = (
+        Chunk.objects.using(search_database()).for_results().in_bulk([s.chunk_id for s in scored])
+    )
     present = [s for s in scored if s.chunk_id in chunks]  # deleted since it was ranked
     return [
         RetrievalResult(

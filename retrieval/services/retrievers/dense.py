@@ -6,8 +6,9 @@ import numpy as np
 from django.db import connections, transaction
 
 from retrieval.exceptions import DimensionMismatchError
-from retrieval.models import Chunk, Collection
+from retrieval.models import Collection
 from retrieval.services.collections import embedder_for
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.retrievers.base import BaseRetriever, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
@@ -56,8 +57,8 @@ class PgvectorRetriever(BaseRetriever):
     ) -> list[ScoredChunk]:
         """Return the ids and similarities of the ``top_k`` chunks nearest to ``vector``."""
         with (
-            transaction.atomic(using=Chunk.objects.db),
-            connections[Chunk.objects.db].cursor() as cursor,
+            transaction.atomic(using=(alias := search_database())),
+            connections[alias].cursor() as cursor,
         ):
             cursor.execute(*self._prepared_query(cursor, vector, collection, filters, top_k))
             rows = cursor.fetchall()
@@ -76,8 +77,8 @@ class PgvectorRetriever(BaseRetriever):
     ) -> str:
         """Return PostgreSQL's plan for the query :meth:`rank_vector` runs."""
         with (
-            transaction.atomic(using=Chunk.objects.db),
-            connections[Chunk.objects.db].cursor() as cursor,
+            transaction.atomic(using=(alias := search_database())),
+            connections[alias].cursor() as cursor,
         ):
             sql, params = self._prepared_query(cursor, vector, collection, filters, top_k)
             cursor.execute("EXPLAIN " + sql, params)
