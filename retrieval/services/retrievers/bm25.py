@@ -102,3 +102,14 @@ class BM25Retriever(BaseRetriever):
         with connections[search_database()].cursor() as cursor:
             cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+
+    def pruning(
+        self, terms: list[str], *, collection: Collection, top_k: int
+    ) -> tuple[list[str], list[str], float]:
+        """Return the terms whose postings a top-``top_k`` reads whole, the skipped ones, θ."""
+        sql = pruned_sql(collection_id=collection.pk, top_k=top_k, filter_sql="", split=True)
+        params = [self.k1, self.b, self.k1, self.b, list(terms), top_k, 2 * top_k]
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(sql, params)
+            essential, others, theta = cursor.fetchone()
+        return sorted(essential or []), sorted(others or []), float(theta or 0)

@@ -18,8 +18,9 @@ cannot change it are skipped. Filters apply to the pilots and the candidates ali
 
 from __future__ import annotations
 
-# Parameters, in order: k1, b, k1, b, terms, k, [filter], pilot count, [filter], k.
-PRUNED_SQL = """
+# Parameters, in order: k1, b, k1, b, terms, k, [filter], pilot count (the head),
+# then [filter], k (the tail).
+PRUNED_HEAD = """
 WITH n AS MATERIALIZED (
     SELECT %s::float8 * (1 - %s::float8) AS a,
            %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
@@ -69,7 +70,9 @@ split AS MATERIALIZED (
            coalesce(max(bound_upto) FILTER (WHERE bound_upto < theta), 0) AS others_bound,
            max(theta) AS theta
     FROM ranked, theta
-),
+)"""
+
+PRUNED_TAIL = """,
 candidates AS MATERIALIZED (
     SELECT p.chunk_id, sum(r.w * p.tf / (p.tf + n.a + n.b * p.dl)) AS partial
     FROM split, n, ranked r, retrieval_bm25_posting p
@@ -91,8 +94,13 @@ LIMIT %s
 """
 
 
-def pruned_sql(*, collection_id: int, top_k: int, filter_sql: str) -> str:
-    """Return the statement for one collection and k (both inlined: they are integers)."""
-    return PRUNED_SQL.format(
+def pruned_sql(*, collection_id: int, top_k: int, filter_sql: str, split: bool = False) -> str:
+    """Return the statement for one collection and k (both inlined: they are integers).
+
+    ``split=True`` returns just the essential terms, the others and θ (the head's
+    parameters only): what a query would prune, for tests and benchmarks.
+    """
+    tail = "\nSELECT essential, others, theta FROM split" if split else PRUNED_TAIL
+    return (PRUNED_HEAD + tail).format(
         collection=int(collection_id), k_minus_1=int(top_k) - 1, filter=filter_sql
     )
