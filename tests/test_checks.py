@@ -153,3 +153,11 @@ def test_e020_collection_access_that_does_not_import(retrieval_settings):
     assert "is not a function of the user" in message.msg
     retrieval_settings(COLLECTION_ACCESS="tests.api.access.by_username")
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
+
+
+def test_e030_search_database_that_names_no_alias(retrieval_settings):
+    retrieval_settings(SEARCH_DATABASE="replica")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E030"]
+    assert "'replica', which is not in DATABASES" in message.msg and "default" in message.hint
+    retrieval_settings(SEARCH_DATABASE="default")
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E030"] == []
