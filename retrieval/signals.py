@@ -13,11 +13,22 @@ from .models import Collection, Document
 def drop_collection_vector_index(
     sender: type, instance: Collection, using: str, **kwargs: Any
 ) -> None:
-    """Drop a deleted collection's partial HNSW index once the delete commits."""
-    from .services.collections import drop_vector_index
+    """Drop a deleted collection's space in its index.
 
-    collection_id = instance.pk
-    transaction.on_commit(lambda: drop_vector_index(collection_id), using=using)
+    pgvector's HNSW index is dropped once the delete commits; an external index gets
+    a "drop" operation in the outbox, in the delete's own transaction.
+    """
+    from .services.indexes import outbox
+    from .services.registry import indexes
+
+    collection_id, alias = instance.pk, instance.index or "default"
+    if alias not in indexes:
+        return  # an index unconfigured since: nothing this site can drop
+    index = indexes[alias]
+    if index.transactional:
+        transaction.on_commit(lambda: index.drop_space(collection_id), using=using)
+    else:
+        outbox.record_drop(collection_id, alias, using=using)
 
 
 @receiver(pre_save, sender=Document, dispatch_uid="retrieval_delete_replaced_source")

@@ -117,8 +117,8 @@ def extract_graph(
 
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Index a registered host object (see :mod:`retrieval.indexing`)."""
-    from retrieval.indexing import registration
     from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.hosts import registration
     from retrieval.services.indexing import ingest
 
     def work(run: IndexRun) -> None:
@@ -138,7 +138,7 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
 
 def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Remove a deleted (or no longer wanted) host object's document and chunks."""
-    from retrieval.indexing import registration
+    from retrieval.services.hosts import registration
 
     def work(run: IndexRun) -> None:
         entry = registration(model_label)
@@ -163,6 +163,17 @@ TASKS: dict[str, Callable[..., None]] = {
         remove_object,
     )
 }
+
+
+def drain_index_outbox() -> None:
+    """Apply the pending operations of external indexes (see services.indexes.outbox).
+
+    Not an IndexRun: it runs after writes to an external index, and every minute on a
+    django-q2 schedule, which retries failed operations once their backoff has passed.
+    """
+    from retrieval.services.indexes import outbox
+
+    outbox.drain()
 
 
 def enqueue(
@@ -192,26 +203,45 @@ def enqueue(
         TASKS[name](*args, run_id=run.pk, **kwargs)
         run.refresh_from_db()
         return run
+    push_after_commit(
+        f"retrieval.tasks.{name}",
+        *args,
+        run_id=run.pk,
+        task_name=f"retrieval.{name} run {run.pk}",
+        queued=lambda task_id: IndexRun.objects.filter(pk=run.pk).update(task_id=task_id),
+        unreachable=lambda message: runs.finish_run(run, failure=message),
+        **kwargs,
+    )
+    return run
+
+
+def push_after_commit(
+    func: str,
+    *args: Any,
+    task_name: str,
+    queued: Callable[[str], Any],
+    unreachable: Callable[[str], Any],
+    **kwargs: Any,
+) -> None:
+    """Once the transaction commits, hand ``func(*args, **kwargs)`` to django-q2.
+
+    ``queued`` receives the task id; ``unreachable`` the reason the broker refused it,
+    to be said on the run rather than in a 500.
+    """
     async_task = _async_task()
-    run_id = run.pk
 
     def push() -> None:
         try:
             task_id = async_task(
-                f"retrieval.tasks.{name}",
-                *args,
-                run_id=run_id,
-                q_options={"task_name": f"retrieval.{name} run {run_id}", "group": "retrieval"},
-                **kwargs,
+                func, *args, q_options={"task_name": task_name, "group": "retrieval"}, **kwargs
             )
-        except Exception as e:  # the broker is down: say so on the run, not in a 500
-            logger.exception("Could not enqueue index run #%s", run_id)
-            runs.finish_run(run, failure=f"Could not reach the task broker: {e}")
+        except Exception as e:  # the broker is down
+            logger.exception("Could not enqueue %s", task_name)
+            unreachable(f"Could not reach the task broker: {e}")
             return
-        IndexRun.objects.filter(pk=run_id).update(task_id=str(task_id))
+        queued(str(task_id))
 
     transaction.on_commit(push)
-    return run
 
 
 def retry(run: IndexRun, *, created_by: Any = None, sync: bool | None = None) -> IndexRun:
@@ -295,6 +325,10 @@ def _remove(run: IndexRun, collection: Collection | None, external_id: str) -> N
         deleted, _ = Document.objects.filter(
             collection=collection, external_id=external_id
         ).delete()
+        if deleted and collection.external_index:
+            from retrieval.services.indexes import outbox
+
+            outbox.schedule_drain()
     run.documents_total = run.documents_done = 1
     run.options = {**run.options, "removed": external_id if deleted else None}
     run.save(update_fields=["options"])

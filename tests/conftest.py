@@ -13,7 +13,8 @@ from retrieval.conf import DEFAULTS
 pytest_plugins = ["tests.browser"]
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+#: A small BEIR-layout set written for the tests: 40 how-to notes, 14 judged questions.
+MINIBEIR = Path(__file__).resolve().parent / "data" / "minibeir"
 
 KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
 

@@ -18,6 +18,7 @@ what the client sent::
 
     server.queue_chat(assistant(tool_calls=[tool_call("retrieve", {"query": "north"})]))
     server.queue_chat("North is up [1].")          # plain text, or a callable(request)
+    server.queue_chat(truncated('{"score": 0.'))   # cut at max_tokens (finish_reason "length")
     ...
     sent = server.requests_to("/v1/chat/completions")[1].body["messages"]
 """
@@ -93,6 +94,16 @@ def delay_fault(seconds: float) -> Handler:
     def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
         server.stopping.wait(seconds)
         return server.route_reply(request)
+
+    return handle
+
+
+def hang_fault() -> Handler:
+    """Never answer (until the server stops): a hung server, for every attempt it catches."""
+
+    def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
+        server.stopping.wait()
+        return error_reply(503, "server stopped")
 
     return handle
 
@@ -182,12 +193,21 @@ def assistant(content: str | None = None, tool_calls: list[dict[str, Any]] | Non
     return message
 
 
+def truncated(content: str) -> dict[str, Any]:
+    """Return an assistant answer cut at ``max_tokens`` (``finish_reason`` ``"length"``)."""
+    return {**assistant(content), "finish_reason": "length"}
+
+
 def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
     """Answer ``POST /v1/chat/completions`` with the next queued answer, or with an echo
     of the last user message when none is queued."""
     body = request.body
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return error_reply(400, "body must be a JSON object with a 'messages' array")
+    if server.strict_messages and any(
+        m.get("role") == "assistant" and "content" not in m for m in body["messages"]
+    ):  # as llama-cpp-python does
+        return error_reply(500, "assistant message without 'content'")
     with server._lock:
         answer = server._chat_script.popleft() if server._chat_script else None
     if answer is None:  # nothing queued: echo the last user message
@@ -195,7 +215,10 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
         answer = str(users[-1].get("content") or "") if users else ""
     if callable(answer):
         answer = answer(request)
-    message = assistant(answer) if isinstance(answer, str) else answer
+    message = assistant(answer) if isinstance(answer, str) else dict(answer)
+    finish = message.pop("finish_reason", None) or (
+        "tool_calls" if message.get("tool_calls") else "stop"
+    )
     words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
     completion = {
         "id": f"chatcmpl-{len(server.requests)}",
@@ -206,7 +229,7 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "finish_reason": finish,
                 "logprobs": None,
             }
         ],
@@ -235,6 +258,8 @@ class OpenAIServer:
     :param shuffle: return embedding items out of order (each still carries its ``index``).
     :param reject_dimensions: answer 400 to requests that send ``dimensions``, as many
         local servers do.
+    :param strict_messages: answer 500 to an assistant message without ``content``, as
+        llama-cpp-python does.
     """
 
     def __init__(
@@ -243,7 +268,9 @@ class OpenAIServer:
         models: tuple[str, ...] = ("test-embedding",),
         shuffle: bool = False,
         reject_dimensions: bool = False,
+        strict_messages: bool = False,
     ) -> None:
+        self.strict_messages = strict_messages
         self.dimension = dimension
         self.models = models
         self.shuffle = shuffle

@@ -43,3 +43,12 @@ class RendezvousRetriever(BaseRetriever):
         from retrieval.services.registry import retrievers
 
         return retrievers["bm25"].rank(query, collection=collection, top_k=top_k, filters=filters)
+
+
+class UnfilterableRetriever(BaseRetriever):
+    """Refuse every filter, as an engine that cannot express one does."""
+
+    def _rank(self, query, *, collection, top_k, filters):
+        from retrieval.exceptions import InvalidFilterError
+
+        raise InvalidFilterError("this engine cannot filter on metadata.colour")

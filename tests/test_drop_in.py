@@ -67,6 +67,12 @@ def test_names_are_prefixed():
         "retrieval_entity",
         "retrieval_graphextraction",
         "retrieval_indexrun",
+        "retrieval_indexoperation",
+        "retrieval_evalset",
+        "retrieval_evalquery",
+        "retrieval_judgment",
+        "retrieval_evalrun",
+        "retrieval_querytrace",
     }
     ours = {name for name, app in get_commands().items() if app == "retrieval"}
     assert ours and all(name.startswith("retrieval_") for name in ours)

@@ -94,3 +94,30 @@ def test_text_may_be_a_method_or_a_callable(keyword_settings):
     assert as_method.source(article).data == b"T"
     assert as_callable.source(article).data == b"B"
     assert entry.source(article).external_id == "host_app.article:5"
+
+
+def test_the_registry_is_service_code_and_the_import_circle_is_gone():
+    """services/ never imports the public ``retrieval.indexing`` (nor did its import loop back)."""
+    import ast
+    from pathlib import Path
+
+    from retrieval.services import hosts
+
+    services = Path(hosts.__file__).parent
+    importers = []
+    for path in sorted(services.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if "retrieval.indexing" in names or (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "retrieval"
+                and any(a.name == "indexing" for a in node.names)
+            ):
+                importers.append(str(path.relative_to(services)))
+    assert importers == []
+    assert indexing.registration("host_app.article") is hosts.registration("host_app.article")
+    assert indexing.register.__module__ == "retrieval.indexing"

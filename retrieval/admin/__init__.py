@@ -4,4 +4,14 @@ Records the system writes (chunks, triples, runs) are read-only. Everything that
 starts indexing goes through :mod:`retrieval.admin.indexing`.
 """
 
-from . import chunks, collections, documents, graph, runs, triples  # noqa: F401  (they register)
+from . import (  # noqa: F401  (they register)
+    chunks,
+    collections,
+    documents,
+    evals,
+    goldens,
+    graph,
+    runs,
+    traces,
+    triples,
+)

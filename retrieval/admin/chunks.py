@@ -109,7 +109,7 @@ class ChunkAdmin(ReadOnlyAdmin):
     search_help_text = "Words in the chunk's text, or its document's id or title."
     list_select_related = ["document", "collection"]
     exclude = ["embedding"]
-    readonly_fields = ["in_document", "metadata_json"]
+    readonly_fields = ["in_document", "indexed_as", "metadata_json"]
 
     class Media:
         css = {"all": ["retrieval/admin/admin.css"]}
@@ -161,6 +161,10 @@ class ChunkAdmin(ReadOnlyAdmin):
             chunk.start,
             chunk.end,
         )
+
+    @admin.display(description="embedded and BM25-indexed as")
+    def indexed_as(self, chunk: Chunk) -> str:
+        return format_html('<pre class="retrieval-indexed-text">{}</pre>', chunk.indexed_text)
 
     @admin.display(description="metadata")
     def metadata_json(self, chunk: Chunk) -> str:

@@ -17,7 +17,8 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.collections import ensure_vector_index
-from retrieval.services.registry import chunkers, embedders, retrievers
+from retrieval.services.indexes import outbox
+from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
 from .indexing import queue_reindex
@@ -41,6 +42,7 @@ class CollectionForm(forms.ModelForm):
             "chunker",
             "default_retriever",
             "default_pipeline",
+            "index",
             "metadata",
         ]
 
@@ -49,6 +51,13 @@ class CollectionForm(forms.ModelForm):
         fields = self.fields
         if "embedder" in fields:
             fields["embedder"] = forms.ChoiceField(choices=_choices(embedders.aliases()))
+        if "index" in fields:
+            fields["index"] = forms.ChoiceField(
+                choices=_choices(indexes.aliases()),
+                initial="default",
+                required=False,
+                help_text="Where the vectors are ranked; fixed once the collection exists.",
+            )
         fields["chunker"] = forms.ChoiceField(
             choices=_choices(chunkers.aliases(), "(DEFAULT_CHUNKER)"), required=False
         )
@@ -59,6 +68,14 @@ class CollectionForm(forms.ModelForm):
             choices=_choices(sorted(retrieval_settings.PIPELINES), "(DEFAULT_PIPELINE)"),
             required=False,
         )
+
+    def clean_index(self) -> str:
+        alias = self.cleaned_data.get("index") or "default"
+        try:
+            indexes[alias]  # a misconfigured index: say which and why
+        except RetrievalError as e:
+            raise forms.ValidationError(str(e)) from e
+        return alias
 
     def clean_embedder(self) -> str:
         alias = self.cleaned_data["embedder"]
@@ -95,6 +112,18 @@ def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
         level = messages.ERROR if run.status == run.Status.FAILED else messages.SUCCESS
         modeladmin.message_user(
             request, f"{collection}: graph extraction, index run #{run.pk} {run.status}.", level
+        )
+
+
+@admin.action(
+    description="Rebuild the vector index of selected collections", permissions=["change"]
+)
+def rebuild_indexes(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    """Record a rebuild in the outbox: the drain builds a new space from PostgreSQL and swaps."""
+    for collection in queryset:
+        outbox.record_rebuild(collection)
+        modeladmin.message_user(
+            request, f"{collection}: rebuild of index {collection.index!r} queued."
         )
 
 
@@ -151,16 +180,35 @@ class CollectionAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    actions = [reindex_collections, reembed_collections, extract_graphs]
+    actions = [reindex_collections, reembed_collections, extract_graphs, rebuild_indexes]
     change_list_template = "retrieval/admin/collection/change_list.html"
 
     class Media:
-        css = {"all": ["retrieval/admin/admin.css"]}
+        css = {"all": ["retrieval/admin/admin.css", "retrieval/admin/quality.css"]}
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.
-        fixed = ["embedder"] if obj is not None else []
+        fixed = ["embedder", "index", "index_status"] if obj is not None else []
         return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
+
+    @admin.display(description="Index status")
+    def index_status(self, collection: Collection) -> str:
+        """The index backend, its pending outbox operations and their last error."""
+        if collection.index not in indexes:
+            return format_html("<strong>Index {} is not configured.</strong>", collection.index)
+        index = indexes[collection.index]
+        state = outbox.pending(collection.pk)
+        return format_html(
+            "{} ({}{}) · {} pending operations{}{}",
+            type(index).__name__,
+            "in PostgreSQL" if index.transactional else "external",
+            f", space {collection.index_space}" if collection.index_space else "",
+            state["count"],
+            f", oldest from {state['oldest']:%Y-%m-%d %H:%M:%S}" if state["oldest"] else "",
+            format_html(" · last error: <code>{}</code>", state["last_error"])
+            if state["last_error"]
+            else "",
+        )
 
     def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
         if change:
@@ -168,9 +216,12 @@ class CollectionAdmin(admin.ModelAdmin):
             return
         embedder = embedders[obj.embedder]  # built once already by the form's check
         obj.model_name, obj.dimensions = embedder.model_name, embedder.dimension
+        obj.external_index = not indexes[obj.index].transactional
         with transaction.atomic():
             super().save_model(request, obj, form, change)
             ensure_vector_index(obj)
+            if obj.external_index:
+                outbox.ensure_schedule()
 
     def get_urls(self) -> list:
         playground = path(

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from retrieval.models import Document
+from retrieval.services.indexes import outbox
 
 from .base import pretty_json, status_badge
 from .highlight import segments
@@ -43,6 +44,7 @@ def delete_with_chunks(
     if request.POST.get("confirm") == "yes":
         with transaction.atomic():
             _, deleted = queryset.delete()  # chunks and their postings go with them
+            outbox.changed()
         modeladmin.message_user(
             request,
             f"{deleted.get('retrieval.Document', 0)} documents and "
@@ -100,6 +102,11 @@ class DocumentAdmin(admin.ModelAdmin):
         # Moving an indexed document would leave its chunks in the old collection.
         fixed = ["collection", "external_id", "mime_type"] if obj is not None else []
         return [*fixed, *self.readonly_fields]
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        with transaction.atomic():
+            super().delete_model(request, obj)
+            outbox.changed()
 
     def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         # Django 6.1 passes where the actions show (list or change form); 5.2 does not.

@@ -11,7 +11,14 @@ from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
 from retrieval.services.access import visible_collections
 from retrieval.services.filters import Filters
-from retrieval.services.registry import chunkers, embedders, rerankers, retrievers, rewriters
+from retrieval.services.registry import (
+    chunkers,
+    embedders,
+    indexes,
+    rerankers,
+    retrievers,
+    rewriters,
+)
 
 
 def _json_object(value: Any) -> dict:
@@ -32,6 +39,9 @@ class CollectionSerializer(serializers.ModelSerializer):
     embedder = serializers.CharField(
         required=False, help_text="Embedder alias (default: DEFAULT_EMBEDDER)."
     )
+    index = serializers.CharField(
+        required=False, help_text="Vector index alias in RETRIEVAL['INDEXES'] (default: default)."
+    )
     metadata = serializers.JSONField(required=False, help_text="A JSON object.")
     documents = serializers.IntegerField(source="documents.count", read_only=True)
 
@@ -48,6 +58,7 @@ class CollectionSerializer(serializers.ModelSerializer):
             "chunker",
             "default_retriever",
             "default_pipeline",
+            "index",
             "metadata",
             "documents",
             "created_at",
@@ -67,6 +78,13 @@ class CollectionSerializer(serializers.ModelSerializer):
 
     def validate_chunker(self, value: str) -> str:
         return _component(chunkers, value, "chunker") if value else value
+
+    def validate_index(self, value: str) -> str:
+        if self.instance is not None and value != self.instance.index:
+            raise serializers.ValidationError(
+                "A collection's index cannot change; create a new collection instead."
+            )
+        return _component(indexes, value, "index")
 
     def validate_default_retriever(self, value: str) -> str:
         return _component(retrievers, value, "retriever") if value else value
@@ -101,6 +119,9 @@ class DocumentSerializer(serializers.ModelSerializer):
 class ChunkSerializer(serializers.ModelSerializer):
     document = serializers.CharField(source="document.external_id", read_only=True)
     collection = serializers.CharField(source="collection.slug", read_only=True)
+    indexed_text = serializers.CharField(
+        read_only=True, help_text="What was embedded and BM25-indexed: a header, then content."
+    )
 
     class Meta:
         model = Chunk
@@ -117,6 +138,7 @@ class ChunkSerializer(serializers.ModelSerializer):
             "heading_path",
             "token_count",
             "metadata",
+            "indexed_text",
         ]
         read_only_fields = fields
 

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import search, tools, views
+from . import feedback, search, tools, views
 
 app_name = "retrieval-api"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("", include(router.urls)),
     path("search/", search.SearchView.as_view(), name="search"),
     path("search/batch/", search.BatchSearchView.as_view(), name="search-batch"),
+    path("feedback/", feedback.FeedbackView.as_view(), name="feedback"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
     path("tools/call/", tools.ToolCallView.as_view(), name="tool-call"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

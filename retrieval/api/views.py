@@ -36,6 +36,7 @@ from retrieval.services.access import (
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.entities import entity_key
 from retrieval.services.graph.traversal import neighbourhood
+from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
 from retrieval.services.search import CollectionNotFound
@@ -106,6 +107,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
                 embedder=data.get("embedder"),
                 retriever=data.get("default_retriever") or None,
                 chunker=data.get("chunker") or None,
+                index=data.get("index") or None,
             )
         except RetrievalError as e:
             raise ValidationError(str(e)) from e
@@ -136,6 +138,11 @@ class DocumentViewSet(
     """Documents: list and filter, create from text or a file (indexed by a task), read, delete."""
 
     queryset = Document.objects.select_related("collection").defer("content")
+
+    def perform_destroy(self, instance: Document) -> None:
+        with transaction.atomic():
+            instance.delete()
+            outbox.changed()  # an external index drops the chunks after the commit
 
     def get_serializer_class(self) -> type:
         if self.action == "retrieve":

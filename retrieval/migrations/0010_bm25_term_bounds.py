@@ -61,6 +61,6 @@ ALTER TABLE retrieval_bm25_term DROP COLUMN max_tf, DROP COLUMN min_dl;
 
 
 class Migration(migrations.Migration):
-    dependencies = [("retrieval", "0006_bm25_writer_lock")]
+    dependencies = [("retrieval", "0009_traces_and_evaluation")]
 
     operations = [migrations.RunSQL(CREATE, reverse_sql=DROP)]

@@ -26,6 +26,7 @@ _EXPORTS = {
     "index_tool": "retrieval.services.tools",
     "collection_tools": "retrieval.services.tools",
     "run_tool_call": "retrieval.services.tools",
+    "assistant_message": "retrieval.services.tools",
     "Tool": "retrieval.services.tools",
     "get_collection": "retrieval.services.search",
     "get_or_create_collection": "retrieval.services.collections",

@@ -1,21 +1,25 @@
-"""Collections and their embedding spaces: creation, embedder lookup, HNSW index."""
+"""Collections and their embedding spaces: creation, embedder lookup, vector index."""
 
 from __future__ import annotations
 
-from django.db import OperationalError, connection, transaction
+from django.db import transaction
 from django.utils.text import slugify
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Collection
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.registry import chunkers, embedders, retrievers
+from retrieval.services.indexes import index_for
+from retrieval.services.indexes.pgvector import vector_index_name
+from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 
-#: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
-#: SQLSTATE of "cannot CREATE INDEX ... because it has pending trigger events".
-PENDING_TRIGGER_EVENTS = "55006"
+__all__ = [
+    "drop_vector_index",
+    "embedder_for",
+    "ensure_vector_index",
+    "get_or_create_collection",
+    "vector_index_name",
+]
 
 
 def get_or_create_collection(
@@ -24,11 +28,13 @@ def get_or_create_collection(
     embedder: str | None = None,
     retriever: str | None = None,
     chunker: str | None = None,
+    index: str | None = None,
 ) -> tuple[Collection, bool]:
     """Return the collection called ``name``, creating it with the given components.
 
     A new collection takes its dimensions and model name from its embedder and
-    gets its own HNSW index.
+    gets its own space in its index (``index``: an alias of ``RETRIEVAL['INDEXES']``,
+    "default" when omitted). An existing collection keeps its index.
     """
     existing = Collection.objects.filter(name=name).first()
     if existing is not None:
@@ -39,6 +45,8 @@ def get_or_create_collection(
         retrievers[retriever]  # raises InvalidComponentError naming the choices
     if chunker is not None:
         chunkers[chunker]
+    index_alias = index or "default"
+    external = not indexes[index_alias].transactional  # InvalidComponentError names the choices
     with transaction.atomic():
         collection = Collection.objects.create(
             name=name,
@@ -48,7 +56,13 @@ def get_or_create_collection(
             dimensions=instance.dimension,
             default_retriever=retriever or "",
             chunker=chunker or "",
+            index=index_alias,
+            external_index=external,
         )
+        if external:
+            from retrieval.services.indexes import outbox
+
+            outbox.ensure_schedule()
         ensure_vector_index(collection)
     return collection, True
 
@@ -74,44 +88,17 @@ def embedder_for(collection: Collection) -> BaseEmbedder:
     return embedder
 
 
-def vector_index_name(collection_id: int) -> str:
-    return f"retrieval_chunk_hnsw_c{collection_id}"
-
-
 def ensure_vector_index(collection: Collection) -> None:
-    """Create the collection's partial HNSW index over ``embedding::vector(n)`` if missing.
+    """Create the collection's space in its index if missing (pgvector: its HNSW index).
 
-    PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
-    constraint checks (e.g. chunks written earlier in it): then the index is
-    created once the transaction commits, and queries until then scan exactly.
+    An external index creates its space when the outbox first writes to it, so that
+    ingestion goes on while the engine is down.
     """
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
-        if cursor.fetchone()[0] is not None:
-            return
-    if not connection.in_atomic_block:
-        _create_vector_index(collection)
-        return
-    try:
-        with transaction.atomic():
-            _create_vector_index(collection)
-    except OperationalError as e:
-        if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
-            raise
-        transaction.on_commit(lambda: ensure_vector_index(collection))
+    index = index_for(collection)
+    if index.transactional:
+        index.ensure_space(collection)
 
 
-def _create_vector_index(collection: Collection) -> None:
-    dimensions = int(collection.dimensions)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {vector_index_name(collection.pk)} "
-            f"ON retrieval_chunk USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-            f"WHERE collection_id = {int(collection.pk)}"
-        )
-
-
-def drop_vector_index(collection_id: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(collection_id)}")
+def drop_vector_index(collection_id: int, index: str = "default") -> None:
+    """Drop a collection's pgvector HNSW index (the pgvector index's ``drop_space``)."""
+    indexes[index or "default"].drop_space(collection_id)

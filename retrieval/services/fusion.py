@@ -1,6 +1,16 @@
-"""Fusing ranked lists: weighted reciprocal-rank, relative-score and distribution-based.
+"""One fusion path: ranking legs concurrently, and fusing their lists.
 
-Each function takes ranked lists (one per retriever) of :class:`ScoredChunk` or
+:func:`run_legs` runs several retrievers ("legs", each a query for one retriever) for
+:class:`~retrieval.services.retrievers.hybrid.HybridRetriever` and
+:class:`~retrieval.services.pipelines.Pipeline` alike: each leg's database-free
+preparation (query embedding, analysis) runs concurrently on worker threads, and the
+caller's thread ranks each leg on its own connection as soon as it is prepared (so it
+sees the caller's uncommitted writes). A leg that fails is logged, recorded in the
+trace and returned as failed while the others answer; only if every leg fails does the
+search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
+:meth:`LegResults.fuse` then merges the lists with one of :data:`FUSION_METHODS`.
+
+Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChunk` or
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
 by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
 score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based).
@@ -9,11 +19,25 @@ Load them with :func:`retrieval.services.retrievers.base.load_results`.
 
 from __future__ import annotations
 
+import logging
 import statistics
+import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
+from retrieval.exceptions import InvalidFilterError, RetrievalError
+from retrieval.services.tracing import current_trace, run_in_context
 from retrieval.services.types import ScoredChunk
+
+if TYPE_CHECKING:
+    from retrieval.models import Collection
+    from retrieval.services.filters import Filters
+    from retrieval.services.retrievers.base import BaseRetriever
+
+logger = logging.getLogger(__name__)
 
 
 class Scored(Protocol):
@@ -120,3 +144,137 @@ def _fuse(
 
 
 FUSION_METHODS = {"rrf": rrf_fuse, "relative_score": relative_score_fuse, "dbsf": dbsf_fuse}
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One ranked list to fetch: ``query`` ranked by ``retriever``, named ``name``."""
+
+    name: str
+    retriever: BaseRetriever
+    query: str
+    weight: float = 1.0
+
+
+@dataclass
+class LegResults:
+    """What :func:`run_legs` returns: each answering leg's list, in leg order, and failures."""
+
+    ranked: dict[str, list[ScoredChunk]]
+    weights: dict[str, float]
+    failed: dict[str, str]
+    ms: dict[str, float]  # each answering leg's preparing plus ranking time
+
+    def fuse(self, method: str, *, k: int = 60, top_k: int = 10) -> list[ScoredChunk]:
+        """Fuse the lists with ``method``; name failed legs in ``metadata["failed_legs"]``."""
+        options: dict[str, Any] = {"k": k} if method == "rrf" else {}
+        fused = FUSION_METHODS[method](
+            list(self.ranked.values()),
+            [self.weights[name] for name in self.ranked],
+            top_k=top_k,
+            names=list(self.ranked),
+            **options,
+        )
+        return self.mark(fused)
+
+    def mark(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
+        """Name the failed legs in each result's ``metadata["failed_legs"]``."""
+        if self.failed:
+            for scored in ranking:
+                scored.metadata["failed_legs"] = dict(self.failed)
+        return ranking
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_on_worker = threading.local()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="retrieval-leg")
+        return _pool
+
+
+def _prepare(leg: Leg, collection: Collection) -> tuple[Any, float]:
+    """Return the leg's prepared query and the seconds preparing it took."""
+    _on_worker.active = True
+    started = time.perf_counter()
+    try:
+        return leg.retriever.prepare(
+            leg.query, collection=collection
+        ), time.perf_counter() - started
+    finally:
+        _on_worker.active = False
+
+
+def run_legs(
+    legs: Sequence[Leg],
+    *,
+    collection: Collection,
+    top_k: int,
+    filters: Filters,
+    label: str = "search",
+) -> LegResults:
+    """Rank every leg (``top_k`` each), tolerating failing legs unless all fail."""
+    if not legs:
+        raise ValueError("There is no retriever (leg) to run.")
+    if len({leg.name for leg in legs}) != len(legs):
+        raise ValueError(f"Legs need distinct names, got {[leg.name for leg in legs]!r}.")
+    by_name = {leg.name: leg for leg in legs}
+    if len(legs) == 1 or getattr(_on_worker, "active", False):
+        # Nothing to overlap (or already on a worker: never wait on the pool from inside it).
+        prepared = ((leg.name, _Done(leg, collection)) for leg in legs)
+    else:
+        futures = {
+            _executor().submit(run_in_context(_prepare), leg, collection): leg.name for leg in legs
+        }
+        prepared = ((futures[future], future) for future in as_completed(futures))
+    ranked: dict[str, list[ScoredChunk]] = {}
+    failed: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    errors: list[Exception] = []
+    for name, future in prepared:
+        leg = by_name[name]
+        try:
+            query, preparing = future.result()
+            started = time.perf_counter()
+            ranked[name] = leg.retriever.rank_prepared(
+                query, collection=collection, top_k=top_k, filters=filters
+            )
+            seconds[name] = preparing + time.perf_counter() - started
+        except InvalidFilterError:
+            raise
+        except Exception as e:
+            if len(legs) == 1:
+                raise
+            logger.warning("Leg %r of the %s failed: %s", name, label, e, exc_info=True)
+            failed[name] = f"{e.__class__.__name__}: {e}"
+            errors.append(e)
+    if not ranked:
+        raise RetrievalError(
+            f"Every retriever of the {label} failed: "
+            + "; ".join(f"{leg.name}: {failed[leg.name]}" for leg in legs)
+        ) from errors[0]
+    if failed:
+        trace = current_trace()
+        if trace is not None:
+            trace.record("failed_legs", of=label, failed=dict(failed))
+    order = [leg.name for leg in legs if leg.name in ranked]  # configuration order
+    weights = {name: by_name[name].weight for name in order}
+    ms = {name: round(seconds[name] * 1000, 2) for name in order}
+    return LegResults({name: ranked[name] for name in order}, weights, failed, ms)
+
+
+class _Done:
+    """A leg prepared on the caller's thread, shaped like a finished future."""
+
+    def __init__(self, leg: Leg, collection: Collection) -> None:
+        self.leg, self.collection = leg, collection
+
+    def result(self) -> tuple[Any, float]:
+        started = time.perf_counter()
+        prepared = self.leg.retriever.prepare(self.leg.query, collection=self.collection)
+        return prepared, time.perf_counter() - started

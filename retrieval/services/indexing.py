@@ -29,8 +29,11 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
+from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
+from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import embedder_for, ensure_vector_index
+from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.runs import (
@@ -40,7 +43,7 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import bm25_text, write_postings
-from retrieval.services.types import ParsedDocument, Section
+from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +183,9 @@ def ingest(
     except BaseException as e:
         finish_run(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
+    finally:
+        if collection.external_index:
+            outbox.schedule_drain()  # the chunk triggers recorded the writes
     finish_run(run)
     return run
 
@@ -217,10 +223,12 @@ class _Indexer:
         self.analyzer = analyzers["default"]
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
         self.encoding = retrieval_settings.TOKEN_ENCODING
+        self.context: ContextOptions | None = None
         self.pending: list[_PreparedDocument] = []
         self.last_save = 0.0
 
     def run_all(self, sources: Iterable[Source]) -> None:
+        self.context = context_options()  # a bad setting fails the run, with its reason
         iterator = iter(sources)
         while block := list(itertools.islice(iterator, self.LOOKUP_BLOCK)):
             known = {
@@ -258,7 +266,7 @@ class _Indexer:
         if not pending:
             return
         try:
-            vectors = self._embed([row.content for p in pending for row in p.rows])
+            vectors = self._embed([row.indexed_text for p in pending for row in p.rows])
         except Exception as e:
             if len(pending) == 1:
                 self._fail(pending[0].source, e)
@@ -291,7 +299,7 @@ class _Indexer:
                 start=span.start,
                 end=span.end,
                 token_count=count_tokens(text[span.start : span.end], self.encoding),
-                **_structure_at(parsed.sections, section_starts, span.start),
+                **_structure_at(text, parsed.sections, section_starts, span),
             )
             for i, span in enumerate(spans)
         ]
@@ -299,7 +307,12 @@ class _Indexer:
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
         title = source.title or parsed.title or Path(source.filename or source.external_id).stem
-        terms = [self.analyzer.term_counts(bm25_text(title[:1000], row.content)) for row in rows]
+        metadata = {**parsed.metadata, **source.metadata}
+        for row in rows:
+            row.indexed_prefix = context_prefix(
+                title[:1000], row.heading_path, metadata, self.context
+            )
+        terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
         mime_type = source.mime_type or parser.default_mime_type
         return _PreparedDocument(source, parsed, title[:1000], mime_type, rows, terms)
 
@@ -466,10 +479,22 @@ DOCUMENT_FIELDS = [
 
 
 def _structure_at(
-    sections: Sequence[Section], starts: Sequence[int], offset: int
+    text: str, sections: Sequence[Section], starts: Sequence[int], span: ChunkSpan
 ) -> dict[str, Any]:
-    """Return the page and heading path of the section containing ``offset``."""
-    i = bisect.bisect_right(starts, offset) - 1
-    if i < 0 or offset >= sections[i].end:
+    """Return the page and heading path of the section containing the chunk's start.
+
+    A chunk that starts with sections holding only their heading (a chapter heading
+    right before its first subsection) takes the structure of the section its body
+    is in.
+    """
+    i = bisect.bisect_right(starts, span.start) - 1
+    if i < 0 or span.start >= sections[i].end:
         return {"page": None, "heading_path": []}
+    while (
+        i + 1 < len(sections)
+        and sections[i + 1].start < span.end
+        and not text[sections[i].end : sections[i + 1].start].strip()
+        and only_heading(text[sections[i].start : sections[i].end], sections[i].heading_path)
+    ):
+        i += 1
     return {"page": sections[i].page, "heading_path": list(sections[i].heading_path)}

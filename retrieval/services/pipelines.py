@@ -12,6 +12,10 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
             "candidates": 50,                # results per list, and reranked
         },
     }
+
+Each (query, retriever) pair is a leg of :func:`retrieval.services.fusion.run_legs`, the
+runner :class:`HybridRetriever` uses too: legs are prepared concurrently, a failing leg is
+recorded while the others answer, and the lists are fused the same way.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.fusion import FUSION_METHODS, Leg, run_legs
 from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.retrievers.base import check_top_k, load_results
 from retrieval.services.rewriters.base import Turn
 from retrieval.services.tracing import current_trace
-from retrieval.services.types import RetrievalResult, ScoredChunk
+from retrieval.services.types import RetrievalResult
 
 STEPS = ("rewriter", "retrievers", "fusion", "k", "reranker", "candidates")
 
@@ -129,25 +133,22 @@ class Pipeline:
         legs = self.legs or {retriever_alias(collection): 1.0}
         fused = len(queries) * len(legs) > 1
         depth = max(self.candidates, top_k) if fused or self.reranker else top_k
-        lists: list[list[ScoredChunk]] = []
-        names: list[str] = []
-        weights: list[float] = []
-        for number, text in enumerate(queries):
-            for alias, weight in legs.items():
-                lists.append(
-                    retrievers[alias].rank(
-                        text, collection=collection, top_k=depth, filters=filters
-                    )
-                )
-                names.append(alias if len(queries) == 1 else f"{alias}:q{number}")
-                weights.append(weight)
+        runs = [
+            Leg(f"{alias}:q{number}" if len(queries) > 1 else alias, retrievers[alias], text, w)
+            for number, text in enumerate(queries)
+            for alias, w in legs.items()
+        ]
+        answered = run_legs(
+            runs,
+            collection=collection,
+            top_k=depth,
+            filters=filters,
+            label=f"pipeline {self.name!r}" if self.name else "pipeline",
+        )
         if fused:
-            options: dict[str, Any] = {"k": self.k} if self.fusion == "rrf" else {}
-            ranking = FUSION_METHODS[self.fusion](
-                lists, weights, top_k=depth, names=names, **options
-            )
+            ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
         else:
-            ranking = lists[0]
+            ranking = answered.ranked[runs[0].name]  # a lone leg raises its own error
         results = load_results(ranking)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.
@@ -160,8 +161,14 @@ class Pipeline:
                 pipeline=self.name,
                 queries=list(queries),
                 retrievers=list(legs),
-                fused_lists=len(lists) if fused else 0,
+                fused_lists=len(answered.ranked) if fused else 0,
+                failed_legs=dict(answered.failed),
                 reranker=self.reranker,
+                leg_ms=dict(answered.ms),
+                candidates={
+                    name: [[item.chunk_id, item.score] for item in ranked[:100]]
+                    for name, ranked in answered.ranked.items()
+                },
             )
         return results[:top_k]
 

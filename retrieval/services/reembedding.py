@@ -4,9 +4,11 @@ New vectors are built beside the old ones, in ``Chunk.embedding_next``, a group 
 documents at a time and outside any long transaction; searches keep using
 ``embedding`` and the collection's recorded embedder all along. When every chunk
 has its new vector, one transaction locks the collection row, embeds the chunks
-written meanwhile, drops the old HNSW index, moves ``embedding_next`` into
-``embedding``, records the new embedder, model and dimensions, and builds the new
-index: every search sees either the old space or the new one, never a mix.
+written meanwhile, lets the collection's index prepare the swap (pgvector drops the
+old HNSW index and builds the new one after commit; an external index records a
+rebuild in the outbox), moves ``embedding_next`` into ``embedding`` and records the
+new embedder, model and dimensions: every search sees either the old space or the
+new one, never a mix.
 
 The swap holds an exclusive lock on ``retrieval_chunk`` (``DROP INDEX``) while the
 new index builds, so very large collections see a pause in searches at the end.
@@ -18,14 +20,15 @@ import logging
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Count
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, IndexRun
-from retrieval.services.collections import drop_vector_index, ensure_vector_index
+from retrieval.services.chunk_context import indexed_text
 from retrieval.services.embedders.base import BaseEmbedder
+from retrieval.services.indexes import index_for
 from retrieval.services.registry import embedders
 from retrieval.services.runs import RunCancelled, check_cancelled, finish_run, save_progress
 
@@ -102,7 +105,12 @@ def _not_yet(collection: Collection):
 
 def _embed_next(chunks, embedder: BaseEmbedder) -> int:
     """Embed ``chunks`` into ``embedding_next``; return how many were written."""
-    rows = list(chunks.order_by("pk").values_list("pk", "content"))
+    rows = [
+        (pk, indexed_text(prefix, content))
+        for pk, prefix, content in chunks.order_by("pk").values_list(
+            "pk", "indexed_prefix", "content"
+        )
+    ]
     batch = int(retrieval_settings.EMBED_BATCH_SIZE)
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]
@@ -121,13 +129,6 @@ def _embed_next(chunks, embedder: BaseEmbedder) -> int:
     return len(rows)
 
 
-def _index_new_space(collection: Collection) -> None:
-    try:
-        ensure_vector_index(collection)
-    except DatabaseError as e:  # e.g. an old snapshot still sees the replaced vectors
-        logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
-
-
 def _switch(collection: Collection, alias: str, embedder: BaseEmbedder) -> None:
     """Move the collection to its new space in one transaction."""
     with transaction.atomic():
@@ -135,7 +136,7 @@ def _switch(collection: Collection, alias: str, embedder: BaseEmbedder) -> None:
         # and make later writes see the new embedder.
         locked = Collection.objects.select_for_update().get(pk=collection.pk)
         _embed_next(_not_yet(locked), embedder)
-        drop_vector_index(locked.pk)
+        index_for(locked).swap_space(locked)  # pgvector: drops the old HNSW index
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE retrieval_chunk SET embedding = embedding_next, embedding_next = NULL "
@@ -146,8 +147,4 @@ def _switch(collection: Collection, alias: str, embedder: BaseEmbedder) -> None:
         locked.model_name = embedder.model_name
         locked.dimensions = embedder.dimension
         locked.save(update_fields=["embedder", "model_name", "dimensions", "updated_at"])
-        # Not in this transaction: CREATE INDEX also reads the row versions this UPDATE
-        # replaced, whose vectors the new dimension's cast refuses. Searches scan exactly
-        # until the index exists; ingestion retries creating it if this attempt fails.
-        transaction.on_commit(lambda: _index_new_space(locked))
     collection.refresh_from_db()

@@ -15,6 +15,8 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidComponentError
 
 T = TypeVar("T")
+#: Kinds whose singular is not the plural less its "s".
+SINGULAR = {"INDEXES": "index"}
 
 
 class ComponentHandler(Generic[T]):
@@ -54,7 +56,7 @@ class ComponentHandler(Generic[T]):
         configs = self.configs()
         if alias not in configs:
             raise InvalidComponentError(
-                f"Unknown {self.kind.lower()[:-1]} {alias!r}; "
+                f"Unknown {SINGULAR.get(self.kind, self.kind.lower()[:-1])} {alias!r}; "
                 f"configured: {', '.join(self.aliases()) or '(none)'}."
             )
         config = self.expand(configs[alias])
@@ -107,6 +109,7 @@ llms: ComponentHandler[Any] = LLMHandler("LLMS")
 rewriters: ComponentHandler[Any] = ComponentHandler("REWRITERS")
 rerankers: ComponentHandler[Any] = ComponentHandler("RERANKERS")
 extractors: ComponentHandler[Any] = ComponentHandler("EXTRACTORS")
+indexes: ComponentHandler[Any] = ComponentHandler("INDEXES")
 
 HANDLERS = (
     parsers,
@@ -118,6 +121,7 @@ HANDLERS = (
     rewriters,
     rerankers,
     extractors,
+    indexes,
 )
 
 

@@ -1,7 +1,7 @@
 """Index again what is already stored: one document, some documents, a whole collection.
 
 A document's source is, in this order: its host object (a registered model, see
-:mod:`retrieval.indexing`), its stored ``source_file``, the local file at its
+:mod:`retrieval.services.hosts`), its stored ``source_file``, the local file at its
 ``source_path``, or else its own parsed ``content`` as plain text (structure such
 as PDF pages is then not re-derived).
 """
@@ -13,14 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.hosts import source_for_document, sync_host_documents
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.runs import save_progress
 
 
 def document_source(document: Document) -> Source | None:
     """Return the source to re-read ``document`` from; ``None`` when only its content is left."""
-    from retrieval.indexing import source_for_document
-
     hosted = source_for_document(document)
     if hosted is not None:
         return hosted
@@ -100,8 +99,6 @@ def reindex_collection(
     collection: Collection, *, run: IndexRun, changed_only: bool = False
 ) -> IndexRun:
     """Index a whole collection again, first bringing registered host objects in step."""
-    from retrieval.indexing import sync_host_documents
-
     sync_host_documents(collection)
     documents = collection.documents.order_by("pk")
     return reindex_documents(

@@ -23,6 +23,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
+from retrieval.services.traces import record_search
 from retrieval.services.tracing import traced
 from retrieval.services.types import SearchResults
 
@@ -114,7 +115,17 @@ def search(
             query, collection=target, top_k=top_k, filters=filters, history=history
         )
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
-    return SearchResults(results, trace=trace.to_dict(), context=context)
+    answer = SearchResults(results, trace=trace.to_dict(), context=context)
+    record_search(
+        query,
+        collection=target,
+        pipeline=chosen.name,
+        top_k=top_k,
+        filters=filters,
+        results=answer,
+        trace=answer.trace,
+    )
+    return answer
 
 
 def search_batch(

@@ -22,6 +22,7 @@ from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.search import get_collection
+from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
 
 __all__ = [
@@ -62,6 +63,14 @@ class Tool:
                 "parameters": json.loads(json.dumps(self.parameters)),
             },
         }
+
+    @property
+    def choice(self) -> dict[str, Any]:
+        """Return the ``tool_choice`` that makes the model call this tool.
+
+        Small local models (llama.cpp) often call a tool only when it is named here.
+        """
+        return {"type": "function", "function": {"name": self.name}}
 
     def execute(self, arguments: str | Mapping[str, Any] | None) -> str:
         """Run a call with the model's ``arguments`` (a JSON string or an object).
@@ -178,9 +187,10 @@ def retrieve_tool(
         raise ValueError(f"top_k must be between 1 and max_top_k ({max_top_k}), not {top_k!r}.")
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
-        results = engine.retrieve(
-            arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
-        )
+        with traced():  # an LLM-backed retriever charges the query's budget and trace
+            results = engine.retrieve(
+                arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
+            )
         if max_tokens is None:
             return {"results": [_compact(result) for result in results]}
         packed = pack_context(results, max_tokens=max_tokens)
@@ -279,6 +289,19 @@ def collection_tools(collection: Collection | str) -> list[Tool]:
     """Return the standard tools of a collection: ``retrieve`` and ``index_document``."""
     target = get_collection(collection)
     return [retrieve_tool(collection=target), index_tool(target)]
+
+
+def assistant_message(message: Any) -> dict[str, Any]:
+    """Return an assistant reply (the ``openai`` client's message) as a dict to send back.
+
+    ``content`` is kept (``""`` when the reply only calls tools): ``model_dump(exclude_none=True)``
+    drops it, and some servers (llama-cpp-python) answer 500 to a message without it.
+    """
+    data = (
+        message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
+    )
+    data["content"] = data.get("content") or ""
+    return data
 
 
 def run_tool_call(tools: Sequence[Tool], tool_call: Any) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from io import StringIO
 from pathlib import Path
 
@@ -11,9 +12,17 @@ import pytest
 import pytrec_eval
 from django.core.management import CommandError, call_command
 
-from retrieval.models import Document
-from retrieval.services.evaluation import DatasetError, load_beir, percentile, score_run
-from tests.conftest import SHARED_DATA
+from retrieval.conf import retrieval_settings
+from retrieval.models import Collection, Document
+from retrieval.services.evaluation import (
+    DatasetError,
+    document_ranking,
+    load_beir,
+    percentile,
+    score_run,
+)
+from retrieval.services.retrievers.bm25 import BM25Retriever
+from tests.conftest import MINIBEIR
 
 
 def random_run_and_qrels(seed: int) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
@@ -76,19 +85,10 @@ def write_dataset(
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
-    """A small BEIR dataset from the first Cranfield documents and the queries judged on them."""
-    source = SHARED_DATA / "cranfield"
-    corpus = [json.loads(line) for line in (source / "corpus.jsonl").open()][:200]
-    ids = {d["_id"] for d in corpus}
-    qrels = []
-    for line in (source / "qrels" / "test.tsv").open().readlines()[1:]:
-        q, d, s = line.split()
-        if d in ids:
-            qrels.append((q, d, int(s)))
-    judged = {q for q, _, _ in qrels}
-    queries = [q for q in map(json.loads, (source / "queries.jsonl").open()) if q["_id"] in judged]
-    assert len(queries) >= 10
-    return write_dataset(tmp_path / "tiny", corpus=corpus, queries=queries, qrels=qrels)
+    """A copy of the tests' own BEIR set (the tests below edit it)."""
+    dataset = shutil.copytree(MINIBEIR, tmp_path / "tiny")
+    assert len(load_beir(dataset).judged_queries()) >= 10
+    return dataset
 
 
 def evaluate(*args: str) -> str:
@@ -113,20 +113,33 @@ def test_evaluate_command_ingests_once_and_reports_metrics(keyword_settings, tin
     } <= set(report)
     dataset = load_beir(tiny)
     assert report["queries"] == len(dataset.judged_queries())
-    assert report["documents_indexed"] == 200
-    assert 0.2 < report["ndcg@10"] <= 1.0 and report["recall@100"] >= report["ndcg@10"] * 0.5
+    assert report["documents_indexed"] == 40
+    assert 0.6 < report["ndcg@10"] <= 1.0 and report["recall@100"] >= report["ndcg@10"] * 0.5
+    # The same rankings, scored by trec_eval: the command's figures are its figures.
+    retriever = BM25Retriever(**retrieval_settings.RETRIEVERS["bm25"]["OPTIONS"])
+    collection = Collection.objects.get(name="tiny")
+    scored = {}
+    for query_id, text in dataset.judged_queries().items():
+        results = retriever.retrieve(text, collection=collection, top_k=100)
+        ranking = document_ranking([r.chunk.document.external_id for r in results])
+        scored[query_id] = {d: float(100 - i) for i, d in enumerate(ranking)}
+    trec = pytrec_eval.RelevanceEvaluator(dataset.qrels, {"ndcg_cut.10", "recall.100"})
+    per_query = trec.evaluate(scored)
+    for ours, theirs in (("ndcg@10", "ndcg_cut_10"), ("recall@100", "recall_100")):
+        expected = sum(m[theirs] for m in per_query.values()) / len(dataset.judged_queries())
+        assert report[ours] == pytest.approx(expected, abs=1e-6), ours
     p50, p95 = report["latency_ms_p50"], report["latency_ms_p95"]
     assert 0 < p50 <= p95  # a sanity check of the percentiles, not a speed target
-    assert Document.objects.filter(collection__name="tiny").count() == 200
+    assert Document.objects.filter(collection__name="tiny").count() == 40
     again = json.loads(
         evaluate("--dataset", str(tiny), "--collection", "tiny", "--retriever", "bm25", "--json")
     )
-    assert again["documents_skipped"] == 200 and again["documents_indexed"] == 0
+    assert again["documents_skipped"] == 40 and again["documents_indexed"] == 0
     assert again["ndcg@10"] == report["ndcg@10"]
     text = evaluate(
         "--dataset", str(tiny), "--collection", "tiny", "--retriever", "bm25", "--top-k", "10"
     )
-    assert "ndcg@10" in text and "latency" in text and "200 skipped" in text
+    assert "ndcg@10" in text and "latency" in text and "40 skipped" in text
 
 
 @pytest.mark.django_db
@@ -135,7 +148,7 @@ def test_evaluate_command_errors_name_the_file_and_line(keyword_settings, tiny):
         evaluate("--dataset", str(tiny / "missing"), "--collection", "x", "--retriever", "bm25")
     corpus = tiny / "corpus.jsonl"
     lines = corpus.read_text().splitlines()
-    lines[4] = '{"_id": "5", "title": "broken'
+    lines[4] = '{"_id": "d05", "title": "broken'
     corpus.write_text("\n".join(lines) + "\n")
     with pytest.raises(CommandError, match=r"corpus.jsonl, line 5: not valid JSON"):
         evaluate("--dataset", str(tiny), "--collection", "x", "--retriever", "bm25")

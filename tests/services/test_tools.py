@@ -12,7 +12,13 @@ from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Document
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.tools import collection_tools, index_tool, retrieve_tool, run_tool_call
+from retrieval.services.tools import (
+    assistant_message,
+    collection_tools,
+    index_tool,
+    retrieve_tool,
+    run_tool_call,
+)
 from tests.openai_server import OpenAIServer, assistant, tool_call
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +95,8 @@ def test_retrieve_runs_a_call_and_answers_json(atlas):
             }
         ]
     }
-    assert answer["results"][0]["score"] == pytest.approx(2**-0.5)  # [1,0,1]/√2 · [1,0,0]
+    # Embedded with its title: "North\n\nNorth is up on the map." is [2,0,1]/√5.
+    assert answer["results"][0]["score"] == pytest.approx(2 / 5**0.5)
     assert len(json.loads(tool.execute({"query": "north"}))["results"]) == 2  # default top_k 5
 
 
@@ -161,15 +168,20 @@ def test_an_openai_chat_loop_calls_retrieve_and_sends_the_result_back(atlas, ope
     client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
     tools = collection_tools(atlas)
     messages: list = [{"role": "user", "content": "Where does the sun rise?"}]
+    choice = tools[0].choice
     while True:
         reply = client.chat.completions.create(
-            model="test-chat", messages=messages, tools=[tool.spec for tool in tools]
+            model="test-chat",
+            messages=messages,
+            tools=[tool.spec for tool in tools],
+            tool_choice=choice,
         )
         message = reply.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
+        messages.append(assistant_message(message))
         if not message.tool_calls:
             break
         messages.extend(run_tool_call(tools, call) for call in message.tool_calls)
+        choice = "auto"
 
     assert message.content == "The sun rises in the east [1]."
     first, second = (r.body for r in openai_server.requests_to("/v1/chat/completions"))
@@ -196,3 +208,27 @@ def test_scripted_chat_answers_can_depend_on_the_request(openai_server):
         model="m", messages=[{"role": "user", "content": "again"}]
     )
     assert again.choices[0].message.content == "again"
+
+
+def test_the_loop_keeps_content_and_can_force_the_tool(atlas, openai_server):
+    openai_server.strict_messages = True  # llama-cpp-python: 500 without assistant content
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
+    tools = collection_tools(atlas)
+    call = assistant(tool_calls=[tool_call("retrieve", {"query": "sunrise"}, call_id="c1")])
+    openai_server.queue_chat(call)
+    messages: list = [{"role": "user", "content": "Where does the sun rise?"}]
+    reply = client.chat.completions.create(
+        model="m", messages=messages, tools=[t.spec for t in tools], tool_choice=tools[0].choice
+    )
+    message = reply.choices[0].message
+    dropped = [*messages, message.model_dump(exclude_none=True)]
+    with pytest.raises(openai.InternalServerError):  # what the old README loop sent
+        client.chat.completions.create(model="m", messages=dropped)
+    messages.append(assistant_message(message))
+    messages.extend(run_tool_call(tools, c) for c in message.tool_calls)
+    openai_server.queue_chat("In the east [1].")
+    final = client.chat.completions.create(model="m", messages=messages)
+    assert final.choices[0].message.content == "In the east [1]."
+    first = openai_server.requests_to("/v1/chat/completions")[0].body
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "retrieve"}}
+    assert messages[1]["content"] == "" and messages[1]["tool_calls"][0]["id"] == "c1"

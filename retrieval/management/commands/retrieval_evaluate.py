@@ -1,4 +1,9 @@
-"""``retrieval_evaluate --dataset DIR --collection NAME --retriever NAME``: score retrieval."""
+"""``retrieval_evaluate``: score a pipeline on a golden set or a BEIR-layout dataset.
+
+``--eval-set NAME --pipeline P`` evaluates a golden set of the database (the run is kept
+and shows in the admin's history); ``--dataset DIR --collection NAME`` reads BEIR files.
+``--fail-under ndcg@10=0.6`` exits with status 1 when a metric is below its threshold.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +13,42 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.management.progress import progress_bar
+from retrieval.models import EvalRun, EvalSet
 from retrieval.services.collections import get_or_create_collection
+from retrieval.services.eval_runs import create_eval_run, fail_under
+from retrieval.services.evaluation import METRICS, load_beir
 from retrieval.services.evaluation import evaluate as run_evaluation
-from retrieval.services.evaluation import load_beir
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.search import search
 
 
+def threshold(value: str) -> tuple[str, float]:
+    name, sep, number = value.partition("=")
+    if not sep or name.strip().lower() not in METRICS:
+        raise ValueError(value)
+    return name.strip().lower(), float(number)
+
+
 class Command(BaseCommand):
     help = (
-        "Evaluate a retriever on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, "
-        "qrels/<split>.tsv): ingest the corpus if needed, run every judged query, and print "
-        "nDCG@10, Recall@100, MRR@10, MAP@100 and query latency."
+        "Evaluate a pipeline on a golden set (--eval-set) or a BEIR-layout dataset "
+        "(--dataset: corpus.jsonl, queries.jsonl, qrels/<split>.tsv, the corpus ingested if "
+        "needed) and print nDCG@10, Recall@100, MRR@10, MAP@100 and query latency; "
+        "--fail-under METRIC=VALUE exits 1 when a metric is below VALUE."
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--dataset", required=True, type=Path, help="Folder of the dataset.")
+        parser.add_argument("--eval-set", help="Name of a golden set in the database.")
+        parser.add_argument("--dataset", type=Path, help="Folder of a BEIR dataset.")
         parser.add_argument(
             "--split", default="test", help="Which qrels/<split>.tsv (default test)."
         )
-        parser.add_argument("--collection", required=True, help="Collection holding the corpus.")
-        parser.add_argument("--retriever", help="Retriever alias (default: the collection's).")
+        parser.add_argument("--collection", help="Collection holding the dataset's corpus.")
+        parser.add_argument("--pipeline", help="Pipeline alias (default: the collection's).")
+        parser.add_argument("--retriever", help="Retriever alias, for --dataset only.")
         parser.add_argument(
             "--top-k", type=int, default=100, help="Results per query (default 100)."
         )
@@ -38,11 +56,65 @@ class Command(BaseCommand):
         parser.add_argument(
             "--chunker", default="whole", help="Chunker alias for a new collection (default whole)."
         )
+        parser.add_argument(
+            "--fail-under",
+            action="append",
+            default=[],
+            type=threshold,
+            metavar="METRIC=VALUE",
+            help=f"Exit 1 if METRIC ({', '.join(METRICS)}) is below VALUE; repeatable.",
+        )
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["top_k"] < 1:
             raise CommandError("--top-k must be at least 1.")
+        if bool(options["eval_set"]) == bool(options["dataset"]):
+            raise CommandError("Give either --eval-set NAME or --dataset DIR (one of them).")
+        if options["eval_set"]:
+            report = self.golden_set(options)
+        else:
+            report = self.beir(options)
+        self.show(report, options)
+        try:
+            missed = fail_under(report, dict(options["fail_under"]))
+        except RetrievalError as e:
+            raise CommandError(str(e)) from e
+        if missed:
+            raise CommandError("Below the threshold: " + "; ".join(missed) + ".", returncode=1)
+
+    def golden_set(self, options: dict[str, Any]) -> dict[str, Any]:
+        eval_set = (
+            EvalSet.objects.select_related("collection").filter(name=options["eval_set"]).first()
+        )
+        if eval_set is None:
+            names = ", ".join(EvalSet.objects.values_list("name", flat=True)[:20]) or "(none)"
+            raise CommandError(f"No eval set named {options['eval_set']!r}; existing: {names}.")
+        collection = eval_set.collection
+        pipeline = (
+            options["pipeline"]
+            or collection.default_pipeline
+            or retrieval_settings.DEFAULT_PIPELINE
+        )
+        try:
+            run = create_eval_run(eval_set, pipeline, top_k=options["top_k"], sync=True)
+        except RetrievalError as e:
+            raise CommandError(str(e)) from e
+        if run.status != EvalRun.Status.SUCCEEDED:
+            raise CommandError(f"Eval run #{run.pk} failed: {run.message}")
+        return {
+            **run.metrics,
+            "eval_set": eval_set.name,
+            "collection": collection.name,
+            "pipeline": pipeline,
+            "run": run.pk,
+        }
+
+    def beir(self, options: dict[str, Any]) -> dict[str, Any]:
+        if not options["collection"]:
+            raise CommandError("--dataset needs --collection (the collection of its corpus).")
+        if options["pipeline"] and options["retriever"]:
+            raise CommandError("Name a --pipeline or a --retriever, not both.")
         try:
             dataset = load_beir(options["dataset"], options["split"])
             corpus_size = sum(1 for _ in dataset.corpus())  # validates every line first
@@ -67,6 +139,7 @@ class Command(BaseCommand):
                 results = search(
                     text,
                     collection=collection,
+                    pipeline=options["pipeline"],
                     retriever=options["retriever"],
                     top_k=options["top_k"],
                 )
@@ -78,21 +151,34 @@ class Command(BaseCommand):
                 )
             except (RetrievalError, ValueError) as e:
                 raise CommandError(str(e)) from e
-        report = {
+        return {
             **evaluation.as_dict(),
             "collection": collection.name,
             "retriever": options["retriever"] or collection.default_retriever or "default",
+            "pipeline": options["pipeline"] or "",
             "split": options["split"],
             "documents_indexed": run.documents_indexed,
             "documents_skipped": run.documents_skipped,
             "documents_failed": run.documents_failed,
+            "corpus": run.message,
         }
+
+    def show(self, report: dict[str, Any], options: dict[str, Any]) -> None:
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2))
             return
-        self.stdout.write(f"Corpus: {run.message}.")
-        self.stdout.write(f"{report['queries']} judged queries, retriever {report['retriever']!r}:")
-        for key in ("ndcg@10", "recall@100", "mrr@10", "map@100"):
+        if "corpus" in report:
+            self.stdout.write(f"Corpus: {report['corpus']}.")
+            what = (
+                f"pipeline {report['pipeline']!r}"
+                if report["pipeline"]
+                else (f"retriever {report['retriever']!r}")
+            )
+        else:
+            what = f"eval set {report['eval_set']!r} (run #{report['run']}), pipeline "
+            what += repr(report["pipeline"])
+        self.stdout.write(f"{report['queries']} judged queries, {what}:")
+        for key in METRICS:
             self.stdout.write(f"  {key:<11} {report[key]:.4f}")
         self.stdout.write(
             f"  latency     p50 {report['latency_ms_p50']:.1f} ms, "

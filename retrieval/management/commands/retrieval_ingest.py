@@ -26,6 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--collection", required=True, help="Collection name.")
         parser.add_argument("--embedder", help="Embedder alias for a new collection.")
         parser.add_argument("--retriever", help="Default retriever alias for a new collection.")
+        parser.add_argument(
+            "--index", help="Vector index alias (RETRIEVAL['INDEXES']) for a new collection."
+        )
         parser.add_argument("--force", action="store_true", help="Re-index unchanged files too.")
         parser.add_argument("--metadata", help="JSON object stored on every document.")
 
@@ -34,10 +37,18 @@ class Command(BaseCommand):
         files, missing = collect_files([Path(p) for p in options["paths"]])
         try:
             collection, created = get_or_create_collection(
-                options["collection"], embedder=options["embedder"], retriever=options["retriever"]
+                options["collection"],
+                embedder=options["embedder"],
+                retriever=options["retriever"],
+                index=options["index"],
             )
         except RetrievalError as e:
             raise CommandError(str(e)) from e
+        if not created and options["index"] and options["index"] != collection.index:
+            raise CommandError(
+                f"Collection {collection.name!r} uses index {collection.index!r}; an index is "
+                "chosen when a collection is created: omit --index, or use a new collection."
+            )
         if created:
             self.stdout.write(
                 f"Created collection {collection.name!r} ({collection.embedder}, "

@@ -20,6 +20,13 @@ class Command(BaseCommand):
         parser.add_argument("query", help="What to search for.")
         parser.add_argument("--collection", required=True, help="Collection name or slug.")
         parser.add_argument("--retriever", help="Retriever alias (default: the collection's).")
+        parser.add_argument("--pipeline", help="Pipeline alias (instead of --retriever).")
+        parser.add_argument("--rewriter", help="Rewriter alias replacing the pipeline's rewrite.")
+        parser.add_argument("--reranker", help="Reranker alias replacing the pipeline's rerank.")
+        parser.add_argument(
+            "--history",
+            help='JSON turns for rewriters, e.g. [{"role": "user", "content": "..."}].',
+        )
         parser.add_argument("--top-k", type=int, default=5, help="How many chunks (default 5).")
         parser.add_argument("--filters", help='JSON filters, e.g. {"metadata": {"lang": "en"}}.')
         parser.add_argument(
@@ -35,18 +42,23 @@ class Command(BaseCommand):
                 filters = json.loads(options["filters"])
             except json.JSONDecodeError as e:
                 raise CommandError(f"--filters is not valid JSON: {e}") from e
+        history = parse_history(options["history"]) if options["history"] else None
         try:
             collection = get_collection(options["collection"])
             results = search(
                 options["query"],
                 collection=collection,
+                pipeline=options["pipeline"],
                 retriever=options["retriever"],
                 top_k=options["top_k"],
                 filters=filters,
+                history=history,
+                rewriter=options["rewriter"],
+                reranker=options["reranker"],
             )
         except (RetrievalError, ValueError) as e:
             raise CommandError(str(e)) from e
-        alias = retriever_alias(collection, options["retriever"])
+        alias = options["pipeline"] or retriever_alias(collection, options["retriever"])
         if options["json"]:
             output = {
                 "query": options["query"],
@@ -67,3 +79,21 @@ class Command(BaseCommand):
                 + (f"  ·  {where}" if where else "")
             )
             self.stdout.write(textwrap.indent(chunk.content.strip(), "    ") + "\n")
+
+
+def parse_history(text: str) -> list[dict[str, str]]:
+    """Return ``--history`` as a list of ``{"role", "content"}`` turns, or raise naming the fix."""
+    try:
+        turns = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--history is not valid JSON: {e}") from e
+    if not isinstance(turns, list) or not all(
+        isinstance(t, dict)
+        and t.get("role") in ("user", "assistant")
+        and isinstance(t.get("content"), str)
+        for t in turns
+    ):
+        raise CommandError(
+            '--history must be a JSON array of {"role": "user" or "assistant", "content": "..."}.'
+        )
+    return [{"role": t["role"], "content": t["content"]} for t in turns]

@@ -110,16 +110,25 @@ class AgenticRetrievalPipeline:
             calls_before = _llm_calls()
             record: dict[str, Any] = {"round": number, "query": search_query, "top_k": top_k}
             rounds.append(record)
+            candidates: list[RetrievalResult] | None = None
             try:
                 candidates = self.retriever.retrieve(
                     search_query, collection=collection, top_k=top_k, filters=filters
                 )
-                selection = self.selector.select(query, candidates, limit=self.selected_chunk_limit)
-                for result in candidates:
+                for result in candidates:  # kept before any LLM stage can exhaust the budget
                     if result.chunk_id not in best or result.score > best[result.chunk_id].score:
                         best[result.chunk_id] = result
+                selection = self.selector.select(query, candidates, limit=self.selected_chunk_limit)
                 verdict = self.evaluator.evaluate(query, selection.results)
             except BudgetExceeded as e:
+                if candidates is not None:  # end with what this round has
+                    record["candidates"] = [r.chunk_id for r in candidates]
+                    if not selection.results:
+                        reason = "the budget ran out: the retriever's top candidates"
+                        selection = Selection(
+                            tuple(candidates[: self.selected_chunk_limit]), reason
+                        )
+                    record["selected"] = [r.chunk_id for r in selection.results]
                 record.update(stopped=str(e), ms=_ms(started), **_llm_usage(calls_before))
                 break
             sufficient = verdict.score >= self.sufficiency_threshold
@@ -130,12 +139,18 @@ class AgenticRetrievalPipeline:
                 verdict=round(verdict.score, 4),
                 reason=verdict.reason,
                 sufficient=sufficient,
-                ms=_ms(started),
-                **_llm_usage(calls_before),
             )
-            if sufficient or number == self.max_rounds:
+            stop = sufficient or number == self.max_rounds
+            if not stop:  # the retry's rewrite belongs to this round's record
+                try:
+                    search_query, top_k = self.prepare_retry(query, collection, verdict, top_k)
+                    record["next_query"] = search_query
+                except BudgetExceeded as e:
+                    record["stopped"] = str(e)
+                    stop = True
+            record.update(ms=_ms(started), **_llm_usage(calls_before))
+            if stop:
                 break
-            search_query, top_k = self.prepare_retry(query, collection, verdict, top_k)
         _record_rounds(rounds)
         retrieved = tuple(sorted(best.values(), key=lambda r: (-r.score, r.chunk_id)))
         if not sufficient and self.on_insufficient is OnInsufficient.EMPTY:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from itertools import pairwise
@@ -21,7 +22,7 @@ from retrieval.services.chunkers.tokens import (
 )
 from retrieval.services.types import ChunkSpan, Section
 
-__all__ = ["RecursiveChunker"]
+__all__ = ["RecursiveChunker", "only_heading"]
 
 # Tried in order, each only inside a piece still over budget; then token windows
 # that end between words where they can.
@@ -31,14 +32,20 @@ _SEPARATORS = (
     re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])"),  # after . ! ? (and 。！？)
 )
 
+_LINE_BREAK = re.compile(r"[\n\r\x0b\x0c\x85\u2028\u2029]")
+
 Piece = tuple[int, int, int]  # start, end, token count
 
 
 class RecursiveChunker(BaseChunker):
     """Split text at the coarsest structure that brings pieces within ``max_tokens``.
 
-    A section boundary (and the edge of text outside any section) always ends a
-    chunk. Inside a section, a piece over budget is split at blank lines, then
+    A section boundary (and the edge of text outside any section) ends a chunk,
+    except after a section that is only its heading (a chapter heading followed at
+    once by its first subsection). A section's heading line, and any bare headings
+    before it, begin the first chunk of the section's text (that chunk's text is split
+    smaller to make room), so no chunk is a bare heading unless no text follows.
+    Inside a section, a piece over budget is split at blank lines, then
     line breaks, then sentence ends, then into token windows that end between
     words (mid-word only for a single word over budget). Neighbouring pieces of
     one split that fit together are merged greedily, and a chunk under
@@ -69,18 +76,64 @@ class RecursiveChunker(BaseChunker):
         self._budget = max(max_tokens - overlap_tokens, MIN_MAX_TOKENS)
 
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
-        """Return the chunk spans of ``text``, none crossing a boundary of ``sections``."""
+        """Return the chunk spans of ``text``, none crossing a boundary of ``sections``
+        except after a section that holds nothing but its heading: that heading starts
+        the first chunk of the text after it."""
         spans: list[ChunkSpan] = []
+        headings = {section.start: section.heading_path for section in sections}
+        lead: tuple[int, int] | None = None  # heading-only text waiting for what follows
         for region_start, region_end in _regions(text, sections):
             start, end = trim(text, region_start, region_end)
             if start >= end:
                 continue
-            pieces = self._split(text, start, end, self._count_up_to_budget(text, start, end), 0)
-            pieces = self._absorb_small(text, pieces)
-            if self.overlap_tokens:
-                pieces = self._add_overlap(text, pieces)
-            spans.extend(ChunkSpan(start, end) for start, end, _ in pieces)
+            heading_end = _heading_end(text, start, end, headings.get(region_start, ()))
+            if heading_end == end:
+                lead = (lead[0] if lead else start, end)
+                continue
+            if heading_end:  # the heading leads the first chunk of its section's text
+                lead = (lead[0] if lead else start, heading_end)
+                start = skip_space(text, heading_end, end)
+            spans.extend(self._region(text, start, end, lead[0] if lead else None))
+            lead = None
+        if lead:  # headings with no text after them
+            spans.extend(self._region(text, *lead, None))
         return spans
+
+    def _region(self, text: str, start: int, end: int, lead: int | None) -> list[ChunkSpan]:
+        """Chunk ``text[start:end]``; with ``lead``, the first chunk starts there instead."""
+        pieces = self._split(text, start, end, self._count_up_to_budget(text, start, end), 0)
+        if lead is not None:
+            pieces = self._lead_with(text, lead, pieces)
+        pieces = self._absorb_small(text, pieces)
+        if self.overlap_tokens:
+            pieces = self._add_overlap(text, pieces)
+        return [ChunkSpan(start, end) for start, end, _ in pieces]
+
+    def _lead_with(self, text: str, lead: int, pieces: list[Piece]) -> list[Piece]:
+        """Start the first piece at ``lead`` (a heading), re-split smaller to make room."""
+        first_start, first_end, _ = pieces[0]
+        count = self._count(text, lead, first_end)
+        if count <= self._budget:
+            return [(lead, first_end, count), *pieces[1:]]
+        room = self._budget - self._count(text, lead, first_start) - 1
+        while room >= MIN_MAX_TOKENS:
+            narrow = copy.copy(self)
+            narrow._budget = room
+            head, *rest = narrow._split(
+                text, first_start, first_end, narrow._count(text, first_start, first_end), 0
+            )
+            count = self._count(text, lead, head[1])
+            if count <= self._budget:
+                return [(lead, head[1], count), *rest, *pieces[1:]]
+            room -= count - self._budget
+        # Headings too long to share a chunk: they keep chunks of their own.
+        lead, heading_end = trim(text, lead, first_start)
+        return (
+            self._split(
+                text, lead, heading_end, self._count_up_to_budget(text, lead, heading_end), 0
+            )
+            + pieces
+        )
 
     def _count(self, text: str, start: int, end: int) -> int:
         return count_tokens(text[start:end], self.encoding)
@@ -211,6 +264,30 @@ def _regions(text: str, sections: Sequence[Section]) -> list[tuple[int, int]]:
         boundaries.update((section.start, section.end))
     ordered = sorted(boundaries)
     return list(pairwise(ordered))
+
+
+def only_heading(region: str, heading_path: Sequence[str]) -> bool:
+    """Return whether ``region`` (a section's text) is just the section's own heading."""
+    return bool(region.strip()) and _heading_end(region, 0, len(region), heading_path) == len(
+        region.rstrip()
+    )
+
+
+def _heading_end(text: str, start: int, end: int, heading_path: Sequence[str]) -> int:
+    """Return where the heading line opening ``text[start:end]`` ends, 0 if there is none.
+
+    The section's text must begin with its own heading (the last of its path).
+    """
+    if not heading_path or not heading_path[-1]:
+        return 0
+    heading = heading_path[-1]
+    line_end = _LINE_BREAK.search(text, start, end)
+    line_start, line_end = trim(text, start, line_end.start() if line_end else end)
+    words = " ".join(text[line_start:line_end].split())
+    # Parsers clip long headings (parsers.layout.TITLE_MAX_CHARS).
+    if words == heading or (len(heading) >= 200 and words.startswith(heading)):
+        return line_end
+    return 0
 
 
 def _word_start(text: str, start: int, end: int) -> int:

@@ -160,7 +160,8 @@ class _GraphExtractor:
             except Exception as e:
                 if isinstance(e, MissingDependencyError):
                     raise  # every batch would fail the same way: fail the run once
-                logger.warning("Triple extraction failed: %s", e, exc_info=True)
+                # one line per failing batch; the run records each chunk's reason
+                logger.warning("Triple extraction failed (%d chunks): %s", len(missing), e)
                 # Retry one text at a time, so only the culprit fails.
                 for chunk in missing if len(missing) > 1 else []:
                     try:
@@ -200,13 +201,26 @@ class _GraphExtractor:
     ) -> None:
         rows: list[Triple] = []
         entities: dict[str, str] = {}
+        accepted: dict[str, list[dict[str, Any]]] = {}
         for chunk in chunks:
-            for triple in triples_by_hash[hashes[chunk.pk]]:
+            digest = hashes[chunk.pk]
+            first = digest not in accepted  # chunks with the same text keep the same triples
+            kept = accepted.setdefault(digest, [])
+            for triple in triples_by_hash[digest]:
                 row = self._row(chunk, triple)
                 if row is not None:
                     rows.append(row)
                     entities.setdefault(row.subject_key, row.subject)
                     entities.setdefault(row.object_key, row.object)
+                    if first:
+                        kept.append(triple)
+        # Record what was kept: a text whose triples were all rejected is marked done
+        # (an empty record), so a changed-only run does not select its chunks again.
+        records = {
+            digest: accepted[digest]
+            for digest in {hashes[chunk.pk] for chunk in chunks}
+            if digest in new or accepted[digest] != triples_by_hash[digest]
+        }
         with transaction.atomic():
             GraphExtraction.objects.bulk_create(
                 [
@@ -216,7 +230,7 @@ class _GraphExtractor:
                         content_hash=digest,
                         triples=triples,
                     )
-                    for digest, triples in new.items()
+                    for digest, triples in records.items()
                 ],
                 update_conflicts=True,
                 unique_fields=["collection", "extractor", "content_hash"],

@@ -25,7 +25,13 @@ class LLMAnswer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    finish_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the answer was cut at ``max_tokens`` (``finish_reason`` ``"length"``)."""
+        return self.finish_reason == "length"
 
 
 class BaseLLM(ABC):
@@ -65,7 +71,12 @@ class BaseLLM(ABC):
         answer = self.complete(messages, purpose=purpose, json_schema=schema, max_tokens=max_tokens)
         problem = json_problem(answer.text, schema)
         if problem is None:
-            return json.loads(strip_code_fence(answer.text))
+            return json.loads(strip_code_fence(answer.text), strict=False)
+        if answer.truncated:  # a cut answer is not malformed: asking again would cut it again
+            raise LLMError(
+                f"{self.alias or type(self).__name__} answer for {purpose or 'a call'} was cut "
+                f"at max_tokens ({answer.completion_tokens} tokens): {problem}"
+            )
         repair = [
             *messages,
             {"role": "assistant", "content": answer.text},
@@ -84,7 +95,7 @@ class BaseLLM(ABC):
                 f"{self.alias or type(self).__name__} gave no valid JSON for {purpose or 'a call'} "
                 f"after one repair: {problem}"
             )
-        return json.loads(strip_code_fence(answer.text))
+        return json.loads(strip_code_fence(answer.text), strict=False)
 
     def check(self) -> list:
         return []
@@ -108,7 +119,8 @@ def check_llm_alias(owner: str, llm: str) -> list:
 def json_problem(text: str, schema: Mapping[str, Any]) -> str | None:
     """Return why ``text`` is not JSON matching ``schema``, or ``None`` if it is."""
     try:
-        data = json.loads(strip_code_fence(text))
+        # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
+        data = json.loads(strip_code_fence(text), strict=False)
     except (TypeError, ValueError) as e:
         return f"not JSON ({e})"
     try:

@@ -117,7 +117,7 @@ class OpenAIChatLLM(BaseLLM):
             return LLMAnswer(**cached, cached=True)
         timeout = self.timeout
         if trace is not None:
-            prompt_estimate = sum(count_tokens(m.get("content") or "") + 4 for m in messages)
+            prompt_estimate = estimate_prompt_tokens(params["messages"])
             trace.budget.ensure_available(tokens_needed=prompt_estimate + 1)
             remaining = trace.budget.remaining_tokens()
             if remaining is not None:  # the answer may not overrun what is left
@@ -127,27 +127,38 @@ class OpenAIChatLLM(BaseLLM):
             if seconds is not None:
                 timeout = min(timeout, seconds)
         started = time.monotonic()
+        attempts = [0]
         try:
-            answer = self._request(params, timeout)
+            answer = self._request(params, timeout, attempts)
         except LLMError as e:
             if trace is not None:
                 ms = (time.monotonic() - started) * 1000
-                trace.llm_calls.append(LLMCall(self.model, purpose, 0, 0, ms, error=str(e)))
+                trace.llm_calls.append(
+                    LLMCall(self.model, purpose, 0, 0, ms, attempts=attempts[0], error=str(e))
+                )
                 trace.budget.charge(0)
             raise
         ms = (time.monotonic() - started) * 1000
         if trace is not None:
             trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
             trace.llm_calls.append(
-                LLMCall(self.model, purpose, answer.prompt_tokens, answer.completion_tokens, ms)
+                LLMCall(
+                    self.model,
+                    purpose,
+                    answer.prompt_tokens,
+                    answer.completion_tokens,
+                    ms,
+                    attempts=attempts[0],
+                )
             )
-        if self.cache and answer.text:
+        if self.cache and answer.text and not answer.truncated:
             caches[self.cache].set(
                 key,
                 {
                     "text": answer.text,
                     "prompt_tokens": answer.prompt_tokens,
                     "completion_tokens": answer.completion_tokens,
+                    "finish_reason": answer.finish_reason,
                 },
                 self.cache_timeout,
             )
@@ -189,27 +200,47 @@ class OpenAIChatLLM(BaseLLM):
         payload = json.dumps({"base_url": self.base_url, **params}, sort_keys=True, default=str)
         return "retrieval:llm:" + hashlib.sha256(payload.encode()).hexdigest()
 
-    def _request(self, params: dict[str, Any], timeout: float) -> LLMAnswer:
+    def _request(self, params: dict[str, Any], timeout: float, attempts: list[int]) -> LLMAnswer:
+        """Send ``params``, retrying as ``max_retries`` allows, all within ``timeout`` seconds.
+
+        ``attempts[0]`` counts the requests sent.
+        """
         import openai
 
         if timeout <= 0:
             raise BudgetExceeded("LLM budget exhausted: no time left for another call.")
-        try:
-            response = (
-                self._get_client().with_options(timeout=timeout).chat.completions.create(**params)
-            )
-            text = response.choices[0].message.content or ""
-        except openai.APITimeoutError as e:
-            raise LLMError(f"{self._name()} timed out after {timeout:.1f} s: {e}") from e
-        except openai.OpenAIError as e:
-            raise LLMError(f"{self._name()} failed (max_retries={self.max_retries}): {e}") from e
-        except (AttributeError, IndexError, TypeError, ValueError) as e:
-            raise LLMError(f"{self._name()} returned a malformed answer: {e}") from e
+        deadline = time.monotonic() + timeout
+        client = self._get_client()
+        while True:
+            left = deadline - time.monotonic()
+            attempts[0] += 1
+            try:
+                response = client.with_options(timeout=left).chat.completions.create(**params)
+                choice = response.choices[0]
+                text = choice.message.content or ""
+                break
+            except openai.APITimeoutError as e:
+                raise LLMError(
+                    f"{self._name()} timed out after {timeout:.1f} s "
+                    f"({attempts[0]} attempt(s)): {e}"
+                ) from e
+            except openai.OpenAIError as e:
+                pause = _retry_pause(e, attempts[0])
+                retry = attempts[0] <= self.max_retries and pause is not None
+                if not retry or time.monotonic() + pause >= deadline:
+                    raise LLMError(
+                        f"{self._name()} failed (max_retries={self.max_retries}) after "
+                        f"{attempts[0]} attempt(s): {e}"
+                    ) from e
+                time.sleep(pause)
+            except (AttributeError, IndexError, TypeError, ValueError) as e:
+                raise LLMError(f"{self._name()} returned a malformed answer: {e}") from e
         usage = getattr(response, "usage", None)
         return LLMAnswer(
             text=text,
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            finish_reason=getattr(choice, "finish_reason", "") or "",
         )
 
     def _name(self) -> str:
@@ -223,7 +254,38 @@ class OpenAIChatLLM(BaseLLM):
                         component=f"LLM {self.alias or self.model!r}",
                         base_url=self.base_url,
                         api_key=self.api_key,
-                        max_retries=self.max_retries,
+                        max_retries=0,  # retried by _request, within the call's deadline
                         timeout=self.timeout,
                     )
         return self._client
+
+
+def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
+    """Return the tokens ``messages`` will take, as sent (system messages included)."""
+    return sum(count_tokens(m.get("content") or "") + 4 for m in messages)
+
+
+def _retry_pause(error: Exception, attempt: int) -> float | None:
+    """Return seconds to wait before retrying after ``error``, or ``None`` if it is final.
+
+    Connection errors, 408, 409, 429 and 5xx are retried (the server's ``retry-after``
+    honoured, else 0.5 s doubling per attempt, at most 8 s), as the ``openai`` client does.
+    """
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):
+        return min(8.0, 0.5 * 2 ** (attempt - 1))
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    status = error.status_code
+    if status not in (408, 409, 429) and status < 500:
+        return None
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if 0 < value <= 60:
+            return value
+    return min(8.0, 0.5 * 2 ** (attempt - 1))

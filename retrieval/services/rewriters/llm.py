@@ -6,6 +6,7 @@ from typing import Any
 
 from retrieval.exceptions import LLMError
 from retrieval.models import Collection
+from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.llms.base import check_llm_alias
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite, Turn, format_history
@@ -21,6 +22,8 @@ PARAPHRASE_TEMPLATE = (
     "below, using other words (synonyms, more specific or more general terms).\n\n"
     "Question: {query}"
 )
+#: Completion tokens asked for a HyDE passage; one cut below half of this is a failure.
+HYDE_TOKENS = 200
 HYDE_TEMPLATE = (
     "Write a short passage (3 sentences) that could appear in a document answering the "
     "question below. Write it as a statement of fact, not as an answer to someone.\n\n"
@@ -71,6 +74,8 @@ class LLMQueryRewriter(_LLMRewriter):
         text = " ".join(answer.text.split()).strip().strip('"')
         if not text:
             return self._fallback(query, "the model answered nothing")
+        if answer.truncated:
+            return self._fallback(query, "the answer was cut at max_tokens")
         return Rewrite(query, (text,), self.method)
 
 
@@ -133,12 +138,15 @@ class HyDEQueryRewriter(_LLMRewriter):
     def _rewrite(self, query: str, *, collection: Collection, history: list[Turn]) -> Rewrite:
         try:
             answer = llms[self.llm].complete(
-                self._prompt(query, history), purpose="hyde", max_tokens=200
+                self._prompt(query, history), purpose="hyde", max_tokens=HYDE_TOKENS
             )
         except LLMError as e:
             return self._fallback(query, str(e))
         passage = answer.text.strip()
         if not passage:
             return self._fallback(query, "the model answered nothing")
+        if answer.truncated and count_tokens(passage) < HYDE_TOKENS // 2:
+            # cut short (by the budget, usually): a stub is no hypothetical answer
+            return self._fallback(query, "the answer was cut at max_tokens")
         queries = (query, passage) if self.include_original else (passage,)
         return Rewrite(query, queries, self.method, details={"hypothetical": passage})

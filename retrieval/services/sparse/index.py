@@ -7,15 +7,26 @@ from collections.abc import Iterable
 
 from django.db import connections
 
+from retrieval.services.chunk_context import indexed_text
 from retrieval.services.sparse.analyzer import Analyzer
 
 #: One entry per chunk: its id, term frequencies and length in terms.
 ChunkTerms = tuple[int, Counter[str], int]
 
 
-def bm25_text(title: str, content: str) -> str:
-    """Return the text BM25 indexes for a chunk: its document's title, then the chunk."""
-    return f"{title}\n{content}" if title else content
+def bm25_text(prefix: str, content: str) -> str:
+    """Return the text BM25 indexes for a chunk: its header (``Chunk.indexed_prefix``),
+    then its content; the same text is embedded (services.chunk_context)."""
+    return indexed_text(prefix, content)
+
+
+def _has_prefix_column(cursor) -> bool:
+    """Whether chunks have ``indexed_prefix`` yet (not while migration 0002 runs)."""
+    cursor.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'retrieval_chunk' AND column_name = 'indexed_prefix'"
+    )
+    return cursor.fetchone() is not None
 
 
 def write_postings(
@@ -40,8 +51,10 @@ def rebuild_postings(
         cursor.execute(
             "DELETE FROM retrieval_bm25_posting WHERE collection_id = %s", [collection_id]
         )
+        # Before migration 0008, the document's title was what came before the content.
+        prefix = "c.indexed_prefix" if _has_prefix_column(cursor) else "d.title"
         cursor.execute(
-            "SELECT c.id, d.title, c.content FROM retrieval_chunk c "
+            f"SELECT c.id, {prefix}, c.content FROM retrieval_chunk c "
             "JOIN retrieval_document d ON d.id = c.document_id "
             "WHERE c.collection_id = %s ORDER BY c.id",
             [collection_id],
@@ -51,8 +64,8 @@ def rebuild_postings(
         write_postings(
             collection_id,
             (
-                (chunk_id, *analyzer.term_counts(bm25_text(title, content)))
-                for chunk_id, title, content in rows[start : start + batch]
+                (chunk_id, *analyzer.term_counts(bm25_text(prefix, content)))
+                for chunk_id, prefix, content in rows[start : start + batch]
             ),
             using=using,
         )

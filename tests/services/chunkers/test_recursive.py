@@ -233,3 +233,107 @@ def test_a_section_outside_the_text_is_a_value_error() -> None:
 def test_bad_options_raise_value_error(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RecursiveChunker(**options)  # type: ignore[arg-type]
+
+
+GUIDE = (
+    "User guide\n\n2. Installation\n\nRequirements\n\n"
+    "You need Python 3.11 and PostgreSQL with pgvector. Install the package with pip.\n\n"
+    "Upgrading\n\nRun the migrations after every upgrade."
+)
+
+
+def guide_sections(text: str = GUIDE) -> tuple[Section, ...]:
+    starts = [text.index(h) for h in ("User guide", "2. Installation", "Requirements", "Upgrading")]
+    paths = [
+        ("User guide",),
+        ("User guide", "2. Installation"),
+        ("User guide", "2. Installation", "Requirements"),
+        ("User guide", "2. Installation", "Upgrading"),
+    ]
+    ends = [*starts[1:], len(text)]
+    return tuple(
+        Section(start, end, heading_path=path)
+        for start, end, path in zip(starts, ends, paths, strict=True)
+    )
+
+
+def test_a_section_that_is_only_its_heading_starts_the_next_chunk() -> None:
+    chunks = texts_of(GUIDE, RecursiveChunker(max_tokens=64, min_tokens=0), guide_sections())
+    assert chunks == [
+        "User guide\n\n2. Installation\n\nRequirements\n\n"
+        "You need Python 3.11 and PostgreSQL with pgvector. Install the package with pip.",
+        "Upgrading\n\nRun the migrations after every upgrade.",
+    ]
+
+
+def test_a_leading_heading_makes_room_by_splitting_the_text_after_it() -> None:
+    # "Requirements" and its paragraph fill 20 tokens: the two headings before them
+    # need the paragraph split for the first chunk to stay within budget.
+    chunker = RecursiveChunker(max_tokens=20, min_tokens=0)
+    chunks = texts_of(GUIDE, chunker, guide_sections())
+    assert chunks[0].startswith("User guide\n\n2. Installation\n\nRequirements\n\nYou need")
+    assert all(count_tokens(chunk) <= 20 for chunk in chunks)
+    assert not any(chunk in ("User guide", "2. Installation") for chunk in chunks)
+    assert "".join(chunks).replace("\n", "").replace(" ", "") == GUIDE.replace("\n", "").replace(
+        " ", ""
+    )
+
+
+def test_headings_at_the_end_of_the_text_are_kept() -> None:
+    text = "Intro\n\nSome text here.\n\nAppendix"
+    sections = (
+        Section(0, text.index("Appendix"), heading_path=("Intro",)),
+        Section(text.index("Appendix"), len(text), heading_path=("Appendix",)),
+    )
+    assert texts_of(text, RecursiveChunker(min_tokens=0), sections) == [
+        "Intro\n\nSome text here.",
+        "Appendix",
+    ]
+
+
+@st.composite
+def texts_with_headings(draw: st.DrawFn) -> tuple[str, tuple[Section, ...]]:
+    """Return text whose sections each start with a heading line; some hold only it."""
+    parts, sections, offset = [], [], 0
+    for number in range(draw(st.integers(1, 6))):
+        heading = draw(st.sampled_from(["Intro", "2. Installation", "Notes on cats", "x" * 40]))
+        body = draw(st.one_of(st.just(""), texts))
+        part = f"{heading}\n\n{body}" if body else heading
+        sections.append(Section(offset, offset + len(part), heading_path=(f"{number}", heading)))
+        parts.append(part)
+        offset += len(part) + 2
+    return "\n\n".join(parts), tuple(sections)
+
+
+@PROPERTY_SETTINGS
+@given(text_and_sections=texts_with_headings(), max_tokens=st.integers(4, 24), data=st.data())
+def test_no_chunk_is_a_bare_heading_unless_nothing_follows_it(
+    text_and_sections: tuple[str, tuple[Section, ...]], max_tokens: int, data: st.DataObject
+) -> None:
+    text, sections = text_and_sections
+    overlap_tokens = data.draw(st.integers(0, max_tokens - 1))
+    chunker = RecursiveChunker(
+        max_tokens=max_tokens,
+        overlap_tokens=overlap_tokens,
+        min_tokens=data.draw(st.integers(0, max_tokens)),
+    )
+    spans = chunker.chunk(text, sections=sections)
+
+    assert_contract(text, spans, may_overlap=overlap_tokens > 0)
+    assert_within_tokens(text, spans, max_tokens)
+    bare = {(section.start, section.start + len(section.heading_path[-1])) for section in sections}
+    first_of_run = 0
+    for number, section in enumerate(sections):
+        heading_end = section.start + len(section.heading_path[-1])
+        if not text[heading_end : section.end].strip():
+            continue  # a bare heading: it leads the next section with text
+        body = heading_end + len(text[heading_end:]) - len(text[heading_end:].lstrip())
+        leading = text[sections[first_of_run].start : body]
+        # Chunks are built within max_tokens - overlap_tokens; that must leave room for
+        # the headings and the space after them, and 4 tokens (the longest character).
+        if count_tokens(leading) + 5 <= max_tokens - overlap_tokens:
+            run = sections[first_of_run : number + 1]
+            starts = {(s.start, s.start + len(s.heading_path[-1])) for s in run}
+            assert not starts & {(span.start, span.end) for span in spans}, leading
+        first_of_run = number + 1
+    assert bare  # (every section has a heading)

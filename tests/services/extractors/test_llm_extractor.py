@@ -83,3 +83,36 @@ def test_extract_graph_calls_the_model_once_per_chunk(
     pairs = sorted(Triple.objects.filter(collection=collection).values_list("subject", "object"))
     assert pairs == [("Ada", "Charles"), ("Grace", "Mark")]
     assert all(t.chunk_id for t in Triple.objects.all())
+
+
+def test_changed_only_does_not_select_again_chunks_whose_triples_were_all_rejected(
+    llm_server, keyword_settings, retrieval_settings
+):
+    retrieval_settings(
+        EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}}
+    )
+    collection, _ = get_or_create_collection("loops")
+    ingest(collection, [Source.from_text("Ada is Ada.", external_id="a")])
+    loop = {"subject": "Ada", "predicate": "is", "object": "ada", "confidence": 1}
+    llm_server.queue_chat(json.dumps({"triples": [loop]}))  # a self-loop: rejected
+    first = extract_graph(collection, extractor="llm", changed_only=True)
+    assert first.documents_indexed == 1 and first.chunks_written == 0
+    again = extract_graph(collection, extractor="llm", changed_only=True)
+    assert again.documents_total == 0 and again.documents_skipped == 0
+    assert len(llm_server.requests_to("/v1/chat/completions")) == 1
+
+
+def test_a_failing_extraction_logs_one_line_and_the_run_keeps_the_reason(
+    llm_server, keyword_settings, retrieval_settings, caplog
+):
+    retrieval_settings(
+        EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}}
+    )
+    collection, _ = get_or_create_collection("broken")
+    ingest(collection, [Source.from_text("Ada met Charles.", external_id="a")])
+    llm_server.queue_chat("not json", "still not json")
+    with caplog.at_level("WARNING", logger="retrieval.services.graph.extraction"):
+        run = extract_graph(collection, extractor="llm")
+    assert run.documents_failed == 1 and "after one repair" in run.errors[0]["error"]
+    (record,) = [r for r in caplog.records if "Triple extraction failed" in r.getMessage()]
+    assert record.exc_info is None  # one line, no traceback per chunk

@@ -13,6 +13,7 @@ from retrieval.services.parsers.html import HtmlParser
 from retrieval.services.parsers.json import JsonParser
 from retrieval.services.parsers.markdown import MarkdownParser
 from retrieval.services.parsers.pdf import PdfParser
+from retrieval.services.parsers.rst import RstParser
 from retrieval.services.parsers.text import TextParser
 from retrieval.services.types import ParsedDocument
 
@@ -59,6 +60,13 @@ SAMPLES: list[tuple[BaseParser, str, str, bytes]] = [
     ),
     (JsonParser(), "data.json", "application/json", b'{"title": "T", "a": {"b": [1, 2]}}'),
     (PdfParser(), "report.pdf", "application/pdf", _pdf_sample()),
+    (
+        RstParser(),
+        "guide.rst",
+        "text/x-rst",
+        b"=====\nGuide\n=====\n\nText *here*.\n\nInstall\n-------\n\n"
+        b".. code-block:: sh\n\n   pip install x\n",
+    ),
 ]
 IDS = [type(parser).__name__ for parser, *_ in SAMPLES]
 
@@ -119,7 +127,7 @@ def test_sections_carry_structure(
 _bytes_like_documents = st.one_of(
     st.binary(max_size=200),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=200).map(str.encode),
-    st.text(alphabet='{}[]",:0123456789 \n\t\r#*-_`<>/=!&;abc\xe9\u2028', max_size=200).map(
+    st.text(alphabet='{}[]",:0123456789 \n\t\r#*-_`<>/=!&;.~abc\xe9\u2028', max_size=200).map(
         str.encode
     ),
 )

@@ -1,0 +1,99 @@
+"""Contextual chunk text and fusion, measured on training data.
+
+    python bench/context.py [--datasets scifact cranfield]
+
+Each dataset is ingested twice (one chunk per document, the local embedder): with
+``CHUNK_CONTEXT`` off (the content alone is embedded and BM25-indexed) and with the
+default (title and heading path before the content). Each collection is then scored
+with BM25, dense and hybrid fusions (RRF, relative score, DBSF, leg weights).
+Prints Markdown tables of nDCG@10 and Recall@100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import DATASETS, SHARED_DATA, machine, setup_django, table
+
+FUSIONS = {
+    "hybrid rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
+    "hybrid rrf, dense weight 1.5": {
+        "retrievers": {"bm25": 1.0, "dense": 1.5},
+        "method": "rrf",
+        "k": 60,
+    },
+    "hybrid relative score": {
+        "retrievers": {"bm25": 1.0, "dense": 1.0},
+        "method": "relative_score",
+    },
+    "hybrid relative score, dense 1.5": {
+        "retrievers": {"bm25": 1.0, "dense": 1.5},
+        "method": "relative_score",
+    },
+    "hybrid dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    args = parser.parse_args()
+    setup_django()
+    print(f"Machine: {machine()}\n")
+    for name in args.datasets:
+        run_dataset(name)
+
+
+def run_dataset(name: str) -> None:
+    from django.test.utils import override_settings
+
+    from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.evaluation import evaluate, load_beir
+    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.search import search
+
+    split = DATASETS[name]
+    dataset = load_beir(SHARED_DATA / name, split)
+    sources = [
+        Source.from_text(e.text or e.title, external_id=e.id, title=e.title)
+        for e in dataset.corpus()
+        if (e.text or e.title).strip()
+    ]
+    print(f"## {name} ({split}): {len(sources)} documents, {len(dataset.judged_queries())} queries")
+    rows = []
+    for label, context in (("off", None), ("title + headings", {})):
+        retrieval = {"CHUNK_CONTEXT": context} if context is None else {}
+        with override_settings(RETRIEVAL=retrieval):
+            collection, _ = get_or_create_collection(
+                f"bench-context-{name}-{'off' if context is None else 'on'}", chunker="whole"
+            )
+            started = time.perf_counter()
+            run = ingest(collection, sources)
+            print(f"context {label}: {run.message} in {time.perf_counter() - started:.0f} s")
+        configs = {
+            f"hybrid-{i}": {
+                "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
+                "OPTIONS": options,
+            }
+            for i, options in enumerate(FUSIONS.values())
+        }
+        aliases = ["bm25", "dense", *configs]
+        names = ["bm25", "dense", *FUSIONS]
+        with override_settings(RETRIEVAL={"RETRIEVERS": configs}):
+            for alias, retriever_name in zip(aliases, names, strict=True):
+                result = evaluate(
+                    lambda q, alias=alias, collection=collection: [
+                        r.chunk.document.external_id
+                        for r in search(q, collection=collection, retriever=alias, top_k=100)
+                    ],
+                    dataset,
+                ).as_dict()
+                rows.append([label, retriever_name, result["ndcg@10"], result["recall@100"]])
+    print()
+    print(table(["context", "retriever", "nDCG@10", "Recall@100"], rows))
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Dense search on every index backend: pgvector, Milvus (Lite) and Chroma, at one size.
+
+    python bench/indexes.py [--size 100000] [--queries 200] [--backends pgvector milvus chroma]
+
+A collection of ``size`` synthetic 384-d vectors (2,000 Gaussian clusters on the unit
+sphere) is bulk-loaded into PostgreSQL with COPY; each external engine is started on
+127.0.0.1 (``milvus-lite server``, ``chroma run``) in a temporary folder and filled from
+PostgreSQL by the index's own rebuild (its ingestion rate; pgvector's rebuild re-indexes its
+HNSW over the stored vectors). Queries are stored vectors
+plus noise; each backend ranks them through the app's index (external ones including
+the PostgreSQL re-check), timed for p50/p95, with recall@10 against a numpy exact scan.
+Figures are printed; nothing is asserted. Milvus Lite's speed is not Milvus's: it is a
+single-process development engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
+from common import machine, setup_django, table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+DIMENSIONS = 384
+BACKENDS = {
+    "pgvector": "retrieval.services.indexes.pgvector.PgvectorIndex",
+    "milvus": "retrieval.services.indexes.milvus.MilvusIndex",
+    "chroma": "retrieval.services.indexes.chroma.ChromaIndex",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
+    args = parser.parse_args()
+    setup_django()
+    print(f"Machine: {machine()}\n")
+    collection, ids, vectors = load(args.size)
+    rng = np.random.default_rng(7)
+    picks = rng.choice(len(ids), args.queries, replace=False)
+    queries = vectors[picks] + rng.normal(0, 0.02, (args.queries, DIMENSIONS)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    exact = [set(ids[np.argsort(-(vectors @ q), kind="stable")[:10]]) for q in queries]
+    rows = []
+    for name in args.backends:
+        rows.append(measure(name, collection, queries, exact))
+    print(f"\nDense top-10 over {args.size:,} chunks, {args.queries} queries\n")
+    print(table(["backend", "fill (vectors/s)", "p50 ms", "p95 ms", "recall@10"], rows))
+    print("\nMilvus Lite's speed is not Milvus's (a single-process development engine).")
+
+
+def load(size: int):
+    """Create (or reuse) a collection of ``size`` synthetic vectors, loaded with COPY."""
+    from django.db import connection, transaction
+    from pgvector.psycopg import register_vector
+
+    from retrieval.models import Chunk, Collection, Document
+    from retrieval.services.collections import ensure_vector_index
+
+    name = f"bench-indexes-{size}"
+    rng = np.random.default_rng(size)
+    centres = rng.normal(size=(2000, DIMENSIONS)).astype(np.float32)
+    vectors = centres[rng.integers(0, 2000, size)] + rng.normal(0, 0.35, (size, DIMENSIONS)).astype(
+        np.float32
+    )
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    collection = Collection.objects.filter(name=name).first()
+    if collection is not None and Chunk.objects.filter(collection=collection).count() == size:
+        rows = Chunk.objects.filter(collection=collection).order_by("pk")
+        ids = np.array(list(rows.values_list("pk", flat=True)))
+        return collection, ids, vectors
+    if collection is not None:
+        collection.delete()
+    print(f"Loading {size:,} vectors…", flush=True)
+    with transaction.atomic():
+        collection = Collection.objects.create(
+            name=name, slug=name, embedder="default", dimensions=DIMENSIONS, chunker="whole"
+        )
+        documents = Document.objects.bulk_create(
+            [Document(collection=collection, external_id=f"d{i}") for i in range(size)],
+            batch_size=5000,
+        )
+        register_vector(connection.connection)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence('retrieval_chunk', 'id')) "
+                "FROM generate_series(1, %s)",
+                [size],
+            )
+            ids = np.array([row[0] for row in cursor.fetchall()])
+            with cursor.copy(
+                "COPY retrieval_chunk (id, collection_id, document_id, index, content, start, "
+                '"end", heading_path, token_count, metadata, embedding) FROM STDIN'
+            ) as copy:
+                for i in range(size):
+                    copy.write_row(
+                        (int(ids[i]), collection.pk, documents[i].pk, 0, "x", 0, 1, "[]", 0,
+                         "{}", vectors[i])
+                    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+    ensure_vector_index(collection)
+    with connection.cursor() as cursor:
+        cursor.execute("RESET maintenance_work_mem")
+        cursor.execute("ANALYZE retrieval_chunk")
+    return collection, ids, vectors
+
+
+def measure(name: str, collection, queries: np.ndarray, exact: list[set]) -> list:
+    from retrieval.models import Collection
+    from retrieval.services.registry import ComponentHandler
+    from tests.engines import Engine
+
+    engine = None
+    options: dict = {}
+    if name != "pgvector":
+        engine = Engine(name, Path(tempfile.mkdtemp(prefix=f"bench-{name}-")) / "data")
+        engine.start()
+        options = engine.options
+    try:
+        index = ComponentHandler("INDEXES")
+        index.configs = lambda: {name: {"BACKEND": BACKENDS[name], "OPTIONS": options}}
+        index = index[name]
+        # The index's own rebuild from PostgreSQL's vectors: an external engine copies them
+        # into a new space; pgvector re-indexes its HNSW in place (REINDEX).
+        started = time.perf_counter()
+        index.rebuild(collection)
+        count = index.count(collection)
+        fill = f"{count / (time.perf_counter() - started):,.0f}"
+        for q in queries[:5]:  # warm-up
+            index.rank(q, collection=collection, top_k=10)
+        samples, recall = [], []
+        for q, truth in zip(queries, exact, strict=True):
+            started = time.perf_counter()
+            found = index.rank(q, collection=collection, top_k=10)
+            samples.append((time.perf_counter() - started) * 1000)
+            recall.append(len(truth & {s.chunk_id for s in found}) / 10)
+        p50, p95 = np.percentile(samples, [50, 95])
+        print(f"{name}: p50 {p50:.2f} ms, recall@10 {np.mean(recall):.3f}", flush=True)
+        return [name, fill, f"{p50:.2f}", f"{p95:.2f}", f"{np.mean(recall):.3f}"]
+    finally:
+        if engine is not None:
+            Collection.objects.filter(pk=collection.pk).update(index_space="")
+            collection.index_space = ""
+            engine.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""LlamaIndex and Haystack on the real-documents bench (run in bench/.venv-peers).
+
+Each gets the app's local embedder (with the bench's vector cache) behind its own
+embedding interface, and its recommended hybrid set-up; ``run_peer`` returns each
+leg's file rankings per question, for ``realdocs.py`` to score.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+DEPTH = 50
+
+
+def app_embedder():
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure()
+        django.setup()
+    from cached_embedder import CachedLocalEmbedder
+
+    return CachedLocalEmbedder()
+
+
+def run_peer(name: str, docs: Path, questions: list[str]) -> dict[str, list[list[str]]]:
+    if name.startswith("llamaindex"):
+        size = int(name.split("-")[1])
+        return llamaindex(docs, questions, size, 32 if size == 256 else 200)
+    if name.startswith("haystack"):
+        return haystack(docs, questions, int(name.split("-")[1]), 30)
+    raise SystemExit(f"unknown peer {name!r}")
+
+
+def _files(paths: list[str], docs: Path) -> list[str]:
+    """Collapse a chunk ranking to files (relative to docs), each at its best chunk."""
+    return list(dict.fromkeys(str(Path(p).resolve().relative_to(docs.resolve())) for p in paths))
+
+
+def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dict:
+    from llama_index.core import Settings, SimpleDirectoryReader, VectorStoreIndex
+    from llama_index.core.embeddings import BaseEmbedding
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    from retrieval.services.chunkers.tokens import get_encoding
+
+    embedder = app_embedder()
+
+    class AppEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embedder.embed_query(query).tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embedder.embed_batch([text])[0].tolist()
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return np.asarray(embedder.embed_batch(texts)).tolist()
+
+    Settings.llm = MockLLM()
+    Settings.embed_model = AppEmbedding(model_name="all-MiniLM-L6-v2", embed_batch_size=32)
+    encoding = get_encoding("cl100k_base")
+    reader = SimpleDirectoryReader(str(docs), recursive=True, required_exts=[".rst"])
+    splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=encoding.encode)
+    nodes = splitter.get_nodes_from_documents(reader.load_data())
+    index = VectorStoreIndex(nodes)
+    dense = index.as_retriever(similarity_top_k=DEPTH)
+    bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=DEPTH)
+    hybrid = QueryFusionRetriever(
+        [dense, bm25],
+        similarity_top_k=DEPTH,
+        num_queries=1,  # no LLM-generated query variants
+        mode="reciprocal_rerank",
+        use_async=False,
+    )
+    legs = {"bm25": bm25, "dense": dense, "hybrid": hybrid}
+    return {
+        leg: [
+            _files([n.node.metadata["file_path"] for n in retriever.retrieve(q)], docs)
+            for q in questions
+        ]
+        for leg, retriever in legs.items()
+    }
+
+
+def haystack(docs: Path, questions: list[str], words: int, overlap: int) -> dict:
+    from haystack import Document, Pipeline, component
+    from haystack.components.joiners import DocumentJoiner
+    from haystack.components.preprocessors import DocumentSplitter
+    from haystack.components.retrievers.in_memory import (
+        InMemoryBM25Retriever,
+        InMemoryEmbeddingRetriever,
+    )
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    embedder = app_embedder()
+
+    @component
+    class AppDocumentEmbedder:
+        @component.output_types(documents=list[Document])
+        def run(self, documents: list[Document]):
+            vectors = embedder.embed_batch([d.content or "" for d in documents])
+            for document, vector in zip(documents, vectors, strict=True):
+                document.embedding = vector.tolist()
+            return {"documents": documents}
+
+    @component
+    class AppTextEmbedder:
+        @component.output_types(embedding=list[float])
+        def run(self, text: str):
+            return {"embedding": embedder.embed_query(text).tolist()}
+
+    sources = [
+        Document(content=path.read_text(encoding="utf-8"), meta={"file_path": str(path)})
+        for path in sorted(docs.rglob("*.rst"))
+    ]
+    splitter = DocumentSplitter(split_by="word", split_length=words, split_overlap=overlap)
+    splitter.warm_up()
+    chunks = splitter.run(documents=sources)["documents"]
+    store = InMemoryDocumentStore()
+    store.write_documents(AppDocumentEmbedder().run(chunks)["documents"])
+    pipeline = Pipeline()
+    pipeline.add_component("text_embedder", AppTextEmbedder())
+    pipeline.add_component("dense", InMemoryEmbeddingRetriever(store, top_k=DEPTH))
+    pipeline.add_component("bm25", InMemoryBM25Retriever(store, top_k=DEPTH))
+    pipeline.add_component(
+        "joiner", DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=DEPTH)
+    )
+    pipeline.connect("text_embedder.embedding", "dense.query_embedding")
+    pipeline.connect("dense", "joiner")
+    pipeline.connect("bm25", "joiner")
+    results: dict[str, list[list[str]]] = {"bm25": [], "dense": [], "hybrid": []}
+    for question in questions:
+        output = pipeline.run(
+            {"text_embedder": {"text": question}, "bm25": {"query": question}},
+            include_outputs_from={"dense", "bm25"},
+        )
+        for leg, key in (("bm25", "bm25"), ("dense", "dense"), ("hybrid", "joiner")):
+            found = output[key]["documents"]
+            results[leg].append(_files([d.meta["file_path"] for d in found], docs))
+    return results

@@ -1,0 +1,250 @@
+"""Golden sets: their queries and judgments, BEIR import and export, evaluation, judging.
+
+Results are judged from the playground and from a trace's page through
+:meth:`EvalSetAdmin.judge_view`; votes from the feedback endpoint wait in the
+judgment list as candidates until accepted.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
+from retrieval.services import goldens
+from retrieval.services.eval_runs import create_eval_run
+from retrieval.services.evaluation import DatasetError
+
+from .charts import history_svg
+
+MEDIA = {"css": {"all": ["retrieval/admin/admin.css", "retrieval/admin/quality.css"]}}
+
+
+class EvaluateForm(forms.Form):
+    pipeline = forms.ChoiceField(help_text="The pipeline to run over each set's queries.")
+    top_k = forms.IntegerField(min_value=1, max_value=1000, initial=100, label="Top k")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["pipeline"].choices = [(p, p) for p in sorted(retrieval_settings.PIPELINES)]
+
+
+@admin.action(description="Evaluate selected sets with a pipeline…", permissions=["change"])
+def evaluate_sets(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> HttpResponse | None:
+    """Ask for a pipeline, then queue one evaluation run per set."""
+    form = EvaluateForm(request.POST if "apply" in request.POST else None)
+    if form.is_bound and form.is_valid():
+        for eval_set in queryset.select_related("collection"):
+            try:
+                run = create_eval_run(
+                    eval_set,
+                    form.cleaned_data["pipeline"],
+                    top_k=form.cleaned_data["top_k"],
+                    created_by=request.user,
+                )
+            except RetrievalError as e:
+                modeladmin.message_user(request, f"{eval_set}: {e}", messages.ERROR)
+                continue
+            level = messages.ERROR if run.status == run.Status.FAILED else messages.SUCCESS
+            modeladmin.message_user(
+                request, f"{eval_set}: evaluation run #{run.pk} {run.status}. {run.message}", level
+            )
+        return HttpResponseRedirect(reverse("admin:retrieval_evalrun_changelist"))
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Evaluate golden sets",
+        "opts": modeladmin.model._meta,
+        "sets": list(queryset),
+        "form": form,
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "retrieval/admin/quality/evaluate.html", context)
+
+
+@admin.action(description="Export selected sets (BEIR layout, zip)")
+def export_sets(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> Any:
+    """Download one zip holding a BEIR folder per set."""
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buffer, "w") as archive:
+        for eval_set in queryset:
+            folder = goldens.export_beir(eval_set, Path(tmp) / eval_set.name)
+            for file in sorted(folder.rglob("*")):
+                if file.is_file():
+                    archive.write(file, file.relative_to(tmp).as_posix())
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="golden-sets-beir.zip"'
+    return response
+
+
+class ImportForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="The golden set to create or extend.")
+    collection = forms.ModelChoiceField(queryset=Collection.objects.all())
+    level = forms.ChoiceField(choices=EvalSet.Level.choices)
+    archive = forms.FileField(help_text="A zip of queries.jsonl and qrels/<split>.tsv.")
+    split = forms.CharField(initial="test", max_length=50)
+
+
+class JudgmentInline(admin.TabularInline):
+    model = Judgment
+    fields = ["target", "grade", "status", "source"]
+    readonly_fields = ["source"]
+    extra = 0
+
+
+@admin.register(EvalSet)
+class EvalSetAdmin(admin.ModelAdmin):
+    list_display = ["name", "collection", "level", "query_count", "created_at"]
+    list_filter = ["collection", "level"]
+    search_fields = ["name"]
+    actions = [evaluate_sets, export_sets]
+    readonly_fields = ["history", "created_at"]
+    Media = type("Media", (), MEDIA)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(query_total=Count("queries"))
+
+    @admin.display(description="queries", ordering="query_total")
+    def query_count(self, eval_set: EvalSet) -> int:
+        return eval_set.query_total
+
+    @admin.display(description="metric history (finished runs, oldest first)")
+    def history(self, eval_set: EvalSet) -> str:
+        return history_svg(list(eval_set.runs.order_by("created_at")[:100]))
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view
+        return [
+            path("judge/", view(self.judge_view), name="retrieval_judge"),
+            path("import/", view(self.import_view), name="retrieval_evalset_import"),
+            *super().get_urls(),
+        ]
+
+    def judge_view(self, request: HttpRequest) -> HttpResponse:
+        """Record a judgment posted from the playground or a trace's page, then go back."""
+        if request.method != "POST":
+            return HttpResponse("POST a judgment.", status=405)
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        back = request.POST.get("next", "")
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = reverse("admin:retrieval_evalset_changelist")
+        try:
+            eval_set = EvalSet.objects.get(pk=int(request.POST.get("eval_set", "")))
+            chunk = Chunk.objects.select_related("document").get(
+                pk=int(request.POST.get("chunk", ""))
+            )
+            grade = int(request.POST.get("grade", ""))
+            judgment = goldens.judge(
+                eval_set,
+                request.POST.get("query", ""),
+                chunk,
+                grade=grade,
+                source="admin",
+                user=request.user,
+            )
+        except (ValueError, EvalSet.DoesNotExist, Chunk.DoesNotExist):
+            messages.error(request, "Judge a result with an existing set, chunk and grade.")
+        except RetrievalError as e:
+            messages.error(request, str(e))
+        else:
+            verdict = "relevant" if judgment.grade else "not relevant"
+            messages.success(
+                request, f"{eval_set}: {judgment.target} is {verdict} for {judgment.query.text!r}."
+            )
+        return HttpResponseRedirect(back)
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Create or extend a set from an uploaded BEIR zip (queries and qrels)."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = ImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    folder = _unpack(data["archive"], Path(tmp))
+                    eval_set = goldens.import_beir(
+                        data["name"],
+                        data["collection"],
+                        folder,
+                        split=data["split"],
+                        level=data["level"],
+                    )
+                except (RetrievalError, zipfile.BadZipFile) as e:
+                    form.add_error("archive", str(e).replace(f"{tmp}/", ""))
+                    eval_set = None
+            if eval_set is not None:
+                count = eval_set.queries.count()
+                messages.success(request, f"{eval_set}: {count} queries.")
+                return HttpResponseRedirect(
+                    reverse("admin:retrieval_evalset_change", args=[eval_set.pk])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import a golden set (BEIR layout)",
+            "opts": self.opts,
+            "form": form,
+        }
+        return TemplateResponse(request, "retrieval/admin/quality/import.html", context)
+
+
+def _unpack(upload: Any, target: Path) -> Path:
+    """Extract a BEIR zip safely and return the folder holding ``queries.jsonl``."""
+    with zipfile.ZipFile(upload) as archive:
+        for member in archive.namelist():
+            destination = (target / member).resolve()
+            if not destination.is_relative_to(target.resolve()):
+                raise DatasetError(f"The archive holds a path outside its folder: {member}")
+        archive.extractall(target)
+    found = sorted(target.rglob("queries.jsonl"))
+    if not found:
+        raise DatasetError("The archive has no queries.jsonl.")
+    folder = found[0].parent
+    if not (folder / "corpus.jsonl").exists():
+        (folder / "corpus.jsonl").write_text("")  # the corpus is not imported
+    return folder
+
+
+@admin.register(EvalQuery)
+class EvalQueryAdmin(admin.ModelAdmin):
+    list_display = ["query_id", "text", "eval_set"]
+    list_filter = ["eval_set"]
+    search_fields = ["text", "query_id"]
+    inlines = [JudgmentInline]
+
+
+@admin.action(description="Accept selected judgments", permissions=["change"])
+def accept(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    count = queryset.update(status=Judgment.Status.ACCEPTED)
+    modeladmin.message_user(request, f"{count} judgment(s) accepted.")
+
+
+@admin.action(description="Reject selected judgments", permissions=["change"])
+def reject(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    count = queryset.update(status=Judgment.Status.REJECTED)
+    modeladmin.message_user(request, f"{count} judgment(s) rejected.")
+
+
+@admin.register(Judgment)
+class JudgmentAdmin(admin.ModelAdmin):
+    list_display = ["target", "grade", "status", "source", "query", "created_at"]
+    list_filter = ["status", "source", "query__eval_set"]
+    search_fields = ["target", "query__text"]
+    list_select_related = ["query"]
+    actions = [accept, reject]

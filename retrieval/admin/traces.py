@@ -1,0 +1,183 @@
+"""Query traces: filter slow or empty searches; a trace's page explains its ranking.
+
+The page lists the results and the candidates that were not returned, with each leg's
+rank and score side by side, so "why is this chunk here, why is that one not" reads
+off one table. "Replay" opens the playground with the query against another pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from retrieval.conf import retrieval_settings
+from retrieval.models import Chunk, QueryTrace
+
+from .base import ReadOnlyAdmin, pretty_json
+from .goldens import MEDIA
+from .playground import PIPELINE_PREFIX, searcher_choices
+
+#: Candidates that were not returned, shown on a trace's page.
+MAX_MISSED = 30
+
+
+class SlowFilter(admin.SimpleListFilter):
+    title = "speed"
+    parameter_name = "slow"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", f"slow (≥ {retrieval_settings.TRACE_SLOW_MS} ms)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(ms__gte=float(retrieval_settings.TRACE_SLOW_MS))
+        return queryset
+
+
+class EmptyFilter(admin.SimpleListFilter):
+    title = "results"
+    parameter_name = "empty"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "no results"), ("no", "some results")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(result_count=0)
+        if self.value() == "no":
+            return queryset.filter(result_count__gt=0)
+        return queryset
+
+
+def searcher_of(pipeline: str) -> str:
+    """Return the playground's name for a trace's pipeline (``retriever:x`` -> ``x``)."""
+    if pipeline.startswith("retriever:"):
+        return pipeline.removeprefix("retriever:")
+    return f"{PIPELINE_PREFIX}{pipeline}"
+
+
+def explain(trace: QueryTrace) -> dict[str, Any]:
+    """Return the results and the missed candidates with every leg's rank and score."""
+    events = trace.trace.get("events", [])
+    pipeline = next((e for e in reversed(events) if e.get("stage") == "pipeline"), {})
+    candidates: dict[str, list[list[Any]]] = pipeline.get("candidates", {})
+    ranks = {
+        leg: {chunk_id: (rank, score) for rank, (chunk_id, score) in enumerate(items, start=1)}
+        for leg, items in candidates.items()
+    }
+    legs = list(candidates)
+    for result in trace.results:
+        legs += [leg for leg in result.get("legs", {}) if leg not in legs]
+
+    def leg_cells(chunk_id: int, own: dict[str, Any]) -> list[dict[str, Any]]:
+        cells = []
+        for leg in legs:
+            if leg in own:
+                cells.append({"rank": own[leg].get("rank"), "score": own[leg].get("score")})
+            elif chunk_id in ranks.get(leg, {}):
+                rank, score = ranks[leg][chunk_id]
+                cells.append({"rank": rank, "score": score})
+            else:
+                cells.append({"rank": None, "score": None})
+        return cells
+
+    returned = {result["chunk_id"] for result in trace.results}
+    missed_ids: dict[int, int] = {}
+    for leg in candidates:
+        for chunk_id, (rank, _) in ranks[leg].items():
+            if chunk_id not in returned:
+                missed_ids[chunk_id] = min(rank, missed_ids.get(chunk_id, rank))
+    missed_order = sorted(missed_ids, key=lambda chunk_id: missed_ids[chunk_id])[:MAX_MISSED]
+    chunks = Chunk.objects.select_related("document").in_bulk([*returned, *missed_order])
+    rows = [
+        {
+            **result,
+            "chunk": chunks.get(result["chunk_id"]),
+            "legs": leg_cells(result["chunk_id"], result.get("legs", {})),
+        }
+        for result in trace.results
+    ]
+    missed = [
+        {"chunk_id": chunk_id, "chunk": chunks.get(chunk_id), "legs": leg_cells(chunk_id, {})}
+        for chunk_id in missed_order
+    ]
+    return {
+        "legs": legs,
+        "rows": rows,
+        "missed": missed,
+        "pipeline_event": pipeline,
+        "stages": [stage_summary(event) for event in events],
+    }
+
+
+def stage_summary(event: dict[str, Any]) -> dict[str, str]:
+    """Return a stage's name and its details in one line (candidate lists left out)."""
+    parts = []
+    for key, value in event.items():
+        if key in ("stage", "candidates") or value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = " · ".join(str(item) for item in value)
+        parts.append(f"{key}: {value}")
+    return {"stage": str(event.get("stage", "")), "details": "; ".join(parts)[:600]}
+
+
+@admin.register(QueryTrace)
+class QueryTraceAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "query", "collection", "pipeline", "result_count", "ms_label"]
+    list_filter = ["collection", "pipeline", SlowFilter, EmptyFilter]
+    list_select_related = ["collection"]
+    search_fields = ["query"]
+    date_hierarchy = "created_at"
+    Media = type("Media", (), MEDIA)
+
+    @admin.display(description="ms", ordering="ms")
+    def ms_label(self, trace: QueryTrace) -> str:
+        return f"{trace.ms:.1f}"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """Show why the results rank as they do, judge them, and replay the query."""
+        trace = get_object_or_404(
+            self.get_queryset(request).select_related("collection", "user"), pk=object_id
+        )
+        if not self.has_view_permission(request, trace):
+            return super().change_view(request, object_id, form_url, extra_context)
+        original = searcher_of(trace.pipeline)
+        replay_base = {
+            "collection": trace.collection_id,
+            "query": trace.query,
+            "left": original,
+            "top_k": min(max(trace.top_k, 1), 100),
+        }
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Trace: {trace.query[:80]}",
+            "opts": self.opts,
+            "trace": trace,
+            "explained": explain(trace),
+            "replay_url": reverse("admin:retrieval_playground"),
+            "replay_base": replay_base,
+            "choices": [c for c in searcher_choices() if c[0] != original],
+            "replay_example": f"{reverse('admin:retrieval_playground')}?"
+            + urlencode({**replay_base, "right": original}),
+            "events": pretty_json(trace.trace.get("events", [])),
+            "llm_calls": pretty_json(trace.trace.get("llm_calls", [])),
+            "filters": pretty_json(trace.filters) if trace.filters else "",
+            "media": self.media,
+        }
+        return TemplateResponse(request, "retrieval/admin/quality/trace.html", context)

@@ -1,0 +1,98 @@
+"""``POST /api/feedback/``: a reader's vote on a result, kept as a candidate judgment.
+
+Votes wait in the admin's judgment list (status "candidate") until someone accepts or
+rejects them; only accepted judgments count in evaluations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, EvalSet, Judgment
+from retrieval.services.goldens import judge
+
+from .throttling import SearchThrottleMixin
+from .views import RetrievalAPIMixin
+
+
+class FeedbackSerializer(serializers.Serializer):
+    collection = serializers.CharField(max_length=200, help_text="Collection name or slug.")
+    query = serializers.CharField(max_length=10_000)
+    chunk_id = serializers.IntegerField(min_value=1, help_text="A result's chunk_id.")
+    relevant = serializers.BooleanField()
+    eval_set = serializers.CharField(
+        max_length=200,
+        required=False,
+        help_text="Golden set receiving the vote (default: '<collection> feedback', created "
+        "on first use).",
+    )
+
+
+class FeedbackResponseSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    eval_set = serializers.CharField()
+    query_id = serializers.CharField()
+    target = serializers.CharField()
+    grade = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+    """Vote a search result relevant or not; the vote becomes a candidate judgment."""
+
+    @extend_schema(request=FeedbackSerializer, responses=FeedbackResponseSerializer)
+    def post(self, request: Request) -> Response:
+        serializer = FeedbackSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data: dict[str, Any] = serializer.validated_data
+        collection = self.collection_or_404(data["collection"])
+        chunk = (
+            Chunk.objects.select_related("document")
+            .filter(pk=data["chunk_id"], collection=collection)
+            .first()
+        )
+        if chunk is None:
+            raise NotFound({"chunk_id": [f"No chunk {data['chunk_id']} in {collection}."]})
+        with transaction.atomic():
+            if "eval_set" in data:
+                eval_set = EvalSet.objects.filter(
+                    name=data["eval_set"], collection=collection
+                ).first()
+                if eval_set is None:
+                    raise NotFound({"eval_set": [f"No eval set {data['eval_set']!r} here."]})
+            else:
+                eval_set, _ = EvalSet.objects.get_or_create(
+                    name=f"{collection.name} feedback", defaults={"collection": collection}
+                )
+                if eval_set.collection_id != collection.pk:
+                    raise ValidationError({"eval_set": ["Name the eval set to vote in."]})
+            try:
+                judgment = judge(
+                    eval_set,
+                    data["query"],
+                    chunk,
+                    grade=1 if data["relevant"] else 0,
+                    status=Judgment.Status.CANDIDATE,
+                    source="feedback",
+                    user=request.user,
+                )
+            except RetrievalError as e:
+                raise ValidationError(str(e)) from e
+        body = {
+            "id": judgment.pk,
+            "eval_set": eval_set.name,
+            "query_id": judgment.query.query_id,
+            "target": judgment.target,
+            "grade": judgment.grade,
+            "status": judgment.status,
+        }
+        return Response(body, status=status.HTTP_201_CREATED)

@@ -1,0 +1,61 @@
+"""``retrieval_sync_index --collection NAME [--check] [--rebuild]``: drain, check, rebuild."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retrieval.exceptions import RetrievalError
+from retrieval.services.indexes import index_for, outbox, sync
+from retrieval.services.search import get_collection
+
+
+class Command(BaseCommand):
+    help = (
+        "Apply a collection's pending index operations (the outbox), then with --check "
+        "compare the index with PostgreSQL (exit 1 on any drift), or with --rebuild build "
+        "a new space from PostgreSQL's vectors and switch to it."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--collection", required=True, help="Collection name or slug.")
+        parser.add_argument(
+            "--check", action="store_true", help="Compare the index's ids with PostgreSQL's."
+        )
+        parser.add_argument(
+            "--rebuild", action="store_true", help="Rebuild the index from PostgreSQL, then swap."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            collection = get_collection(options["collection"])
+            index = index_for(collection)
+        except RetrievalError as e:
+            raise CommandError(str(e)) from e
+        label = f"{collection.name!r} ({index.alias}, {type(index).__name__})"
+        try:
+            if options["rebuild"]:
+                sync.rebuild(collection)
+                self.stdout.write(f"Rebuilt the index of {label}.")
+            result = outbox.drain(collection_id=collection.pk, include_waiting=True)
+        except Exception as e:  # the engine's reason, for the operator
+            raise CommandError(f"Index of {label}: {e.__class__.__name__}: {e}") from e
+        if result.applied or result.failed:
+            self.stdout.write(
+                f"Applied {result.applied} pending operations, {result.failed} failed."
+            )
+        if result.failed:
+            raise CommandError(
+                f"{result.failed} operations could not be applied to {label}: {result.errors[-1]}"
+            )
+        if not options["check"]:
+            return
+        try:
+            drift = sync.compare(collection)
+        except Exception as e:
+            raise CommandError(f"Index of {label}: {e.__class__.__name__}: {e}") from e
+        if drift:
+            self.stderr.write(f"Drift in {label}: {drift.describe()}")
+            raise SystemExit(1)
+        self.stdout.write(f"In sync: {label}: {drift.describe()}")

@@ -1,0 +1,159 @@
+"""Tables that measure search: golden sets, their judgments, evaluation runs and traces.
+
+Imported by :mod:`retrieval.models`; services live in :mod:`retrieval.services.goldens`,
+:mod:`retrieval.services.eval_runs` and :mod:`retrieval.services.traces`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class EvalSet(models.Model):
+    """A golden set: queries of one collection with graded judgments of what answers them."""
+
+    class Level(models.TextChoices):
+        DOCUMENTS = "documents", "Documents"
+        CHUNKS = "chunks", "Chunks"
+
+    name = models.CharField(max_length=200, unique=True)
+    collection = models.ForeignKey(
+        "retrieval.Collection", on_delete=models.CASCADE, related_name="eval_sets"
+    )
+    level = models.CharField(
+        max_length=20,
+        choices=Level.choices,
+        default=Level.DOCUMENTS,
+        help_text="Judge documents (external ids) or chunks (external id#chunk index).",
+    )
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EvalQuery(models.Model):
+    """One query of a golden set; ``query_id`` is its id in the BEIR export."""
+
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="queries")
+    query_id = models.CharField(max_length=200)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["eval_set", "pk"]
+        verbose_name_plural = "eval queries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["eval_set", "query_id"], name="retrieval_evalquery_unique_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class Judgment(models.Model):
+    """How well a document (or chunk) answers a query: 0 not relevant, 1+ relevant.
+
+    ``target`` is a document's external id, or ``external_id#chunk_index`` in a set
+    judging chunks. Only accepted judgments count; votes arrive as candidates.
+    """
+
+    class Status(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted"
+        CANDIDATE = "candidate", "Candidate"
+        REJECTED = "rejected", "Rejected"
+
+    query = models.ForeignKey(EvalQuery, on_delete=models.CASCADE, related_name="judgments")
+    target = models.CharField(max_length=1100)
+    grade = models.SmallIntegerField(default=1)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACCEPTED)
+    source = models.CharField(
+        max_length=50, blank=True, help_text="Where it came from: import, playground, feedback."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["query", "-grade", "target"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["query", "target"], name="retrieval_judgment_unique_target"
+            )
+        ]
+        indexes = [models.Index(fields=["status"], name="retrieval_judgment_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.target} = {self.grade}"
+
+
+class EvalRun(models.Model):
+    """One pipeline evaluated over a golden set: progress, metrics and per-query results."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="runs")
+    pipeline = models.CharField(max_length=100)
+    top_k = models.PositiveIntegerField(default=100)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    queries_total = models.PositiveIntegerField(default=0)
+    queries_done = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True)
+    per_query = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        get_latest_by = "created_at"
+
+    def __str__(self) -> str:
+        return f"{self.eval_set} · {self.pipeline} #{self.pk}"
+
+
+class QueryTrace(models.Model):
+    """One search as it happened: what ran, each stage's candidates, and what came back."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    query = models.TextField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    collection = models.ForeignKey(
+        "retrieval.Collection", on_delete=models.CASCADE, related_name="traces"
+    )
+    pipeline = models.CharField(max_length=200)
+    top_k = models.PositiveIntegerField(default=10)
+    filters = models.JSONField(default=dict, blank=True)
+    ms = models.FloatField(default=0.0)
+    llm_tokens = models.PositiveIntegerField(default=0)
+    result_count = models.PositiveIntegerField(default=0)
+    results = models.JSONField(default=list, blank=True)
+    trace = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["collection", "created_at"], name="retrieval_trace_coll_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.query[:60]} ({self.pipeline})"

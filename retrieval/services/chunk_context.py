@@ -1,0 +1,86 @@
+"""Contextual chunk text: what is embedded and BM25-indexed for a chunk.
+
+A chunk's ``content`` is exact text of its document (offsets and citations rely on
+it). What the embedder and the BM25 analyzer read is that content after a short
+header naming where it comes from: the document's title, the chunk's heading path
+and, if the site asks for them, chosen metadata values. A passage that says "Run
+the migrations" is then found for "how do I upgrade django-retrieval?" because its
+header says "User guide > Installation > Upgrading".
+
+The header is stored on the chunk (``Chunk.indexed_prefix``), so what was indexed
+can be shown and indexed again exactly (``sparse.index.rebuild_postings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from retrieval.conf import retrieval_settings
+
+__all__ = ["ContextOptions", "context_options", "context_prefix", "indexed_text"]
+
+_KEYS = {"title", "headings", "metadata_keys"}
+
+
+class ContextOptions(dict):
+    """The validated ``RETRIEVAL["CHUNK_CONTEXT"]``: title, headings, metadata_keys."""
+
+
+def context_options() -> ContextOptions:
+    """Return ``RETRIEVAL["CHUNK_CONTEXT"]`` checked; ``None`` or ``False`` turn it off."""
+    value = retrieval_settings.CHUNK_CONTEXT
+    if value in (None, False):
+        return ContextOptions(title=False, headings=False, metadata_keys=[])
+    if not isinstance(value, Mapping) or set(value) - _KEYS:
+        raise ImproperlyConfigured(
+            'RETRIEVAL["CHUNK_CONTEXT"] must be None or a dict with the keys "title" (bool), '
+            f'"headings" (bool) and "metadata_keys" (list of str), got {value!r}.'
+        )
+    keys = value.get("metadata_keys", [])
+    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+        raise ImproperlyConfigured(
+            f'RETRIEVAL["CHUNK_CONTEXT"]["metadata_keys"] must be a list of str, got {keys!r}.'
+        )
+    return ContextOptions(
+        title=bool(value.get("title", True)),
+        headings=bool(value.get("headings", True)),
+        metadata_keys=list(keys),
+    )
+
+
+def context_prefix(
+    title: str,
+    heading_path: Sequence[str],
+    metadata: Mapping[str, Any],
+    options: ContextOptions,
+) -> str:
+    """Return the header put before a chunk's content when it is indexed.
+
+    One line each: the title, the heading path joined with `` > `` (headings that
+    repeat the title left out), then ``key: value`` for each chosen metadata key
+    the document has.
+    """
+    lines = []
+    title = " ".join(title.split())
+    if options["title"] and title:
+        lines.append(title)
+    if options["headings"]:
+        path = [" ".join(h.split()) for h in heading_path]
+        while path and path[0] == title:
+            path.pop(0)
+        if path := [h for h in path if h]:
+            lines.append(" > ".join(path))
+    for key in options["metadata_keys"]:
+        value = metadata.get(key)
+        if value not in (None, "", [], {}):
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            lines.append(f"{key}: {' '.join(shown.split())}")
+    return "\n".join(lines)
+
+
+def indexed_text(prefix: str, content: str) -> str:
+    """Return the text embedded and BM25-indexed for a chunk: header, blank line, content."""
+    return f"{prefix}\n\n{content}" if prefix else content

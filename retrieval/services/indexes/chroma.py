@@ -1,0 +1,153 @@
+"""Chroma as an external index, through ``chromadb.HttpClient`` (a ``chroma run`` server).
+
+OPTIONS: ``host`` and ``port`` of the server (``ssl``, ``headers`` optional), or
+``path`` for an embedded PersistentClient (one process only: it is not
+process-safe). Needs ``pip install "django-retrieval[chroma]"``.
+
+Each chunk is stored with its document id and its metadata's top-level scalar
+values (keys prefixed ``m.``). Filters translate to Chroma's ``where``: document ids
+to ``$in``; metadata to equality on those keys. A metadata value Chroma cannot
+compare (an object, a list, null) raises ``InvalidFilterError``: never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from retrieval.exceptions import InvalidFilterError
+from retrieval.models import Collection
+from retrieval.services.filters import Filters
+from retrieval.services.indexes.base import VectorRow
+from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
+
+SCALARS = (str, int, float, bool)
+#: Ids Chroma returns per page when listing a space.
+PAGE = 5000
+
+
+class ChromaIndex(ExternalIndex):
+    """Chunk vectors in a Chroma server, one Chroma collection per space (cosine)."""
+
+    #: Chroma refuses very large n_results; rank widens up to this.
+    max_fetch = 4096
+
+    def __init__(
+        self,
+        *,
+        host: str | None = None,
+        port: int = 8000,
+        path: str | None = None,
+        ssl: bool = False,
+        headers: dict[str, str] | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        if (host is None) == (path is None):
+            raise ValueError("give either host (and port) of a chroma server, or path.")
+        self.host, self.port, self.path = host, int(port), path
+        self.ssl, self.headers = ssl, headers or {}
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import chromadb
+
+            if self.path is not None:
+                self._client = chromadb.PersistentClient(path=self.path)
+            else:
+                self._client = chromadb.HttpClient(
+                    host=self.host, port=self.port, ssl=self.ssl, headers=self.headers
+                )
+        return self._client
+
+    def check(self) -> list:
+        from django.core.checks import Error
+
+        try:
+            import chromadb  # noqa: F401
+        except ImportError:
+            return [
+                Error(
+                    f"Index {self.alias!r} needs chromadb.",
+                    hint='pip install "django-retrieval[chroma]"',
+                    id="retrieval.E020",
+                )
+            ]
+        return []
+
+    def _collection(self, name: str):
+        return self.client.get_collection(name, embedding_function=None)
+
+    def _create(self, name: str, dimensions: int) -> None:
+        self.client.get_or_create_collection(
+            name,
+            metadata={"hnsw:space": "cosine", "dimensions": dimensions},
+            embedding_function=None,
+        )
+
+    def _drop(self, name: str) -> None:
+        if name in self._names():
+            self.client.delete_collection(name)
+
+    def _names(self) -> list[str]:
+        return [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
+
+    def _upsert(self, name: str, collection_id: int, rows: Sequence[VectorRow]) -> None:
+        self._collection(name).upsert(
+            ids=[str(chunk_id) for chunk_id, *_ in rows],
+            embeddings=[[float(x) for x in vector] for *_, vector in rows],
+            metadatas=[_stored_metadata(document, metadata) for _, document, metadata, _ in rows],
+        )
+
+    def _delete(self, name: str, collection_id: int, chunk_ids: Sequence[int]) -> None:
+        self._collection(name).delete(ids=[str(i) for i in chunk_ids])
+
+    def _all_ids(self, name: str, collection_id: int) -> set[int]:
+        collection, ids, offset = self._collection(name), set(), 0
+        while page := collection.get(include=[], limit=PAGE, offset=offset)["ids"]:
+            ids.update(int(i) for i in page)
+            offset += len(page)
+        return ids
+
+    def _search(
+        self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
+    ) -> list[tuple[int, float]]:
+        found = self._collection(name).query(
+            query_embeddings=[[float(x) for x in vector]],
+            n_results=limit,
+            where=filters,
+            include=["distances"],
+        )
+        return [
+            (int(i), 1.0 - float(d))
+            for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
+        ]
+
+    def translate(self, filters: Filters, collection: Collection) -> Any:
+        clauses: list[dict[str, Any]] = []
+        document_ids = resolved_document_ids(filters, collection)
+        if document_ids is not None:
+            if not document_ids:
+                return EMPTY
+            clauses.append({"document_id": {"$in": [int(i) for i in document_ids]}})
+        for key, value in filters.metadata.items():
+            if not isinstance(value, SCALARS):
+                raise InvalidFilterError(
+                    f"Index {self.alias!r} (Chroma) cannot filter on metadata {key!r} = "
+                    f"{value!r}: only strings, numbers and booleans compare. Use a scalar "
+                    "value, or a collection on the pgvector index."
+                )
+            clauses.append({f"m.{key}": value})
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _stored_metadata(document_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
+    stored: dict[str, Any] = {"document_id": int(document_id)}
+    for key, value in (metadata or {}).items():
+        if isinstance(value, SCALARS):
+            stored[f"m.{key}"] = value
+    return stored

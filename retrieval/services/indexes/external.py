@@ -1,0 +1,235 @@
+"""What external engines share: named spaces, the outbox, and results re-checked in PostgreSQL.
+
+Each collection's vectors live in one engine collection (a "space") named
+``{prefix}_c{collection id}_g{generation}``; ``Collection.index_space`` names the
+active one. A rebuild fills the next generation from PostgreSQL's vectors, switches
+the name in one UPDATE and drops the old space: searches see one or the other.
+
+Ranking translates what the engine can express of the :class:`Filters`, over-fetches,
+and keeps only ids that PostgreSQL confirms under the full ``Filters.sql`` (so
+conditions the engine knows nothing of, and deletes it has not applied yet, still
+hold), widening the fetch until ``top_k`` survive or the engine has no more.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import connections
+
+from retrieval.exceptions import DimensionMismatchError
+from retrieval.models import Chunk, Collection
+from retrieval.services.filters import Filters
+from retrieval.services.indexes.base import BaseIndex, VectorRow
+from retrieval.services.types import ScoredChunk
+
+#: Vectors read from PostgreSQL and written to the engine at once during a rebuild.
+REBUILD_BATCH = 1000
+
+
+class ExternalIndex(BaseIndex):
+    """An engine outside PostgreSQL, kept in step through the outbox."""
+
+    transactional = False
+    #: The most hits one engine query may return.
+    max_fetch = 16384
+
+    def __init__(self, *, prefix: str = "retrieval", overfetch: int = 3) -> None:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,40}", prefix):
+            raise ValueError(f"prefix must be letters, digits and _, a letter first: {prefix!r}.")
+        if overfetch < 1:
+            raise ValueError(f"overfetch must be >= 1, not {overfetch!r}.")
+        self.prefix = prefix
+        self.overfetch = overfetch
+
+    # Engine primitives ------------------------------------------------------
+
+    @abstractmethod
+    def _create(self, name: str, dimensions: int) -> None:
+        """Create an empty cosine space ``name`` if missing."""
+
+    @abstractmethod
+    def _drop(self, name: str) -> None:
+        """Drop space ``name`` if it exists."""
+
+    @abstractmethod
+    def _names(self) -> list[str]:
+        """Return the names of every space in the engine."""
+
+    @abstractmethod
+    def _upsert(self, name: str, collection_id: int, rows: Sequence[VectorRow]) -> None:
+        """Insert or replace vectors."""
+
+    @abstractmethod
+    def _delete(self, name: str, collection_id: int, chunk_ids: Sequence[int]) -> None:
+        """Delete ids (absent ones are ignored)."""
+
+    @abstractmethod
+    def _search(
+        self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
+    ) -> list[tuple[int, float]]:
+        """Return up to ``limit`` (chunk id, cosine similarity), best first."""
+
+    @abstractmethod
+    def _all_ids(self, name: str, collection_id: int) -> set[int]:
+        """Return every chunk id in space ``name``."""
+
+    def _filled(self, name: str) -> None:  # noqa: B027 (optional hook)
+        """Called when a rebuild has written every vector of space ``name`` (e.g. to flush)."""
+
+    @abstractmethod
+    def translate(self, filters: Filters, collection: Collection) -> Any:
+        """Return the engine's form of ``filters`` (None: no condition).
+
+        Raise ``InvalidFilterError`` for a condition the engine cannot express.
+        """
+
+    # Spaces -----------------------------------------------------------------
+
+    def space_name(self, collection_id: int, generation: int) -> str:
+        return f"{self.prefix}_c{int(collection_id)}_g{int(generation)}"
+
+    def _space(self, collection: Collection) -> str:
+        if not collection.index_space:
+            collection.refresh_from_db(fields=["index_space"])
+        return collection.index_space
+
+    def ensure_space(self, collection: Collection) -> None:
+        name = self._space(collection) or self.space_name(collection.pk, 1)
+        self._create(name, int(collection.dimensions))
+        if collection.index_space != name:
+            Collection.objects.filter(pk=collection.pk).update(index_space=name)
+            collection.index_space = name
+
+    def drop_space(self, collection_id: int) -> None:
+        own = f"{self.prefix}_c{int(collection_id)}_g"
+        for name in self._names():
+            if name.startswith(own) and name[len(own) :].isdigit():
+                self._drop(name)
+
+    def swap_space(self, collection: Collection) -> None:
+        """Record a rebuild: once the swap commits, the outbox fills a space of the new vectors."""
+        from retrieval.services.indexes import outbox
+
+        outbox.record_rebuild(collection)
+
+    def rebuild(self, collection: Collection) -> None:
+        """Fill the next generation from PostgreSQL, switch to it, drop the old one."""
+        old = self._space(collection)
+        generation = int(old.rsplit("_g", 1)[1]) + 1 if old else 1
+        name = self.space_name(collection.pk, generation)
+        self._drop(name)  # a rebuild interrupted earlier
+        self._create(name, int(collection.dimensions))
+        chunks = Chunk.objects.filter(collection=collection, embedding__isnull=False).order_by("pk")
+        last = 0
+        while batch := list(
+            chunks.filter(pk__gt=last).values_list("pk", "document_id", "metadata", "embedding")[
+                :REBUILD_BATCH
+            ]
+        ):
+            self._upsert(name, collection.pk, batch)
+            last = batch[-1][0]
+        self._filled(name)
+        Collection.objects.filter(pk=collection.pk).update(index_space=name)
+        collection.index_space = name
+        if old and old != name:
+            self._drop(old)
+
+    # Vectors ----------------------------------------------------------------
+
+    def write(self, collection: Collection, rows: Iterable[VectorRow]) -> None:
+        rows = list(rows)
+        for row in rows:
+            if len(row[3]) != collection.dimensions:
+                raise DimensionMismatchError(
+                    f"Chunk {row[0]} has {len(row[3])} dimensions; collection "
+                    f"{collection.name!r} holds {collection.dimensions} (rebuild its index)."
+                )
+        if rows:
+            self._upsert(self._space(collection), collection.pk, rows)
+
+    def delete(self, collection: Collection, chunk_ids: Sequence[int]) -> None:
+        name = self._space(collection)
+        if name and chunk_ids:
+            self._delete(name, collection.pk, list(chunk_ids))
+
+    def ids(self, collection: Collection) -> set[int]:
+        name = self._space(collection)
+        if not name or name not in self._names():
+            return set()
+        return self._all_ids(name, collection.pk)
+
+    # Ranking ----------------------------------------------------------------
+
+    def rank(
+        self,
+        vector: Sequence[float],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+        score_threshold: float | None = None,
+        **hints: Any,
+    ) -> list[ScoredChunk]:
+        if len(vector) != collection.dimensions:
+            raise DimensionMismatchError(
+                f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
+                f"holds {collection.dimensions}."
+            )
+        filters = Filters.parse(filters)
+        engine_filters = self.translate(filters, collection)  # refuses what it cannot express
+        name = self._space(collection)
+        if not name or engine_filters is EMPTY:
+            return []
+        fetch = min(max(top_k * self.overfetch, top_k + 10), self.max_fetch)
+        while True:
+            try:
+                hits = self._search(name, collection.pk, vector, fetch, engine_filters)
+            except Exception:
+                self.reset()
+                raise
+            if score_threshold is not None:
+                hits = [(i, s) for i, s in hits if s >= score_threshold]
+            confirmed = confirm(collection, [i for i, _ in hits], filters)
+            kept = [ScoredChunk(i, float(s)) for i, s in hits if i in confirmed]
+            if len(kept) >= top_k or len(hits) < fetch or fetch >= self.max_fetch:
+                return kept[:top_k]
+            fetch = min(fetch * 4, self.max_fetch)
+
+
+#: What ``translate`` returns for filters no chunk can match (e.g. an empty id list).
+EMPTY = object()
+
+
+def confirm(collection: Collection, chunk_ids: Sequence[int], filters: Filters) -> set[int]:
+    """Return the ids among ``chunk_ids`` that exist in ``collection`` with a vector and match."""
+    if not chunk_ids:
+        return set()
+    conditions, params = filters.sql("c", collection_id=collection.pk)
+    where = " AND ".join(
+        ["c.collection_id = %s", "c.id = ANY(%s)", "c.embedding IS NOT NULL", *conditions]
+    )
+    with connections[Chunk.objects.db].cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.id FROM retrieval_chunk c WHERE {where}",
+            [collection.pk, list(chunk_ids), *params],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def resolved_document_ids(filters: Filters, collection: Collection) -> list[int] | None:
+    """Return the document ids ``filters`` allow (external ids resolved), or None for all."""
+    ids = None if filters.document_ids is None else list(filters.document_ids)
+    if filters.documents is not None:
+        from retrieval.models import Document
+
+        named = list(
+            Document.objects.filter(
+                collection=collection, external_id__in=filters.documents
+            ).values_list("pk", flat=True)
+        )
+        ids = named if ids is None else [i for i in named if i in ids]
+    return ids

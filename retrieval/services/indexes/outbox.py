@@ -1,0 +1,237 @@
+"""The outbox: changes to external indexes, recorded with the chunk writes, applied later.
+
+Triggers on ``retrieval_chunk`` (migration 0007) record the inserted and deleted
+chunk ids of collections whose index is external (``Collection.external_index``) in
+the writing transaction; collection deletes and re-embeddings record a "drop" or a
+"rebuild" here. :func:`drain` applies them, oldest first:
+
+- each operation is idempotent: "write" and "delete" both make the engine match
+  PostgreSQL *now* for their chunk ids (present with a vector: upsert; gone: delete),
+  so replaying one, or applying them out of order, converges;
+- workers take a collection's operations under a transaction-scoped advisory lock
+  and the rows with ``FOR UPDATE SKIP LOCKED``, so two drains never interleave on one
+  collection;
+- an operation that fails stays, with its error, and is retried after a backoff
+  (``min(2**attempts, 300)`` seconds): an engine that is down loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import Min
+from django.utils import timezone
+
+from retrieval.models import Chunk, Collection, IndexOperation
+from retrieval.services.registry import indexes
+
+logger = logging.getLogger(__name__)
+
+#: pg_try_advisory_xact_lock namespace (the bytes of "ridx"): one drainer per collection.
+LOCK_NAMESPACE = 0x72696478
+#: Operations of one collection applied in one transaction.
+BATCH = 50
+#: Chunk vectors sent to the engine in one call.
+WRITE_BATCH = 500
+MAX_BACKOFF_SECONDS = 300
+
+
+@dataclass
+class DrainResult:
+    """What one drain did."""
+
+    applied: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def record_drop(collection_id: int, alias: str, *, using: str = "default") -> None:
+    """Record that a deleted collection's space must be dropped (in the delete's transaction)."""
+    IndexOperation.objects.using(using).create(
+        collection_id=collection_id, index=alias, kind=IndexOperation.Kind.DROP
+    )
+    schedule_drain(using=using)
+
+
+def record_rebuild(collection: Collection) -> None:
+    """Record that the collection's space must be rebuilt from PostgreSQL's vectors."""
+    IndexOperation.objects.create(
+        collection_id=collection.pk, index=collection.index, kind=IndexOperation.Kind.REBUILD
+    )
+    schedule_drain()
+
+
+def pending(collection_id: int) -> dict[str, object]:
+    """Return the count, oldest age and last error of a collection's pending operations."""
+    operations = IndexOperation.objects.filter(collection_id=collection_id)
+    failing = operations.exclude(last_error="").order_by("-pk").first()
+    return {
+        "count": operations.count(),
+        "oldest": operations.aggregate(oldest=Min("created_at"))["oldest"],
+        "last_error": failing.last_error if failing else "",
+    }
+
+
+def drain(*, collection_id: int | None = None, include_waiting: bool = False) -> DrainResult:
+    """Apply due operations (of one collection, if given) until none is left or all fail.
+
+    ``include_waiting`` also applies operations still waiting out their backoff
+    (a command run by hand).
+    """
+    result = DrainResult()
+    done: set[int] = set()
+    while True:
+        ids = _due_collections(collection_id, include_waiting, exclude=done)
+        if not ids:
+            return result
+        for cid in ids:
+            if not _drain_collection(cid, include_waiting, result):
+                done.add(cid)
+
+
+def _due_collections(collection_id: int | None, include_waiting: bool, exclude: set[int]):
+    operations = IndexOperation.objects.all()
+    if collection_id is not None:
+        operations = operations.filter(collection_id=collection_id)
+    if not include_waiting:
+        operations = operations.filter(next_attempt_at__lte=timezone.now())
+    return [
+        cid
+        for cid in operations.values_list("collection_id", flat=True).distinct()
+        if cid not in exclude
+    ]
+
+
+def _drain_collection(collection_id: int, include_waiting: bool, result: DrainResult) -> bool:
+    """Apply one batch of a collection's operations; return whether to come back for more."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, collection_id]
+            )
+            if not cursor.fetchone()[0]:
+                return False  # another drain has it
+        operations = IndexOperation.objects.select_for_update(skip_locked=True).filter(
+            collection_id=collection_id
+        )
+        if not include_waiting:
+            operations = operations.filter(next_attempt_at__lte=timezone.now())
+        batch = list(operations.order_by("pk")[:BATCH])
+        if not batch:
+            return False
+        for i, operation in enumerate(batch):
+            try:
+                with transaction.atomic():  # a database error leaves the batch usable
+                    _apply(operation)
+            except Exception as e:  # the engine's reason, kept on the row and retried
+                reason = f"{e.__class__.__name__}: {e}"
+                logger.warning("Index operation #%s failed: %s", operation.pk, reason)
+                _reset(operation.index)
+                _postpone(batch[i:], reason)
+                result.failed += len(batch) - i
+                result.errors.append(reason)
+                return False
+            operation.delete()
+            result.applied += 1
+    return True
+
+
+def _reset(alias: str) -> None:
+    if alias in indexes:
+        indexes[alias].reset()
+
+
+def _postpone(operations: list[IndexOperation], reason: str) -> None:
+    """Keep ``operations`` (the failed one first) for a retry after a backoff."""
+    now = timezone.now()
+    for operation in operations:
+        operation.attempts += 1
+        operation.last_error = reason[:2000]
+        delay = min(2 ** min(operation.attempts, 16), MAX_BACKOFF_SECONDS)
+        operation.next_attempt_at = now + timedelta(seconds=delay)
+    IndexOperation.objects.bulk_update(operations, ["attempts", "last_error", "next_attempt_at"])
+
+
+def _apply(operation: IndexOperation) -> None:
+    index = indexes[operation.index]
+    if operation.kind == IndexOperation.Kind.DROP:
+        if not Collection.objects.filter(pk=operation.collection_id).exists():
+            index.drop_space(operation.collection_id)
+        return
+    collection = Collection.objects.filter(pk=operation.collection_id).first()
+    if collection is None:
+        return  # its "drop" operation empties the space
+    if operation.kind == IndexOperation.Kind.REBUILD:
+        index.rebuild(collection)
+        return
+    sync_ids(index, collection, [int(i) for i in operation.chunk_ids])
+
+
+def sync_ids(index, collection: Collection, chunk_ids: list[int]) -> None:
+    """Make ``index`` match PostgreSQL for ``chunk_ids``: upsert those present, delete the rest."""
+    for start in range(0, len(chunk_ids), WRITE_BATCH):
+        part = chunk_ids[start : start + WRITE_BATCH]
+        rows = list(
+            Chunk.objects.filter(
+                collection=collection, pk__in=part, embedding__isnull=False
+            ).values_list("pk", "document_id", "metadata", "embedding")
+        )
+        present = {row[0] for row in rows}
+        if rows:
+            index.ensure_space(collection)
+            index.write(collection, rows)
+        gone = [i for i in part if i not in present]
+        if gone:
+            index.delete(collection, gone)
+
+
+def changed(*, using: str = "default") -> None:
+    """Drain after this transaction if any collection is on an external index.
+
+    Called by the paths that delete documents (their chunks' deletes are recorded by
+    the triggers); on workers a schedule also drains every minute (:func:`ensure_schedule`).
+    """
+    if Collection.objects.using(using).filter(external_index=True).exists():
+        schedule_drain(using=using)
+
+
+def ensure_schedule() -> None:
+    """On django-q2 workers, make sure a schedule drains the outbox every minute."""
+    from retrieval.tasks import runs_inline
+
+    if runs_inline():
+        return
+    from django_q.models import Schedule
+
+    Schedule.objects.get_or_create(
+        name="retrieval: drain the index outbox",
+        defaults={
+            "func": "retrieval.tasks.drain_index_outbox",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+        },
+    )
+
+
+def schedule_drain(*, using: str = "default") -> None:
+    """Drain once the current transaction commits: inline, or on a django-q2 worker."""
+    from retrieval.tasks import runs_inline
+
+    def run() -> None:
+        if runs_inline():
+            try:
+                drain()
+            except Exception:  # a drain must never break the write that scheduled it
+                logger.exception("Draining the index outbox failed")
+            return
+        try:
+            from django_q.tasks import async_task
+
+            async_task("retrieval.tasks.drain_index_outbox", q_options={"group": "retrieval"})
+        except Exception:
+            logger.exception("Could not enqueue the index outbox drain")
+
+    transaction.on_commit(run, using=using)

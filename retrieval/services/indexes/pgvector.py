@@ -1,0 +1,244 @@
+"""The default index: vectors ranked inside PostgreSQL by pgvector.
+
+Vectors live in ``retrieval_chunk.embedding``, written with the chunks (so
+:meth:`PgvectorIndex.write` has nothing to do); each collection has a partial
+HNSW index over ``embedding::vector(n)`` (the table holds several dimensions).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from django.db import DatabaseError, OperationalError, connection, connections, transaction
+
+from retrieval.exceptions import DimensionMismatchError
+from retrieval.models import Chunk, Collection
+from retrieval.services.databases import search_database
+from retrieval.services.filters import Filters
+from retrieval.services.indexes.base import BaseIndex, VectorRow
+from retrieval.services.types import ScoredChunk
+
+logger = logging.getLogger(__name__)
+
+#: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+#: SQLSTATE of "cannot CREATE INDEX ... because it has pending trigger events".
+PENDING_TRIGGER_EVENTS = "55006"
+
+
+def vector_index_name(collection_id: int) -> str:
+    return f"retrieval_chunk_hnsw_c{int(collection_id)}"
+
+
+class PgvectorIndex(BaseIndex):
+    """Rank chunks by cosine distance with pgvector, in the site's database.
+
+    Unfiltered queries use the collection's HNSW index. A filter matching at most
+    ``exact_scan_limit`` chunks is answered by an exact scan of those chunks, a
+    wider one by pgvector's iterative index scan in strict order, so a filtered
+    query still returns ``top_k`` results whenever that many chunks match. Each
+    of these can be overridden per query through ``rank``'s hints.
+    """
+
+    transactional = True
+
+    def __init__(
+        self, *, ef_search: int = 100, exact_scan_limit: int = 5000, max_scan_tuples: int = 20000
+    ) -> None:
+        _check_search_options(ef_search, exact_scan_limit)
+        self.ef_search = ef_search
+        self.exact_scan_limit = exact_scan_limit
+        self.max_scan_tuples = max_scan_tuples
+
+    # Spaces -----------------------------------------------------------------
+
+    def ensure_space(self, collection: Collection) -> None:
+        """Create the collection's partial HNSW index if missing.
+
+        PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
+        constraint checks (e.g. chunks written earlier in it): then the index is
+        created once the transaction commits, and queries until then scan exactly.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
+            if cursor.fetchone()[0] is not None:
+                return
+        if not connection.in_atomic_block:
+            _create_hnsw(collection)
+            return
+        try:
+            with transaction.atomic():
+                _create_hnsw(collection)
+        except OperationalError as e:
+            if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
+                raise
+            transaction.on_commit(lambda: self.ensure_space(collection))
+
+    def drop_space(self, collection_id: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(collection_id)}")
+
+    def swap_space(self, collection: Collection) -> None:
+        """Drop the old HNSW index; build the new one once the swap commits.
+
+        Not in the swap's transaction: CREATE INDEX also reads the row versions the
+        swap replaced, whose vectors the new dimension's cast refuses. Searches scan
+        exactly until the index exists; ingestion retries creating it if this fails.
+        """
+        self.drop_space(collection.pk)
+        transaction.on_commit(lambda: self._index_new_space(collection))
+
+    def _index_new_space(self, collection: Collection) -> None:
+        try:
+            self.ensure_space(collection)
+        except DatabaseError as e:  # e.g. an old snapshot still sees the replaced vectors
+            logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
+
+    def rebuild(self, collection: Collection) -> None:
+        """Rebuild the collection's HNSW index (REINDEX, or create it if missing)."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
+            exists = cursor.fetchone()[0] is not None
+            if exists:
+                cursor.execute(f"REINDEX INDEX {vector_index_name(collection.pk)}")
+        if not exists:
+            self.ensure_space(collection)
+
+    # Vectors ----------------------------------------------------------------
+
+    def write(self, collection: Collection, rows: Iterable[VectorRow]) -> None:
+        """Nothing to do: the vectors are the chunks' own ``embedding`` column."""
+
+    def delete(self, collection: Collection, chunk_ids: Sequence[int]) -> None:
+        """Nothing to do: deleting the chunk rows deletes their vectors."""
+
+    def ids(self, collection: Collection) -> set[int]:
+        return set(
+            Chunk.objects.filter(collection=collection, embedding__isnull=False).values_list(
+                "pk", flat=True
+            )
+        )
+
+    def count(self, collection: Collection) -> int:
+        return Chunk.objects.filter(collection=collection, embedding__isnull=False).count()
+
+    # Ranking ----------------------------------------------------------------
+
+    def rank(
+        self,
+        vector: Sequence[float],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+        score_threshold: float | None = None,
+        **hints: Any,
+    ) -> list[ScoredChunk]:
+        db = search_database()
+        with transaction.atomic(using=db), connections[db].cursor() as cursor:
+            sql, params = self._prepared_query(
+                cursor, vector, collection, filters, top_k, score_threshold, hints
+            )
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
+
+    def explain(
+        self,
+        vector: Sequence[float],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+        score_threshold: float | None = None,
+        **hints: Any,
+    ) -> str:
+        """Return PostgreSQL's plan for the query :meth:`rank` runs."""
+        db = search_database()
+        with transaction.atomic(using=db), connections[db].cursor() as cursor:
+            sql, params = self._prepared_query(
+                cursor, vector, collection, filters, top_k, score_threshold, hints
+            )
+            cursor.execute("EXPLAIN " + sql, params)
+            return "\n".join(row[0] for row in cursor.fetchall())
+
+    def _prepared_query(
+        self,
+        cursor,
+        vector: Sequence[float],
+        collection: Collection,
+        filters: Filters | None,
+        top_k: int,
+        score_threshold: float | None,
+        hints: dict[str, Any],
+    ) -> tuple[str, list]:
+        """Set this transaction's planner options; return the ranking SQL and parameters.
+
+        The cast matches the collection's partial HNSW index.
+        """
+        if len(vector) != collection.dimensions:
+            raise DimensionMismatchError(
+                f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
+                f"holds {collection.dimensions}."
+            )
+        ef_search = int(hints.get("ef_search") or self.ef_search)
+        exact_scan_limit = hints.get("exact_scan_limit")
+        exact_scan_limit = self.exact_scan_limit if exact_scan_limit is None else exact_scan_limit
+        max_scan_tuples = int(hints.get("max_scan_tuples") or self.max_scan_tuples)
+        filter_conditions, filter_params = Filters.parse(filters).sql(
+            "c", collection_id=collection.pk
+        )
+        where = " AND ".join(["c.collection_id = %s", *filter_conditions])
+        where_params = [collection.pk, *filter_params]
+        settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
+        if filter_conditions:
+            cursor.execute(
+                "SELECT count(*) FROM "
+                f"(SELECT 1 FROM retrieval_chunk c WHERE {where} LIMIT %s) AS matching",
+                [*where_params, int(exact_scan_limit) + 1],
+            )
+            if cursor.fetchone()[0] <= exact_scan_limit:
+                settings["enable_indexscan"] = "off"
+            else:
+                settings["hnsw.iterative_scan"] = "strict_order"
+                settings["hnsw.max_scan_tuples"] = str(max_scan_tuples)
+        calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
+        cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
+        distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
+        literal = vector_literal(vector)
+        params = [literal, *where_params]
+        if score_threshold is not None:
+            where += f" AND {distance} <= %s"
+            params += [literal, 1.0 - score_threshold]
+        sql = (
+            f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
+            f"WHERE {where} ORDER BY {distance} LIMIT %s"
+        )
+        return sql, [*params, literal, top_k]
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """Return pgvector's text form of ``vector`` (float32, as stored)."""
+    return "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+
+
+def _check_search_options(ef_search: int, exact_scan_limit: int) -> None:
+    if ef_search < 1:
+        raise ValueError(f"ef_search must be positive, not {ef_search!r}.")
+    if exact_scan_limit < 0:
+        raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")
+
+
+def _create_hnsw(collection: Collection) -> None:
+    dimensions = int(collection.dimensions)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {vector_index_name(collection.pk)} "
+            f"ON retrieval_chunk USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+            f"WHERE collection_id = {int(collection.pk)}"
+        )

@@ -1,0 +1,111 @@
+"""One suite for every configured retriever, on every index backend: scope, filters, top_k,
+ordering, an empty collection.
+
+The retrievers are enumerated from ``RETRIEVAL["RETRIEVERS"]``, so a new one joins the suite
+by being configured; one the suite cannot apply to must be listed in ``NOT_APPLICABLE`` with
+the reason. Texts and vectors are those of the index conformance suite (keyword embedder:
+"north" is [1, 0, 0]); the agentic retriever runs its offline stages (no LLM configured).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.registry import llms, retrievers
+from retrieval.services.retrievers import base
+from retrieval.services.search import search as scoped_search
+from tests.services.indexes.test_conformance import TEXTS, make
+
+pytestmark = pytest.mark.django_db
+
+# alias -> why the suite does not apply to it (none today).
+NOT_APPLICABLE: dict[str, str] = {}
+CONFIGURED = retrievers.aliases()
+RETRIEVERS = [alias for alias in CONFIGURED if alias not in NOT_APPLICABLE]
+
+
+def search(query: str, **options):
+    return scoped_search(query, **options)
+
+
+def names(results) -> list[str]:
+    return [r.chunk.document.external_id for r in results]
+
+
+def shipped_retriever_classes() -> set[type]:
+    """Every concrete retriever class in ``retrieval/services/retrievers/``."""
+    package = Path(base.__file__).parent
+    found = set()
+    for path in package.glob("*.py"):
+        module = importlib.import_module(f"retrieval.services.retrievers.{path.stem}")
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, base.BaseRetriever)
+                and not inspect.isabstract(value)
+                and value.__module__.startswith("retrieval.")
+            ):
+                found.add(value)
+    return found
+
+
+def test_the_suite_covers_every_configured_and_shipped_retriever():
+    assert set(NOT_APPLICABLE) <= set(CONFIGURED), "NOT_APPLICABLE names an unknown retriever"
+    assert "default" not in llms, "the agentic retriever must run its offline stages here"
+    covered = {type(retrievers[alias]) for alias in CONFIGURED}
+    missing = shipped_retriever_classes() - covered
+    assert not missing, f"configure an alias for {missing} in DEFAULTS or list it as not applicable"
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_results_are_ordered_ranked_and_limited(index_alias, retriever):
+    make("compass", index_alias)
+    results = search("north", collection="compass", retriever=retriever, top_k=2)
+    assert names(results) == ["n", "ne"]
+    assert [r.rank for r in results] == [0, 1]
+    assert results[0].score > results[1].score
+    assert names(search("north", collection="compass", retriever=retriever, top_k=1)) == ["n"]
+    every = search("north", collection="compass", retriever=retriever, top_k=10)
+    assert names(every)[:2] == ["n", "ne"] and len(set(names(every))) == len(every) <= 4
+    assert [r.rank for r in every] == list(range(len(every)))
+    assert [r.score for r in every] == sorted((r.score for r in every), reverse=True)
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_top_k_must_be_a_positive_integer(index_alias, retriever):
+    collection = make("compass", index_alias)
+    for top_k in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="top_k"):
+            retrievers[retriever].retrieve("north", collection=collection, top_k=top_k)
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_scope_is_the_collection(index_alias, retriever):
+    make("compass", index_alias)
+    make("other", index_alias, {"far": "north north north"})
+    assert set(names(search("north", collection="compass", retriever=retriever))) <= set(TEXTS)
+    assert names(search("north", collection="other", retriever=retriever)) == ["far"]
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_filters_hold_on_every_leg(index_alias, retriever):
+    make("compass", index_alias)
+    flat = search(
+        "north", collection="compass", retriever=retriever, filters={"metadata": {"group": "flat"}}
+    )
+    assert set(names(flat)) <= {"n", "ne", "e"} and names(flat)[:2] == ["n", "ne"]
+    only = search("north", collection="compass", retriever=retriever, filters={"documents": ["u"]})
+    assert set(names(only)) <= {"u"}
+    none = search("north", collection="compass", retriever=retriever, filters={"document_ids": []})
+    assert none == []
+
+
+@pytest.mark.parametrize("retriever", RETRIEVERS)
+def test_an_empty_collection_returns_nothing(index_alias, retriever):
+    get_or_create_collection("empty", index=index_alias)
+    assert search("north", collection="empty", retriever=retriever) == []

@@ -1,0 +1,165 @@
+"""Golden sets, evaluation runs and the ``retrieval_evaluate --eval-set`` gate.
+
+Four tiny documents and the keyword embedder: for the query "hill" BM25 finds the one
+document containing the word, while every keyword-free query embeds to the same
+constant vector, closest to the document holding all three keywords.
+"""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, EvalRun, EvalSet, Judgment
+from retrieval.services import goldens
+from retrieval.services.eval_runs import compare, create_eval_run
+from retrieval.services.evaluation import load_beir, score_run
+from tests.conftest import collection_of
+
+pytestmark = pytest.mark.django_db
+
+TEXTS = {
+    "river": "the river runs north",
+    "sun": "the sun rises east",
+    "hill": "up the hill",
+    "mix": "north east up",
+}
+
+
+@pytest.fixture
+def atlas(keyword_settings, retrieval_settings):
+    retrieval_settings(
+        PIPELINES={
+            "lexical": {"retrievers": {"bm25": 1.0}},
+            "semantic": {"retrievers": {"dense": 1.0}},
+        }
+    )
+    return collection_of("atlas", TEXTS)
+
+
+def chunk(external_id: str) -> Chunk:
+    return Chunk.objects.get(document__external_id=external_id)
+
+
+@pytest.fixture
+def golden(atlas):
+    eval_set = EvalSet.objects.create(name="atlas-gold", collection=atlas)
+    goldens.judge(eval_set, "hill", chunk("hill"), grade=2)
+    goldens.judge(eval_set, "hill", chunk("mix"), grade=0)
+    goldens.judge(eval_set, "river north", chunk("river"), grade=1)
+    goldens.judge(eval_set, "sun", chunk("sun"), grade=1)
+    return eval_set
+
+
+def test_judgments_are_kept_per_query_and_votes_never_override(golden):
+    assert goldens.qrels(golden) == {
+        "q1": {"hill": 2, "mix": 0},
+        "q2": {"river": 1},
+        "q3": {"sun": 1},
+    }
+    vote = goldens.judge(golden, "hill", chunk("hill"), grade=0, status="candidate")
+    assert vote.status == "accepted" and vote.grade == 2  # the accepted judgment stands
+    goldens.judge(golden, "hill", chunk("river"), grade=1, status="candidate", source="feedback")
+    assert "river" not in goldens.qrels(golden)["q1"]  # candidates do not count
+    with pytest.raises(RetrievalError, match="grade must be an integer from 0 to 3"):
+        goldens.judge(golden, "hill", chunk("sun"), grade=7)
+    chunks = EvalSet.objects.create(name="chunks", collection=golden.collection, level="chunks")
+    assert goldens.judge(chunks, "sun", chunk("sun"), grade=1).target == "sun#0"
+
+
+def test_a_run_scores_each_query_and_the_whole_set(golden):
+    run = create_eval_run(golden, "lexical", sync=True)
+    assert run.status == EvalRun.Status.SUCCEEDED, run.message
+    assert run.queries_done == run.queries_total == 3
+    assert set(run.per_query) == {"q1", "q2", "q3"}
+    assert run.per_query["q1"]["ranking"][0] == "hill"
+    assert run.per_query["q1"]["metrics"]["ndcg@10"] == 1.0
+    rankings = {query_id: item["ranking"] for query_id, item in run.per_query.items()}
+    expected = score_run(rankings, goldens.qrels(golden))
+    assert {name: run.metrics[name] for name in expected} == pytest.approx(expected)
+    assert 0 < run.metrics["latency_ms_p50"] <= run.metrics["latency_ms_p95"]
+
+    semantic = create_eval_run(golden, "semantic", sync=True)
+    assert semantic.per_query["q1"]["ranking"][0] == "mix"  # the constant vector's neighbour
+    outcome = compare(run, semantic)
+    hill = next(row for row in outcome["rows"] if row["query_id"] == "q1")
+    assert hill["outcome"] == "loss" and hill["delta"] < 0
+    assert outcome["losses"] >= 1
+    assert outcome["wins"] + outcome["losses"] + outcome["ties"] == 3
+
+
+def test_bad_runs_say_why(golden, atlas):
+    with pytest.raises(RetrievalError, match="Unknown pipeline 'psychic'"):
+        create_eval_run(golden, "psychic", sync=True)
+    assert not EvalRun.objects.exists()
+    empty = EvalSet.objects.create(name="empty", collection=atlas)
+    run = create_eval_run(empty, "lexical", sync=True)
+    assert run.status == EvalRun.Status.FAILED
+    assert "has no query with an accepted relevant judgment" in run.message
+
+
+def evaluate(*args: str) -> dict:
+    out = StringIO()
+    call_command("retrieval_evaluate", *args, "--json", stdout=out, stderr=StringIO())
+    return json.loads(out.getvalue())
+
+
+def test_the_set_and_its_beir_export_score_the_same(golden, tmp_path):
+    folder = goldens.export_beir(golden, tmp_path / "export")
+    dataset = load_beir(folder)
+    assert dataset.qrels == goldens.qrels(golden)
+    assert len(list(dataset.corpus())) == 4
+    for pipeline in ("lexical", "semantic"):
+        from_set = evaluate("--eval-set", "atlas-gold", "--pipeline", pipeline)
+        from_files = evaluate(
+            "--dataset", str(folder), "--collection", "atlas", "--pipeline", pipeline
+        )
+        assert from_files["documents_skipped"] == 4  # the same documents, not re-indexed
+        for name in ("ndcg@10", "recall@100", "mrr@10", "map@100"):
+            assert from_set[name] == pytest.approx(from_files[name]), (pipeline, name)
+        assert from_set["queries"] == from_files["queries"] == 3
+    assert EvalRun.objects.filter(eval_set=golden).count() == 2  # kept for the history
+
+    again = goldens.import_beir("imported", golden.collection, folder)
+    assert goldens.qrels(again) == goldens.qrels(golden)
+    assert Judgment.objects.filter(query__eval_set=again, source="import").count() == 4
+
+
+def test_fail_under_exits_1_below_and_0_above_the_measured_value(golden):
+    measured = evaluate("--eval-set", "atlas-gold", "--pipeline", "semantic")["ndcg@10"]
+    assert 0 < measured < 1
+    evaluate(
+        "--eval-set",
+        "atlas-gold",
+        "--pipeline",
+        "semantic",
+        "--fail-under",
+        f"ndcg@10={measured - 0.01}",
+    )
+    with pytest.raises(CommandError, match="Below the threshold: ndcg@10") as error:
+        evaluate(
+            "--eval-set",
+            "atlas-gold",
+            "--pipeline",
+            "semantic",
+            "--fail-under",
+            f"ndcg@10={measured + 0.01}",
+        )
+    assert error.value.returncode == 1
+    with pytest.raises(CommandError, match="No eval set named 'nope'; existing: atlas-gold"):
+        evaluate("--eval-set", "nope")
+    with pytest.raises(CommandError, match="either --eval-set NAME or --dataset DIR"):
+        evaluate("--collection", "atlas")
+
+
+def test_a_set_judging_chunks_ranks_chunks(atlas):
+    chunks = EvalSet.objects.create(name="chunks", collection=atlas, level="chunks")
+    goldens.judge(chunks, "sun", chunk("sun"), grade=1)
+    run = create_eval_run(chunks, "lexical", sync=True)
+    assert run.per_query["q1"]["ranking"] == ["sun#0"]
+    assert run.metrics["ndcg@10"] == 1.0 and run.metrics["mrr@10"] == 1.0

@@ -1,0 +1,224 @@
+"""Structure on the real database: bare headings lead the text after them."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.models import Document
+from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexing import Source, ingest
+
+pytestmark = pytest.mark.django_db
+
+GUIDE_MD = b"""# User guide
+
+Welcome to the guide.
+
+## 2. Installation
+
+### Requirements
+
+You need Python 3.11 and PostgreSQL with pgvector.
+
+### Upgrading
+
+Run the migrations after every upgrade.
+"""
+
+
+def md_source(data: bytes, name: str = "guide.md") -> Source:
+    return Source(external_id=name, data=data, filename=name, mime_type="text/markdown")
+
+
+@pytest.fixture
+def structured(keyword_settings, retrieval_settings):
+    retrieval_settings(
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 64, "min_tokens": 0},
+            }
+        }
+    )
+    return get_or_create_collection("structured")[0]
+
+
+def test_a_bare_heading_starts_the_next_chunk_which_takes_the_inner_heading_path(structured):
+    ingest(structured, [md_source(GUIDE_MD)])
+    chunks = list(Document.objects.get(external_id="guide.md").chunks.order_by("index"))
+    document = chunks[0].document
+    assert [c.content for c in chunks] == [
+        "User guide\n\nWelcome to the guide.",
+        "2. Installation\n\nRequirements\n\nYou need Python 3.11 and PostgreSQL with pgvector.",
+        "Upgrading\n\nRun the migrations after every upgrade.",
+    ]
+    assert [c.heading_path for c in chunks] == [
+        ["User guide"],
+        ["User guide", "2. Installation", "Requirements"],
+        ["User guide", "2. Installation", "Upgrading"],
+    ]
+    assert all(document.content[c.start : c.end] == c.content for c in chunks)
+
+
+GUIDE_RST = b"""\
+==========
+User guide
+==========
+
+Installation
+============
+
+Requirements
+------------
+
+You need Python 3.11 and PostgreSQL with pgvector.
+
+Upgrading
+---------
+
+Run the migrations after every upgrade.
+"""
+
+
+def test_a_rest_file_is_chunked_by_its_sections(structured, tmp_path):
+    path = tmp_path / "guide.rst"
+    path.write_bytes(GUIDE_RST)
+    run = ingest(structured, [Source.from_path(path, external_id="guide.rst")])
+    assert run.status == "succeeded", run.errors
+    document = Document.objects.get(external_id="guide.rst")
+    assert document.title == "User guide"
+    chunks = list(document.chunks.order_by("index"))
+    assert [(c.content, c.heading_path) for c in chunks] == [
+        (
+            "User guide\n\nInstallation\n\nRequirements\n\n"
+            "You need Python 3.11 and PostgreSQL with pgvector.",
+            ["User guide", "Installation", "Requirements"],
+        ),
+        (
+            "Upgrading\n\nRun the migrations after every upgrade.",
+            ["User guide", "Installation", "Upgrading"],
+        ),
+    ]
+
+
+# --- contextual chunk text ---------------------------------------------------------------
+
+COMPASS_MD = b"""# Compass
+
+## North
+
+The needle points there when you hold the compass flat and away from iron.
+
+Magnetic declination differs from place to place, so maps print the local value.
+"""
+
+
+@pytest.fixture
+def compass(keyword_settings, retrieval_settings):
+    """Keyword axes north/east/up; chunks of one paragraph each."""
+    retrieval_settings(
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 24, "min_tokens": 0},
+            }
+        }
+    )
+
+    def indexed(**context):
+        if context:
+            retrieval_settings(CHUNK_CONTEXT=context.get("value"))
+        collection = get_or_create_collection("compass")[0]
+        source = md_source(COMPASS_MD, "compass.md")
+        source = Source(**{**source.__dict__, "metadata": {"lang": "en", "team": ["nav", "ops"]}})
+        run = ingest(collection, [source], force=True)
+        assert run.status == "succeeded", run.errors
+        return collection, list(Document.objects.get(external_id="compass.md").chunks.all())
+
+    return indexed
+
+
+def retrieve(alias: str, query: str, collection) -> list[int]:
+    from retrieval.services.registry import retrievers
+
+    return [r.chunk.index for r in retrievers[alias].retrieve(query, collection=collection)]
+
+
+def test_chunks_are_embedded_and_bm25_indexed_with_title_and_headings(compass):
+    collection, chunks = compass()
+    document = chunks[0].document
+    assert [c.content for c in chunks] == [
+        "Compass\n\nNorth\n\nThe needle points there when you hold the compass flat and "
+        "away from iron.",
+        "Magnetic declination differs from place to place, so maps print the local value.",
+    ]
+    assert all(document.content[c.start : c.end] == c.content for c in chunks)
+    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth", "Compass\nNorth"]
+    assert chunks[1].indexed_text == f"Compass\nNorth\n\n{chunks[1].content}"
+    # "north" is only in the second chunk's header: both legs find it through it.
+    assert sorted(retrieve("bm25", "north", collection)) == [0, 1]
+    assert sorted(retrieve("dense", "north", collection)[:2]) == [0, 1]
+    assert retrieve("bm25", "compass declination", collection)[0] == 1
+
+
+def test_without_context_only_the_content_is_indexed(compass):
+    collection, chunks = compass(value=None)
+    assert [c.indexed_prefix for c in chunks] == ["", ""]
+    assert chunks[1].indexed_text == chunks[1].content
+    assert retrieve("bm25", "north", collection) == [0]
+    from retrieval.models import Chunk
+
+    vectors = dict(Chunk.objects.values_list("index", "embedding"))
+    assert list(vectors[1]) == pytest.approx([1 / 3**0.5] * 3)  # no keyword: the constant
+
+
+def test_chosen_metadata_keys_join_the_header(compass):
+    _, chunks = compass(value={"headings": False, "metadata_keys": ["team", "lang", "missing"]})
+    assert chunks[1].indexed_prefix == "Compass\nteam: nav, ops\nlang: en"
+
+
+def test_a_bad_context_setting_fails_the_run_with_its_reason(compass, retrieval_settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from retrieval.models import IndexRun
+
+    retrieval_settings(CHUNK_CONTEXT={"title": True, "heading": True})
+    with pytest.raises(ImproperlyConfigured, match=r'"headings" \(bool\)'):
+        compass()
+    run = IndexRun.objects.latest()
+    assert run.status == "failed" and "CHUNK_CONTEXT" in run.message
+    assert not Document.objects.exists()
+
+
+def test_rebuilt_postings_are_the_indexed_ones(compass):
+    from django.db import connection
+
+    from retrieval.services.registry import analyzers
+    from retrieval.services.sparse.index import rebuild_postings
+
+    collection, chunks = compass()
+
+    def postings():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT term, chunk_id, tf, dl FROM retrieval_bm25_posting "
+                "WHERE collection_id = %s ORDER BY 1, 2",
+                [collection.pk],
+            )
+            return cursor.fetchall()
+
+    before = postings()
+    second = chunks[1].pk
+    assert ("north", second) in {(term, chunk) for term, chunk, *_ in before}
+    assert rebuild_postings(collection.pk, analyzers["default"]) == 2
+    assert postings() == before
+
+
+def test_the_api_and_the_admin_show_what_was_indexed(compass, admin_client):
+    collection, chunks = compass()
+    response = admin_client.get(f"/api/chunks/{chunks[1].pk}/")
+    assert response.status_code == 200
+    assert response.json()["indexed_text"] == chunks[1].indexed_text
+    page = admin_client.get(f"/admin/retrieval/chunk/{chunks[1].pk}/change/")
+    assert page.status_code == 200
+    assert "Compass\nNorth\n\nMagnetic declination" in page.content.decode()
