@@ -19,6 +19,7 @@
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
+- ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
 from __future__ import annotations
@@ -265,6 +266,26 @@ def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
                 hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
                 'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
                 id="retrieval.E015",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_search_database(app_configs: Any = None, **kwargs: Any) -> list:
+    """Searches read from a DATABASES alias that exists."""
+    from django.conf import settings
+
+    from .conf import retrieval_settings
+
+    alias = retrieval_settings.SEARCH_DATABASE
+    if alias and alias not in settings.DATABASES:
+        return [
+            checks.Error(
+                f'RETRIEVAL["SEARCH_DATABASE"] is {alias!r}, which is not in DATABASES.',
+                hint=f"Add the replica as DATABASES[{alias!r}] or set SEARCH_DATABASE to None "
+                f"(have: {', '.join(settings.DATABASES)}).",
+                id="retrieval.E030",
             )
         ]
     return []

@@ -133,6 +133,9 @@ DEFAULTS: dict[str, Any] = {
     # The plain search page (retrieval.urls) requires a signed-in user unless this is
     # True; it always lists and searches only what the visitor may see.
     "SEARCH_PAGE_PUBLIC": False,
+    # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
+    # stay on the primary. None: the alias Django's router picks for reads.
+    "SEARCH_DATABASE": None,
     # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
     # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
     "TASKS_SYNC": None,

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrieval.models import Chunk, Collection
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -92,10 +93,11 @@ def load_results(
 
     A chunk outside the access scope carried by ``filters`` is never loaded.
     """
-    chunks = Chunk.objects.for_results()
+    db = search_database()
+    chunks = Chunk.objects.using(db).for_results()
     within = Filters.parse(filters).documents_within
     if within is not None:
-        chunks = chunks.filter(document_id__in=within.order_by().values("pk"))
+        chunks = chunks.filter(document_id__in=within.using(db).order_by().values("pk"))
     chunks = chunks.in_bulk([s.chunk_id for s in scored])
     # Absent: deleted since it was ranked, or outside the scope.
     present = [s for s in scored if s.chunk_id in chunks]
