@@ -22,6 +22,7 @@ from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.scope import Scope, resolve_scope
+from retrieval.services.traces import record_search
 from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
 
@@ -180,8 +181,9 @@ def retrieve_tool(
     allowed = resolve_scope(scope, user, caller="retrieve_tool")
     target = allowed.collection(collection)
     engine = retriever if isinstance(retriever, BaseRetriever) else None
+    label = type(retriever).__name__
     if engine is None:
-        alias = retriever_alias(target, retriever)
+        alias = label = retriever_alias(target, retriever)
         if alias not in retrievers:
             raise InvalidComponentError(
                 f"Unknown retriever {alias!r}; configured: {', '.join(retrievers.aliases())}."
@@ -192,10 +194,20 @@ def retrieve_tool(
         raise ValueError(f"top_k must be between 1 and max_top_k ({max_top_k}), not {top_k!r}.")
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
-        with traced():  # an LLM-backed retriever charges the query's budget and trace
+        with traced() as trace:  # an LLM-backed retriever charges the query's budget and trace
             results = engine.retrieve(
                 arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
             )
+        record_search(  # a tool called inside an agent's search joins that search's trace
+            arguments["query"],
+            collection=target,
+            pipeline=f"tool {name}: {label}",
+            top_k=arguments["top_k"],
+            filters=filters,
+            results=results,
+            trace=trace.to_dict(),
+            user=allowed.user,
+        )
         if max_tokens is None:
             return {"results": [_compact(result) for result in results]}
         packed = pack_context(results, max_tokens=max_tokens)

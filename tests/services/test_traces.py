@@ -67,7 +67,22 @@ def command(query: str):
     return None  # a command acts for no user
 
 
-FACES = [search_api, search_batch_api, search_page, command]
+def tool_api(query: str):
+    client = APIClient()
+    client.force_authenticate(reader())
+    call = {"collection": "atlas", "name": "retrieve", "arguments": {"query": query}}
+    assert client.post("/api/tools/call/", call, format="json").status_code == 200
+    return reader()
+
+
+def python_facade(query: str):
+    import retrieval
+
+    retrieval.search(query, collection="atlas", user=reader())
+    return reader()
+
+
+FACES = [search_api, search_batch_api, search_page, command, tool_api, python_facade]
 
 
 @pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
