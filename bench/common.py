@@ -56,3 +56,27 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
 
 
 CACHE = ROOT / "bench" / ".cache"
+
+
+def copy_chunks(cursor, collection_id: int, rows) -> list[int]:
+    """Bulk-load one chunk per document by COPY; return the new chunk ids in order.
+
+    ``rows`` is a list of ``(document_id, content, vector or None)``. The chunks are
+    whole documents, indexed without a context header.
+    """
+    cursor.execute(
+        "SELECT nextval(pg_get_serial_sequence('retrieval_chunk', 'id')) "
+        "FROM generate_series(1, %s)",
+        [len(rows)],
+    )
+    ids = [row[0] for row in cursor.fetchall()]
+    with cursor.copy(
+        "COPY retrieval_chunk (id, collection_id, document_id, index, content, indexed_prefix, "
+        'start, "end", heading_path, token_count, metadata, embedding) FROM STDIN'
+    ) as copy:
+        for chunk_id, (document_id, content, vector) in zip(ids, rows, strict=True):
+            copy.write_row(
+                (chunk_id, collection_id, document_id, 0, content, "", 0, len(content), "[]", 0,
+                 "{}", vector)
+            )  # fmt: skip
+    return ids

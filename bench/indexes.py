@@ -24,7 +24,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
-from common import machine, setup_django, table
+from common import copy_chunks, machine, setup_django, table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DIMENSIONS = 384
@@ -90,21 +90,13 @@ def load(size: int):
         )
         register_vector(connection.connection)
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence('retrieval_chunk', 'id')) "
-                "FROM generate_series(1, %s)",
-                [size],
+            ids = np.array(
+                copy_chunks(
+                    cursor,
+                    collection.pk,
+                    [(d.pk, "x", vectors[i]) for i, d in enumerate(documents)],
+                )
             )
-            ids = np.array([row[0] for row in cursor.fetchall()])
-            with cursor.copy(
-                "COPY retrieval_chunk (id, collection_id, document_id, index, content, start, "
-                '"end", heading_path, token_count, metadata, embedding) FROM STDIN'
-            ) as copy:
-                for i in range(size):
-                    copy.write_row(
-                        (int(ids[i]), collection.pk, documents[i].pk, 0, "x", 0, 1, "[]", 0,
-                         "{}", vectors[i])
-                    )  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
     ensure_vector_index(collection)

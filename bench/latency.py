@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from common import corpus_entries, machine, setup_django, table
+from common import copy_chunks, corpus_entries, machine, setup_django, table
 
 DIMENSIONS = 384
 
@@ -178,32 +178,11 @@ def load(size: int, *, dense: bool = True):
         )
         register_vector(connection.connection)
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence('retrieval_chunk', 'id')) "
-                "FROM generate_series(1, %s)",
-                [size],
+            chunk_ids = copy_chunks(
+                cursor,
+                collection.pk,
+                [(documents[i].pk, texts[i], vectors[i]) for i in range(size)],
             )
-            chunk_ids = [row[0] for row in cursor.fetchall()]
-            with cursor.copy(
-                "COPY retrieval_chunk (id, collection_id, document_id, index, content, start, "
-                '"end", heading_path, token_count, metadata, embedding) FROM STDIN'
-            ) as copy:
-                for i in range(size):
-                    copy.write_row(
-                        (
-                            chunk_ids[i],
-                            collection.pk,
-                            documents[i].pk,
-                            0,
-                            texts[i],
-                            0,
-                            len(texts[i]),
-                            "[]",
-                            0,
-                            "{}",
-                            vectors[i],
-                        )
-                    )
         write_postings(
             collection.pk, ((chunk_ids[i], *analyzer.term_counts(texts[i])) for i in range(size))
         )
