@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +147,10 @@ def town(graph_settings):
     collection = collection_of("town", {f"p{i}": text for i, text in enumerate(TOWN)})
     extract_graph(collection)
     return collection
+
+
+def run_async(coroutine):
+    """Run ``coroutine`` in a fresh event loop on its own thread: the screen tests' browser
+    may keep a loop running in this one."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -28,6 +27,7 @@ from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.registry import retrievers
 from retrieval.services.search import CollectionNotFound
 from retrieval.services.tools import collection_tools
+from tests.conftest import run_async
 from tests.scope.conftest import DOCS, QUERY
 
 
@@ -117,9 +117,9 @@ def python_facade(user, name: str, leg: str) -> Answer:
     try:
         one = retrieval.search(QUERY, collection=name, user=user, retriever=leg, top_k=10)
         batch = retrieval.search_batch([QUERY], collection=name, user=user, retriever=leg)
-        later = async_to_sync(retrieval.asearch)(QUERY, collection=name, user=user, retriever=leg)
-        many = async_to_sync(retrieval.asearch_batch)(
-            [QUERY], collection=name, user=user, retriever=leg
+        later = run_async(retrieval.asearch(QUERY, collection=name, user=user, retriever=leg))
+        many = run_async(
+            retrieval.asearch_batch([QUERY], collection=name, user=user, retriever=leg)
         )
         tool = collection_tools(name, user=user)[0].execute({"query": QUERY, "top_k": 10})
         graph = neighbourhood(name, "North Hub", hops=2, user=user)

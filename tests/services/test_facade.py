@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 import retrieval
 from retrieval.exceptions import InvalidComponentError, RetrievalError
 from retrieval.services.scope import Scope
-from tests.conftest import collection_of
+from tests.conftest import collection_of, run_async
 
 pytestmark = pytest.mark.django_db
-
-
-def run_async(coroutine):
-    """Run ``coroutine`` in a fresh event loop on its own thread: the screen tests' browser
-    may keep a loop running in this one."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture
