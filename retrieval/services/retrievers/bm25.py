@@ -52,7 +52,7 @@ class BM25Retriever(BaseRetriever):
         k1: float = 1.2,
         b: float = 0.75,
         analyzer: str = "default",
-        prune: bool = True,
+        prune: bool = False,
     ) -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")
