@@ -116,3 +116,31 @@ def test_a_failing_extraction_logs_one_line_and_the_run_keeps_the_reason(
     assert run.documents_failed == 1 and "after one repair" in run.errors[0]["error"]
     (record,) = [r for r in caplog.records if "Triple extraction failed" in r.getMessage()]
     assert record.exc_info is None  # one line, no traceback per chunk
+
+
+def test_the_schema_bounds_the_answer_within_the_tokens_asked_for(llm_server, retrieval_settings):
+    # A schema-constrained server (llama.cpp) must close the JSON before max_tokens: with no
+    # bound on the triples, a small model repeated them until cut, and the chunk failed.
+    from retrieval.services.chunkers.tokens import count_tokens
+
+    llm_server.queue_chat(json.dumps({"triples": []}))
+    options = {"model": "test-chat", "base_url": llm_server.base_url, "json_mode": "llama_cpp"}
+    retrieval_settings(
+        LLMS={
+            "default": {
+                "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
+                "OPTIONS": options,
+            }
+        }
+    )
+    LLMTripleExtractor().extract(["Ada Lovelace wrote the Notes."])
+    body = llm_server.requests_to("/v1/chat/completions")[0].body
+    schema = body["response_format"]["schema"]["properties"]["triples"]
+    assert "maxItems" in schema
+    fields = schema["items"]["properties"]
+    longest = {
+        name: " ".join(["word"] * (fields[name].get("maxLength", 0) // 5)) or 1.0
+        for name in ("subject", "predicate", "object", "confidence")
+    }
+    worst = json.dumps({"triples": [longest] * schema["maxItems"]})
+    assert count_tokens(worst) <= body["max_tokens"]
