@@ -31,7 +31,8 @@ SCHEMA = {
                     "subject": {"type": "string", "minLength": 1, "maxLength": 80},
                     "predicate": {"type": "string", "minLength": 1, "maxLength": 40},
                     "object": {"type": "string", "minLength": 1, "maxLength": 80},
-                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                    # no bounds: llama.cpp's grammar cannot enforce them; clamped instead
+                    "confidence": {"type": "number"},
                 },
                 "required": ["subject", "predicate", "object", "confidence"],
             },
@@ -46,7 +47,7 @@ class LLMTripleExtractor(BaseTripleExtractor):
     """Ask the LLM ``llm`` for the triples of each text (``template`` has ``{text}``).
 
     The answer is validated against a JSON schema (one repair, then the chunk fails
-    with the reason, and the extraction run records it).
+    with the reason, and the extraction run records it); confidences are clamped to [0, 1].
     """
 
     batch_size = 1  # one call per chunk
@@ -77,7 +78,7 @@ class LLMTripleExtractor(BaseTripleExtractor):
                         " ".join(t["subject"].split()),
                         " ".join(t["predicate"].split()),
                         " ".join(t["object"].split()),
-                        float(t["confidence"]),
+                        min(1.0, max(0.0, float(t["confidence"]))),
                     )
                     for t in data["triples"]
                     if t["subject"].strip() and t["predicate"].strip() and t["object"].strip()

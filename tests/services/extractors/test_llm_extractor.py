@@ -52,9 +52,7 @@ def test_triples_come_back_validated_and_normalised(llm_server):
 
 
 def test_invalid_answers_are_repaired_once_then_fail(llm_server):
-    bad = json.dumps(
-        {"triples": [{"subject": "A", "predicate": "b", "object": "C", "confidence": 3}]}
-    )
+    bad = json.dumps({"triples": [{"subject": "A", "predicate": "b", "confidence": 0.5}]})
     llm_server.queue_chat(bad, bad)
     with pytest.raises(LLMError, match="after one repair"):
         LLMTripleExtractor().extract(["A b C."])
@@ -144,3 +142,14 @@ def test_the_schema_bounds_the_answer_within_the_tokens_asked_for(llm_server, re
     }
     worst = json.dumps({"triples": [longest] * schema["maxItems"]})
     assert count_tokens(worst) <= body["max_tokens"]
+
+
+def test_confidences_out_of_range_are_clamped_not_failed(llm_server):
+    # llama.cpp's JSON grammar does not enforce a number's minimum/maximum: SmolLM2 answered
+    # confidence 2 twice, and the whole chunk failed after the repair.
+    triple = {"subject": "Ada", "predicate": "wrote", "object": "the Notes"}
+    answer = [{**triple, "confidence": 2}, {**triple, "object": "a letter", "confidence": -0.5}]
+    llm_server.queue_chat(json.dumps({"triples": answer}))
+    (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes and a letter."])
+    assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0), ("a letter", 0.0)]
+    assert len(llm_server.requests_to("/v1/chat/completions")) == 1
