@@ -11,8 +11,8 @@ from retrieval.services.registry import llms
 #: The schema bounds the answer (triples and string lengths), so a server that constrains
 #: output to it (llama.cpp) must close the JSON within ``EXTRACT_TOKENS``: without bounds a
 #: small model repeats triples until it is cut at ``max_tokens`` and the chunk fails.
-MAX_TRIPLES = 12
-EXTRACT_TOKENS = 1024
+MAX_TRIPLES = 8
+EXTRACT_TOKENS = 640
 TEMPLATE = (
     f"Extract at most {MAX_TRIPLES} facts stated in the text below as knowledge-graph "
     "triples. Subjects and "
@@ -28,9 +28,9 @@ SCHEMA = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "subject": {"type": "string", "minLength": 1, "maxLength": 80},
-                    "predicate": {"type": "string", "minLength": 1, "maxLength": 40},
-                    "object": {"type": "string", "minLength": 1, "maxLength": 80},
+                    "subject": {"type": "string", "minLength": 1, "maxLength": 60},
+                    "predicate": {"type": "string", "minLength": 1, "maxLength": 30},
+                    "object": {"type": "string", "minLength": 1, "maxLength": 60},
                     # no bounds: llama.cpp's grammar cannot enforce them; clamped instead
                     "confidence": {"type": "number"},
                 },
