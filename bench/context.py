@@ -51,6 +51,7 @@ def run_dataset(name: str) -> None:
     from retrieval.services.collections import get_or_create_collection
     from retrieval.services.evaluation import evaluate, load_beir
     from retrieval.services.indexing import Source, ingest
+    from retrieval.services.scope import Scope
     from retrieval.services.search import search
 
     split = DATASETS[name]
@@ -85,7 +86,9 @@ def run_dataset(name: str) -> None:
                 result = evaluate(
                     lambda q, alias=alias, collection=collection: [
                         r.chunk.document.external_id
-                        for r in search(q, collection=collection, retriever=alias, top_k=100)
+                        for r in search(
+                            q, collection=collection, retriever=alias, top_k=100, scope=Scope.ALL
+                        )
                     ],
                     dataset,
                 ).as_dict()

@@ -110,6 +110,7 @@ def report(name: str, feature: Callable[[], Any]) -> bool:
 def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
     from retrieval.services.graph.extraction import extract_graph
     from retrieval.services.registry import llms, rewriters
+    from retrieval.services.scope import Scope
     from retrieval.services.search import search
     from retrieval.services.tracing import Budget, traced
 
@@ -134,7 +135,7 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
 
     def searched(**options: Any) -> Callable[[], Any]:
         def run() -> Any:
-            results = search(QUESTION, collection=collection, top_k=2, **options)
+            results = search(QUESTION, collection=collection, top_k=2, scope=Scope.ALL, **options)
             calls = results.trace["llm_calls"]
             if not results:
                 raise RuntimeError("no results")
@@ -172,11 +173,12 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
 def tool_loop(collection: Any) -> Any:
     """Run the README's tool loop once with ``tool_choice`` naming ``retrieve``."""
     from retrieval.services.registry import llms
+    from retrieval.services.scope import Scope
     from retrieval.services.tools import assistant_message, collection_tools, run_tool_call
 
     llm = llms["default"]
     client = llm._get_client()
-    tools = collection_tools(collection)
+    tools = collection_tools(collection, scope=Scope.ALL)
     messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     reply = client.chat.completions.create(
         model=llm.model,

@@ -70,7 +70,10 @@ def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dic
     Settings.llm = MockLLM()
     Settings.embed_model = AppEmbedding(model_name="all-MiniLM-L6-v2", embed_batch_size=32)
     encoding = get_encoding("cl100k_base")
-    reader = SimpleDirectoryReader(str(docs), recursive=True, required_exts=[".rst"])
+    # The sdist is unpacked under bench/.cache: a hidden folder the reader skips by default.
+    reader = SimpleDirectoryReader(
+        str(docs), recursive=True, required_exts=[".rst"], exclude_hidden=False
+    )
     splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=encoding.encode)
     nodes = splitter.get_nodes_from_documents(reader.load_data())
     index = VectorStoreIndex(nodes)

@@ -38,7 +38,14 @@ def run_dataset(name: str) -> None:
     from retrieval.services.fusion import FUSION_METHODS
     from retrieval.services.indexing import Source, ingest
     from retrieval.services.registry import analyzers, embedders, retrievers
+    from retrieval.services.scope import Scope
     from retrieval.services.search import search
+
+    def ranked(q: str, retriever: str) -> list:
+        # A benchmark acts for no user.
+        return _ids(
+            search(q, collection=collection, retriever=retriever, top_k=100, scope=Scope.ALL)
+        )
 
     split = DATASETS[name]
     dataset = load_beir(SHARED_DATA / name, split)
@@ -70,12 +77,12 @@ def run_dataset(name: str) -> None:
             }
             with override_settings(RETRIEVAL={"RETRIEVERS": {alias: config}}):
                 result = evaluate(
-                    lambda q: _ids(search(q, collection=collection, retriever=alias, top_k=100)),
+                    lambda q: ranked(q, alias),
                     dataset,
                 )
         else:
             result = evaluate(
-                lambda q: _ids(search(q, collection=collection, retriever=retriever, top_k=100)),
+                lambda q: ranked(q, retriever),
                 dataset,
             )
         summary = result.as_dict()

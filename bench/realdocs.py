@@ -135,6 +135,7 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
     from retrieval.services.collections import get_or_create_collection
     from retrieval.services.evaluation import document_ranking
     from retrieval.services.indexing import Source, ingest
+    from retrieval.services.scope import Scope
     from retrieval.services.search import search
 
     options, context = APP_CONFIGS[name]
@@ -173,7 +174,7 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
                     [
                         r.chunk.document.external_id
                         for r in search(q["question"], collection=collection, retriever=leg,
-                                        top_k=DEPTH)
+                                        top_k=DEPTH, scope=Scope.ALL)
                     ]
                 )
                 for q in questions

@@ -67,7 +67,8 @@ STATIC_ROOT = data_dir() / "static"
 MEDIA_URL = "media/"
 MEDIA_ROOT = data_dir() / "media"
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "retrieval:search"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -2,7 +2,8 @@
 
 Importing this package has no side effects. The search facade is here —
 ``retrieval.search``, ``retrieval.search_batch``, ``retrieval.asearch``,
-``retrieval.asearch_batch`` — loaded on first use; the rest of the service API lives
+``retrieval.asearch_batch`` and ``retrieval.Scope`` (each call needs ``user=`` or
+``scope=``) — loaded on first use; the rest of the service API lives
 in :mod:`retrieval.services`.
 """
 
@@ -13,10 +14,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 _FACADE = ("search", "search_batch", "asearch", "asearch_batch")
-__all__ = [*_FACADE, "__version__"]
+__all__ = [*_FACADE, "Scope", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Scope":
+        from retrieval.services.scope import Scope
+
+        return Scope
     if name in _FACADE:
         from retrieval.services import search as module
 

@@ -12,11 +12,14 @@
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
-- ``retrieval.E014``: ``COLLECTION_ACCESS`` does not import to a function.
+- ``retrieval.E014``: ``COLLECTION_ACCESS`` or ``DOCUMENT_ACCESS`` does not import to a
+  function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
+- ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
+- ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
 from __future__ import annotations
@@ -211,17 +214,38 @@ def _check_collection_index(collection: Any) -> list:
 
 @checks.register()
 def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
-    """The access hook must import: a typo would otherwise fail every API request."""
+    """The access hooks must import: a typo would otherwise fail every search."""
     from .services.access import access_hook
+    from .services.scope import document_hook
 
-    try:
-        access_hook()
-    except InvalidComponentError as e:
+    errors = []
+    for hook, returns in ((access_hook, "collections"), (document_hook, "a Q on Document")):
+        try:
+            hook()
+        except InvalidComponentError as e:
+            errors.append(
+                checks.Error(
+                    str(e),
+                    hint=f"Set it to the dotted path of a function (user) -> {returns}, or None.",
+                    id="retrieval.E014",
+                )
+            )
+    return errors
+
+
+@checks.register(checks.Tags.security)
+def check_search_page_public(app_configs: Any = None, **kwargs: Any) -> list:
+    """Say so when the search page answers visitors who have not signed in."""
+    from .conf import retrieval_settings
+
+    if retrieval_settings.SEARCH_PAGE_PUBLIC:
         return [
-            checks.Error(
-                str(e),
-                hint="Set it to the dotted path of a function (user) -> collections, or None.",
-                id="retrieval.E014",
+            checks.Warning(
+                'RETRIEVAL["SEARCH_PAGE_PUBLIC"] is True: anonymous visitors can use the search '
+                "page, and see every collection and document the access hooks give them.",
+                hint="Leave it False to require login, or make sure COLLECTION_ACCESS and "
+                "DOCUMENT_ACCESS hide what anonymous users must not read.",
+                id="retrieval.W001",
             )
         ]
     return []
@@ -242,6 +266,26 @@ def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
                 hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
                 'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
                 id="retrieval.E015",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_search_database(app_configs: Any = None, **kwargs: Any) -> list:
+    """Searches read from a DATABASES alias that exists."""
+    from django.conf import settings
+
+    from .conf import retrieval_settings
+
+    alias = retrieval_settings.SEARCH_DATABASE
+    if alias and alias not in settings.DATABASES:
+        return [
+            checks.Error(
+                f'RETRIEVAL["SEARCH_DATABASE"] is {alias!r}, which is not in DATABASES.',
+                hint=f"Add the replica as DATABASES[{alias!r}] or set SEARCH_DATABASE to None "
+                f"(have: {', '.join(settings.DATABASES)}).",
+                id="retrieval.E030",
             )
         ]
     return []

@@ -126,6 +126,16 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # Dotted path to a function (user) -> Q on Document | QuerySet[Document] | None (None:
+    # every document of the visible collections) restricting every search leg, tool and
+    # graph walk to the documents a user may see; unset, no document restriction.
+    "DOCUMENT_ACCESS": None,
+    # The plain search page (retrieval.urls) requires a signed-in user unless this is
+    # True; it always lists and searches only what the visitor may see.
+    "SEARCH_PAGE_PUBLIC": False,
+    # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
+    # stay on the primary. None: the alias Django's router picks for reads.
+    "SEARCH_DATABASE": None,
     # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
     # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
     "TASKS_SYNC": None,

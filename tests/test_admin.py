@@ -39,11 +39,24 @@ def test_system_written_records_are_read_only(admin_client, indexed):
     assert IndexRun.objects.count() == 1
 
 
-def test_search_page_lists_results(client, indexed):
+def test_search_page_lists_results(client, django_user_model, indexed):
+    client.force_login(django_user_model.objects.create_user(username="reader", password="x"))
     response = client.get(reverse("retrieval:search"), {"q": "north", "collection": "atlas"})
     assert response.status_code == 200
     body = response.content.decode()
     assert "<strong>North is up.</strong>" in body and "East is right." in body
     missing = client.get(reverse("retrieval:search"), {"q": "north", "collection": "nowhere"})
-    assert missing.status_code == 200 and "No collection named" in missing.content.decode()
+    assert (
+        missing.status_code == 200
+        and "No collection &#x27;nowhere&#x27;." in missing.content.decode()
+    )
     assert Document.objects.count() == 1
+
+
+def test_search_page_requires_login_unless_made_public(client, indexed, retrieval_settings):
+    response = client.get(reverse("retrieval:search"), {"q": "north", "collection": "atlas"})
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login") + "?next=")
+    retrieval_settings(SEARCH_PAGE_PUBLIC=True)
+    public = client.get(reverse("retrieval:search"), {"q": "north", "collection": "atlas"})
+    assert public.status_code == 200 and "<strong>North is up.</strong>" in public.content.decode()

@@ -153,3 +153,26 @@ def test_e020_collection_access_that_does_not_import(retrieval_settings):
     assert "is not a function of the user" in message.msg
     retrieval_settings(COLLECTION_ACCESS="tests.api.access.by_username")
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
+
+
+def test_e014_document_access_that_does_not_import(retrieval_settings):
+    retrieval_settings(DOCUMENT_ACCESS="tests.scope.access.nowhere")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert "RETRIEVAL['DOCUMENT_ACCESS']: cannot import 'tests.scope.access.nowhere'" in message.msg
+    retrieval_settings(DOCUMENT_ACCESS="tests.scope.access.documents")
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
+
+
+def test_w001_a_public_search_page_is_a_warning(retrieval_settings):
+    assert [m for m in checks.run_checks(tags=["security"]) if m.id == "retrieval.W001"] == []
+    retrieval_settings(SEARCH_PAGE_PUBLIC=True)
+    (message,) = [m for m in checks.run_checks(tags=["security"]) if m.id == "retrieval.W001"]
+    assert message.level == checks.WARNING and "SEARCH_PAGE_PUBLIC" in message.msg
+
+
+def test_e030_search_database_that_names_no_alias(retrieval_settings):
+    retrieval_settings(SEARCH_DATABASE="replica")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E030"]
+    assert "'replica', which is not in DATABASES" in message.msg and "default" in message.hint
+    retrieval_settings(SEARCH_DATABASE="default")
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E030"] == []

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from retrieval import indexing
 from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.tasks import enqueue, reindex_collection
 from tests.host_app.models import Article
@@ -29,7 +30,7 @@ def test_saving_indexes_the_rendered_text_and_deleting_removes_it(keyword_settin
     assert document.content == "Going north\n\nThe road leads up."
     assert document.metadata["section"] == "travel"
     assert document.metadata["object"] == {"model": "host_app.article", "pk": article.pk}
-    hits = search("north", collection="blog", top_k=1)
+    hits = search("north", collection="blog", top_k=1, scope=Scope.ALL)
     assert hits[0].chunk.document_id == document.pk
     article.body = "The road leads east."
     article.save()
@@ -41,7 +42,7 @@ def test_saving_indexes_the_rendered_text_and_deleting_removes_it(keyword_settin
     pk = article.pk
     article.delete()
     assert not Document.objects.filter(external_id=f"host_app.article:{pk}").exists()
-    assert not search("east", collection="blog", top_k=5)
+    assert not search("east", collection="blog", top_k=5, scope=Scope.ALL)
 
 
 def test_an_object_failing_its_condition_is_removed(keyword_settings):

@@ -11,7 +11,9 @@ from tests.browser import screenshot
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def test_typing_a_query_shows_the_matching_chunk_first(keyword_settings, browser_page, live_server):
+def test_typing_a_query_shows_the_matching_chunk_first(
+    keyword_settings, browser_page, live_server, django_user_model
+):
     collection, _ = get_or_create_collection("atlas")
     ingest(
         collection,
@@ -20,8 +22,15 @@ def test_typing_a_query_shows_the_matching_chunk_first(keyword_settings, browser
             Source.from_text("Volcanoes erupt molten rock.", external_id="geology.txt"),
         ],
     )
+    django_user_model.objects.create_user(username="reader", password="reader-pass")
     page = browser_page
     page.goto(live_server.url + "/")
+    # The example project keeps the page behind its login form.
+    page.wait_for_url(f"{live_server.url}/accounts/login/?next=/")
+    page.fill("#id_username", "reader")
+    page.fill("#id_password", "reader-pass")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
     page.fill("input[name=q]", "penguins antarctica")
     page.keyboard.press("Enter")
     page.wait_for_selector(".retrieval-score")

@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+
+from retrieval.services.scope import Scope
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -33,3 +36,86 @@ def status_badge(status: str, label: str, *, title: str = "") -> str:
 def pretty_json(value: Any) -> str:
     """Return ``value`` as indented JSON for a ``<pre>`` block."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def scope_of(request: HttpRequest) -> Scope:
+    """Return the signed-in user's :class:`Scope` (superusers see everything)."""
+    cached = getattr(request, "_retrieval_scope", None)
+    if cached is None:
+        cached = request._retrieval_scope = Scope.for_user(request.user)
+    return cached
+
+
+class ScopedAdminMixin:
+    """Show staff only what the access hooks let them see; superusers see all.
+
+    ``collection_path`` and ``document_path`` lead from a row to its collection and
+    document (``None``: the row belongs to no single document).
+    """
+
+    collection_path: str = "collection"
+    document_path: str | None = None
+    #: Rows that stand for many documents (a collection): a user restricted to some
+    #: documents may neither delete them (the confirmation lists every document) nor
+    #: run actions on them (they would touch hidden documents).
+    spans_documents: bool = False
+
+    def _partial(self, request: HttpRequest) -> bool:
+        return self.spans_documents and scope_of(request).documents is not None
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._partial(request):
+            return False
+        return super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._partial(request):
+            return {}
+        return super().get_actions(request, *args, **kwargs)  # type: ignore[misc]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return scope_of(request).restrict(
+            super().get_queryset(request),  # type: ignore[misc]
+            collection=self.collection_path,
+            document=self.document_path,
+        )
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "collection":
+            kwargs["queryset"] = scope_of(request).visible_collections()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class QualityScopedAdminMixin(ScopedAdminMixin):
+    """Golden sets, their queries, judgments and runs judge a collection's documents as a whole.
+
+    Staff whom ``DOCUMENT_ACCESS`` restricts to some documents see none of them (403,
+    absent from the admin index); other staff see those of the collections they may see.
+    """
+
+    def _document_restricted(self, request: HttpRequest) -> bool:
+        return scope_of(request).documents is not None
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_view_permission(request, obj)  # type: ignore[misc]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if self._document_restricted(request):
+            return False
+        return super().has_delete_permission(request, obj)
+
+
+#: A collection filter listing only the collections of the rows shown (never hidden ones).
+COLLECTION_FILTER = ("collection", admin.RelatedOnlyFieldListFilter)

@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 
 from retrieval.models import Chunk, Document
 
-from .base import ReadOnlyAdmin, pretty_json
+from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 
 #: Documents offered by the document filter (narrowed by the collection filter).
 DOCUMENT_CHOICES = 100
@@ -29,14 +29,17 @@ class DocumentFilter(admin.SimpleListFilter):
     parameter_name = "document"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple]:
-        documents = Document.objects.only("pk", "external_id", "title").order_by("external_id")
+        documents = scope_of(request).restrict(
+            Document.objects.only("pk", "external_id", "title").order_by("external_id"),
+            document="pk",
+        )
         collection = request.GET.get("collection__id__exact", "")
         if collection.isdigit():
             documents = documents.filter(collection_id=int(collection))
         choices = [(str(d.pk), d.external_id) for d in documents[:DOCUMENT_CHOICES]]
         value = self.value()
         if value and value not in dict(choices) and value.isdigit():
-            chosen = Document.objects.filter(pk=int(value)).first()
+            chosen = documents.filter(pk=int(value)).first()
             if chosen is not None:
                 choices.insert(0, (value, chosen.external_id))
         return choices
@@ -102,9 +105,10 @@ class MetadataFilter(admin.SimpleListFilter):
 
 
 @admin.register(Chunk)
-class ChunkAdmin(ReadOnlyAdmin):
+class ChunkAdmin(ScopedAdminMixin, ReadOnlyAdmin):
+    document_path = "document"
     list_display = ["chunk", "document", "collection", "page", "headings", "token_count", "text"]
-    list_filter = ["collection", DocumentFilter, MetadataFilter]
+    list_filter = [COLLECTION_FILTER, DocumentFilter, MetadataFilter]
     search_fields = ["content", "document__external_id", "document__title"]
     search_help_text = "Words in the chunk's text, or its document's id or title."
     list_select_related = ["document", "collection"]

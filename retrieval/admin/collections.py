@@ -21,6 +21,7 @@ from retrieval.services.indexes import outbox
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
 
+from .base import ScopedAdminMixin
 from .indexing import queue_reindex
 from .playground import playground_view
 
@@ -167,7 +168,9 @@ def reembed_collections(
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
+    collection_path = "pk"
+    spans_documents = True
     form = CollectionForm
     list_display = [
         "name",

@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from retrieval.models import Document
 from retrieval.services.indexes import outbox
 
-from .base import pretty_json, status_badge
+from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
 from .highlight import segments
 from .indexing import queue_indexing
 from .uploads import UploadForm
@@ -64,7 +64,8 @@ def delete_with_chunks(
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
+    document_path = "pk"
     list_display = [
         "external_id",
         "title",
@@ -74,7 +75,7 @@ class DocumentAdmin(admin.ModelAdmin):
         "chunk_count",
         "indexed_at",
     ]
-    list_filter = ["collection", "status", "mime_type"]
+    list_filter = [COLLECTION_FILTER, "status", "mime_type"]
     search_fields = ["external_id", "title"]
     actions = [reindex_documents, delete_with_chunks]
     change_form_template = "retrieval/admin/document/change_form.html"
@@ -144,7 +145,12 @@ class DocumentAdmin(admin.ModelAdmin):
         """Upload one or many files; they are stored as pending documents and indexed."""
         if not self.has_add_permission(request):
             raise PermissionDenied
-        form = UploadForm(request.POST, request.FILES) if request.method == "POST" else None
+        scope = scope_of(request)
+        form = (
+            UploadForm(request.POST, request.FILES, scope=scope)
+            if request.method == "POST"
+            else None
+        )
         if form is not None and form.is_valid():
             documents = form.save()
             self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
@@ -152,7 +158,9 @@ class DocumentAdmin(admin.ModelAdmin):
                 level = messages.ERROR if run.documents_failed else messages.INFO
                 self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
             return HttpResponseRedirect(reverse("admin:retrieval_document_changelist"))
-        form = form or UploadForm(initial={"collection": request.GET.get("collection")})
+        form = form or UploadForm(
+            initial={"collection": request.GET.get("collection")}, scope=scope
+        )
         context = {
             **self.admin_site.each_context(request),
             "title": "Upload documents",

@@ -17,7 +17,7 @@ from retrieval.models import EvalRun
 from retrieval.services.eval_runs import compare
 from retrieval.services.evaluation import METRICS
 
-from .base import ReadOnlyAdmin, status_badge
+from .base import QualityScopedAdminMixin, ReadOnlyAdmin, status_badge
 from .goldens import MEDIA
 
 #: How often the runs list reloads while a run is active.
@@ -35,7 +35,7 @@ def compare_runs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Q
 
 
 @admin.register(EvalRun)
-class EvalRunAdmin(ReadOnlyAdmin):
+class EvalRunAdmin(QualityScopedAdminMixin, ReadOnlyAdmin):
     list_display = [
         "pk",
         "eval_set",
@@ -49,7 +49,8 @@ class EvalRunAdmin(ReadOnlyAdmin):
         "latency",
         "created_at",
     ]
-    list_filter = ["status", "eval_set", "pipeline"]
+    collection_path = "eval_set__collection"
+    list_filter = ["status", ("eval_set", admin.RelatedOnlyFieldListFilter), "pipeline"]
     list_select_related = ["eval_set"]
     actions = [compare_runs]
     fields = ["eval_set", "pipeline", "top_k", "status", "message", "metric_table", "query_table"]
@@ -59,9 +60,11 @@ class EvalRunAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         """Reload the list every few seconds while a run is queued or running."""
-        active = EvalRun.objects.filter(
-            status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
-        ).exists()
+        active = (
+            self.get_queryset(request)
+            .filter(status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING])
+            .exists()
+        )
         context = {**(extra_context or {}), "refresh_seconds": REFRESH_SECONDS if active else 0}
         return super().changelist_view(request, context)
 
@@ -147,8 +150,9 @@ class EvalRunAdmin(ReadOnlyAdmin):
             raise PermissionDenied
         back = HttpResponseRedirect(reverse("admin:retrieval_evalrun_changelist"))
         try:
-            first = EvalRun.objects.select_related("eval_set").get(pk=int(request.GET["first"]))
-            second = EvalRun.objects.select_related("eval_set").get(pk=int(request.GET["second"]))
+            runs = self.get_queryset(request).select_related("eval_set")  # hidden: missing
+            first = runs.get(pk=int(request.GET["first"]))
+            second = runs.get(pk=int(request.GET["second"]))
             if first.eval_set_id != second.eval_set_id:
                 raise RetrievalError(
                     f"Runs #{first.pk} and #{second.pk} evaluate different sets "

@@ -29,6 +29,7 @@ from retrieval.services import goldens
 from retrieval.services.eval_runs import create_eval_run
 from retrieval.services.evaluation import DatasetError
 
+from .base import COLLECTION_FILTER, QualityScopedAdminMixin, scope_of
 from .charts import history_svg
 
 MEDIA = {"css": {"all": ["retrieval/admin/admin.css", "retrieval/admin/quality.css"]}}
@@ -108,9 +109,9 @@ class JudgmentInline(admin.TabularInline):
 
 
 @admin.register(EvalSet)
-class EvalSetAdmin(admin.ModelAdmin):
+class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "collection", "level", "query_count", "created_at"]
-    list_filter = ["collection", "level"]
+    list_filter = [COLLECTION_FILTER, "level"]
     search_fields = ["name"]
     actions = [evaluate_sets, export_sets]
     readonly_fields = ["history", "created_at"]
@@ -145,10 +146,10 @@ class EvalSetAdmin(admin.ModelAdmin):
         if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
             back = reverse("admin:retrieval_evalset_changelist")
         try:
-            eval_set = EvalSet.objects.get(pk=int(request.POST.get("eval_set", "")))
-            chunk = Chunk.objects.select_related("document").get(
-                pk=int(request.POST.get("chunk", ""))
-            )
+            # Only a set and a chunk the user may see; hidden ones read as missing.
+            eval_set = self.get_queryset(request).get(pk=int(request.POST.get("eval_set", "")))
+            chunks = scope_of(request).restrict(Chunk.objects.all(), document="document")
+            chunk = chunks.select_related("document").get(pk=int(request.POST.get("chunk", "")))
             grade = int(request.POST.get("grade", ""))
             judgment = goldens.judge(
                 eval_set,
@@ -174,6 +175,7 @@ class EvalSetAdmin(admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = ImportForm(request.POST or None, request.FILES or None)
+        form.fields["collection"].queryset = scope_of(request).visible_collections()
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             with tempfile.TemporaryDirectory() as tmp:
@@ -222,9 +224,10 @@ def _unpack(upload: Any, target: Path) -> Path:
 
 
 @admin.register(EvalQuery)
-class EvalQueryAdmin(admin.ModelAdmin):
+class EvalQueryAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
+    collection_path = "eval_set__collection"
     list_display = ["query_id", "text", "eval_set"]
-    list_filter = ["eval_set"]
+    list_filter = [("eval_set", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["text", "query_id"]
     inlines = [JudgmentInline]
 
@@ -242,9 +245,10 @@ def reject(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySe
 
 
 @admin.register(Judgment)
-class JudgmentAdmin(admin.ModelAdmin):
+class JudgmentAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
+    collection_path = "query__eval_set__collection"
     list_display = ["target", "grade", "status", "source", "query", "created_at"]
-    list_filter = ["status", "source", "query__eval_set"]
+    list_filter = ["status", "source", ("query__eval_set", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["target", "query__text"]
     list_select_related = ["query"]
     actions = [accept, reject]

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.staticfiles import finders
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -20,9 +20,17 @@ from django.urls import path, reverse
 
 from retrieval.models import Collection, Entity, Triple
 from retrieval.services.graph.traversal import neighbourhood
+from retrieval.services.scope import Scope
+
+from .base import COLLECTION_FILTER, scope_of
 
 VENDOR_SCRIPT = "retrieval/vendor/cytoscape.min.js"
 MAX_HOPS = 3
+
+
+def _visible_triples(scope: Scope) -> QuerySet:
+    """Return the triples of chunks in ``scope``."""
+    return scope.restrict(Triple.objects.all(), document="chunk__document")
 
 
 class BadRequest(ValueError):
@@ -57,7 +65,7 @@ class EntityAdmin(admin.ModelAdmin):
     """Entities are written by extraction; the admin browses them and opens the explorer."""
 
     list_display = ["display", "key", "collection"]
-    list_filter = ["collection"]
+    list_filter = [COLLECTION_FILTER]
     search_fields = ["key", "display"]
     change_list_template = "retrieval/admin/entity_change_list.html"
 
@@ -67,8 +75,27 @@ class EntityAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        scope = scope_of(request)
+        entities = scope.restrict(super().get_queryset(request))
+        if scope.documents is not None:
+            # Only entities some visible triple mentions: the others name what hidden
+            # documents say.
+            triples = _visible_triples(scope).filter(collection_id=OuterRef("collection_id"))
+            entities = entities.filter(
+                Exists(triples.filter(subject_key=OuterRef("key")))
+                | Exists(triples.filter(object_key=OuterRef("key")))
+            )
+        return entities
+
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        collections = Collection.objects.annotate(triples_count=Count("triples"))
+        scope = scope_of(request)
+        hidden = scope.documents is not None
+        collections = scope.visible_collections().annotate(
+            triples_count=Count(
+                "triples", filter=Q(triples__in=_visible_triples(scope)) if hidden else None
+            )
+        )
         return super().changelist_view(
             request, {**(extra_context or {}), "explorer_collections": collections}
         )
@@ -97,13 +124,14 @@ class EntityAdmin(admin.ModelAdmin):
     def _collection(self, request: HttpRequest, collection_id: int) -> Collection:
         if not self.has_view_permission(request):
             raise Http404("No graph explorer for you.")
-        return get_object_or_404(Collection, pk=collection_id)
+        # A hidden collection is a 404, like a missing one.
+        return get_object_or_404(scope_of(request).visible_collections(), pk=collection_id)
 
     def explorer_view(self, request: HttpRequest, collection_id: int) -> HttpResponse:
         collection = self._collection(request, collection_id)
+        triples = _visible_triples(scope_of(request)).filter(collection=collection)
         predicates = (
-            Triple.objects.filter(collection=collection)
-            .values("predicate_key")
+            triples.values("predicate_key")
             .annotate(n=Count("id"))
             .order_by("-n", "predicate_key")[:100]
         )
@@ -113,7 +141,7 @@ class EntityAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "collection": collection,
             "predicates": [p["predicate_key"] for p in predicates],
-            "triples_count": Triple.objects.filter(collection=collection).count(),
+            "triples_count": triples.count(),
             "vendor_script": VENDOR_SCRIPT,
             "vendor_present": finders.find(VENDOR_SCRIPT) is not None,
             "neighbourhood_url": reverse(
@@ -131,12 +159,13 @@ class EntityAdmin(admin.ModelAdmin):
             query = parse_neighbourhood_query(request.GET)
         except BadRequest as e:
             return JsonResponse({"error": str(e)}, status=400)
-        return JsonResponse(neighbourhood(collection, query.pop("entity"), **query))
+        graph = neighbourhood(collection, query.pop("entity"), scope=scope_of(request), **query)
+        return JsonResponse(graph)
 
     def entities_view(self, request: HttpRequest, collection_id: int) -> JsonResponse:
         collection = self._collection(request, collection_id)
         term = request.GET.get("q", "").strip()
-        triples = Triple.objects.filter(collection=collection)
+        triples = _visible_triples(scope_of(request)).filter(collection=collection)
         entities = (
             Entity.objects.filter(collection=collection)
             .filter(Q(key__icontains=term) | Q(display__icontains=term))

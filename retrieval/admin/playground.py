@@ -16,10 +16,11 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.registry import retrievers
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import RetrievalResult
 
-from .base import pretty_json
+from .base import pretty_json, scope_of
 
 PIPELINE_PREFIX = "pipeline:"
 
@@ -33,11 +34,13 @@ def searcher_choices() -> list[tuple[str, str]]:
     return pipelines + [(alias, alias) for alias in retrievers.aliases()]
 
 
-def run_search(query: str, *, collection: Collection, searcher: str, top_k: int) -> Any:
+def run_search(
+    query: str, *, collection: Collection, searcher: str, top_k: int, scope: Scope
+) -> Any:
     if searcher.startswith(PIPELINE_PREFIX):
         pipeline = searcher.removeprefix(PIPELINE_PREFIX)
-        return search(query, collection=collection, pipeline=pipeline, top_k=top_k)
-    return search(query, collection=collection, retriever=searcher, top_k=top_k)
+        return search(query, collection=collection, pipeline=pipeline, top_k=top_k, scope=scope)
+    return search(query, collection=collection, retriever=searcher, top_k=top_k, scope=scope)
 
 
 class PlaygroundForm(forms.Form):
@@ -47,8 +50,10 @@ class PlaygroundForm(forms.Form):
     right = forms.ChoiceField(label="Right")
     top_k = forms.IntegerField(label="Top k", min_value=1, max_value=100, initial=10)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # A hidden collection is not offered, and choosing it reads as an unknown choice.
+        self.fields["collection"].queryset = scope.visible_collections()
         choices = searcher_choices()
         for name in ("left", "right"):
             self.fields[name].choices = choices
@@ -77,11 +82,12 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
         "top_k": 10,
     }
     bound = "query" in request.GET
-    form = PlaygroundForm(request.GET if bound else None, initial=initial)
+    scope = scope_of(request)
+    form = PlaygroundForm(request.GET if bound else None, initial=initial, scope=scope)
     columns: list[Column] = []
     if bound:
         if form.is_valid():
-            columns = _compare(form.cleaned_data)
+            columns = _compare(form.cleaned_data, scope)
             for column in columns:
                 if column.error:
                     messages.error(request, f"{column.searcher}: {column.error}")
@@ -101,7 +107,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     return TemplateResponse(request, "retrieval/admin/collection/playground.html", context)
 
 
-def _compare(data: dict[str, Any]) -> list[Column]:
+def _compare(data: dict[str, Any], scope: Scope) -> list[Column]:
     columns = [Column(data["left"]), Column(data["right"])]
     for column in columns:
         started = time.perf_counter()
@@ -111,6 +117,7 @@ def _compare(data: dict[str, Any]) -> list[Column]:
                 collection=data["collection"],
                 searcher=column.searcher,
                 top_k=data["top_k"],
+                scope=scope,
             )
         except (RetrievalError, ValueError) as e:
             column.error = str(e) or e.__class__.__name__

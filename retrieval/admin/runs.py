@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from retrieval.models import IndexRun
 
-from .base import ReadOnlyAdmin, status_badge
+from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, scope_of, status_badge
 
 #: Runs one progress request may ask about.
 MAX_RUNS_PER_POLL = 200
@@ -35,7 +36,7 @@ def run_progress(run: IndexRun) -> dict[str, Any]:
 
 
 @admin.register(IndexRun)
-class IndexRunAdmin(ReadOnlyAdmin):
+class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     list_display = [
         "pk",
         "scope",
@@ -47,7 +48,7 @@ class IndexRunAdmin(ReadOnlyAdmin):
         "created_at",
         "duration",
     ]
-    list_filter = ["status", "scope", "collection"]
+    list_filter = ["status", "scope", COLLECTION_FILTER]
     list_select_related = ["collection"]
     readonly_fields = ["error_table"]
 
@@ -73,8 +74,16 @@ class IndexRunAdmin(ReadOnlyAdmin):
                 {"error": f"ids is a comma-separated list of at most {MAX_RUNS_PER_POLL} ids."},
                 status=400,
             )
-        runs = IndexRun.objects.filter(pk__in=[int(part) for part in raw]).order_by("pk")
+        runs = self.get_queryset(request).filter(pk__in=[int(part) for part in raw]).order_by("pk")
         return JsonResponse({"runs": [run_progress(run) for run in runs]})
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        runs = super().get_queryset(request)
+        if scope_of(request).documents is not None:
+            # A run's errors name its documents: under a document restriction staff see
+            # only the runs they started.
+            runs = runs.filter(created_by=request.user)
+        return runs
 
     @admin.display(description="status", ordering="status")
     def status_label(self, run: IndexRun) -> str:

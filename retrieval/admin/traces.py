@@ -20,7 +20,7 @@ from django.urls import reverse
 from retrieval.conf import retrieval_settings
 from retrieval.models import Chunk, QueryTrace
 
-from .base import ReadOnlyAdmin, pretty_json
+from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 from .goldens import MEDIA
 from .playground import PIPELINE_PREFIX, searcher_choices
 
@@ -132,13 +132,22 @@ def stage_summary(event: dict[str, Any]) -> dict[str, str]:
 
 
 @admin.register(QueryTrace)
-class QueryTraceAdmin(ReadOnlyAdmin):
+class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
+    """Traces of the collections the user may see; staff whom ``DOCUMENT_ACCESS``
+    restricts see only their own (another user's results may name hidden documents)."""
+
     list_display = ["created_at", "query", "collection", "pipeline", "result_count", "ms_label"]
-    list_filter = ["collection", "pipeline", SlowFilter, EmptyFilter]
+    list_filter = [COLLECTION_FILTER, "pipeline", SlowFilter, EmptyFilter]
     list_select_related = ["collection"]
     search_fields = ["query"]
     date_hierarchy = "created_at"
     Media = type("Media", (), MEDIA)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        queryset = super().get_queryset(request)
+        if scope_of(request).documents is not None:
+            queryset = queryset.filter(user=request.user)
+        return queryset
 
     @admin.display(description="ms", ordering="ms")
     def ms_label(self, trace: QueryTrace) -> str:

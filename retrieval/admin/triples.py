@@ -6,12 +6,13 @@ from django.contrib import admin
 
 from retrieval.models import Triple
 
-from .base import ReadOnlyAdmin
+from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin
 
 
 @admin.register(Triple)
-class TripleAdmin(ReadOnlyAdmin):
+class TripleAdmin(ScopedAdminMixin, ReadOnlyAdmin):
+    document_path = "chunk__document"
     list_display = ["subject", "predicate", "object", "confidence", "collection"]
-    list_filter = ["collection", "predicate_key"]
+    list_filter = [COLLECTION_FILTER, "predicate_key"]
     search_fields = ["subject", "object"]
     list_select_related = ["collection"]

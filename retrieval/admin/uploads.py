@@ -14,6 +14,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import UnsupportedFileType
 from retrieval.models import Collection, Document
 from retrieval.services.parsing import parser_for
+from retrieval.services.scope import Scope
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -41,6 +42,26 @@ class UploadForm(forms.Form):
     files = MultipleFileField(
         help_text="One or many files; a file named like a document of the collection replaces it."
     )
+
+    def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scope = scope
+        # A hidden collection is not offered; choosing it reads as an unknown choice.
+        self.fields["collection"].queryset = scope.visible_collections()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        collection, files = data.get("collection"), data.get("files")
+        if collection is not None and files and self.scope.documents is not None:
+            names = [upload.name for upload in files]
+            existing = Document.objects.filter(collection=collection, external_id__in=names)
+            readable = self.scope.restrict(existing, document="pk")
+            if existing.count() != readable.count():
+                # Never replace what the uploader may not read.
+                raise forms.ValidationError(
+                    "A file is named like a document you cannot replace; rename it."
+                )
+        return data
 
     def clean_files(self) -> list[UploadedFile]:
         files: list[UploadedFile] = self.cleaned_data["files"]

@@ -55,11 +55,9 @@ class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         serializer.is_valid(raise_exception=True)
         data: dict[str, Any] = serializer.validated_data
         collection = self.collection_or_404(data["collection"])
-        chunk = (
-            Chunk.objects.select_related("document")
-            .filter(pk=data["chunk_id"], collection=collection)
-            .first()
-        )
+        chunks = Chunk.objects.select_related("document").filter(collection=collection)
+        # A chunk of a hidden document reads as missing.
+        chunk = self.scope.restrict(chunks, document="document").filter(pk=data["chunk_id"]).first()
         if chunk is None:
             raise NotFound({"chunk_id": [f"No chunk {data['chunk_id']} in {collection}."]})
         with transaction.atomic():

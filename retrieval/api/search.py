@@ -48,7 +48,12 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         serializer, collection = _validated(self, serializers.SearchSerializer, request)
         data = serializer.validated_data
         try:
-            results = search(data["query"], collection=collection, **serializer.search_options())
+            results = search(
+                data["query"],
+                collection=collection,
+                scope=self.scope,
+                **serializer.search_options(),
+            )
         except (RetrievalError, ValueError) as e:
             raise ValidationError(str(e)) from e
         return Response(_answer(results))
@@ -66,7 +71,10 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         data = serializer.validated_data
         try:
             batches = search_batch(
-                data["queries"], collection=collection, **serializer.search_options()
+                data["queries"],
+                collection=collection,
+                scope=self.scope,
+                **serializer.search_options(),
             )
         except (RetrievalError, ValueError) as e:
             raise ValidationError(str(e)) from e

@@ -32,7 +32,7 @@ class ToolListView(RetrievalAPIMixin, APIView):
         name = request.query_params.get("collection")
         if not name:
             raise ValidationError({"collection": ["This query parameter is required."]})
-        tools = collection_tools(self.collection_or_404(name))
+        tools = collection_tools(self.collection_or_404(name), scope=self.scope)
         return Response({"tools": [tool.spec for tool in tools]})
 
 
@@ -57,7 +57,7 @@ class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = self.collection_or_404(data["collection"])
-        tools = {tool.name: tool for tool in collection_tools(collection)}
+        tools = {tool.name: tool for tool in collection_tools(collection, scope=self.scope)}
         if data["name"] not in tools:
             raise ValidationError(
                 {"name": [f"Unknown tool {data['name']!r}; available: {', '.join(tools)}."]}

@@ -28,17 +28,13 @@ from rest_framework.settings import api_settings
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
-from retrieval.services.access import (
-    get_visible_collection,
-    restrict_to_visible,
-    visible_collections,
-)
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.entities import entity_key
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
+from retrieval.services.scope import Scope
 from retrieval.services.search import CollectionNotFound
 from retrieval.tasks import enqueue, index_document, retry
 
@@ -68,14 +64,25 @@ class RetrievalAPIMixin:
             exc = ValidationError(f"Invalid value: {exc}")
         return super().handle_exception(exc)
 
+    #: Path from this view's rows to their document (``"pk"`` for documents), or None
+    #: for rows that belong to no single document (restricted by collection only).
+    document_path: str | None = None
+
+    @property
+    def scope(self) -> Scope:
+        """The requesting user's :class:`Scope`, resolved once per request."""
+        if getattr(self, "_scope", None) is None:
+            self._scope = Scope.for_user(self.request.user)
+        return self._scope
+
     def visible(self, queryset: QuerySet) -> QuerySet:
-        """Keep the rows of collections the requesting user may see (``COLLECTION_ACCESS``)."""
-        return restrict_to_visible(queryset, self.request.user)
+        """Keep the rows the requesting user may see (collection and document hooks)."""
+        return self.scope.restrict(queryset, document=self.document_path)
 
     def collection_or_404(self, name: str) -> Collection:
         """Return a visible collection; hidden and unknown ones are the same 404."""
         try:
-            return get_visible_collection(name, self.request.user)
+            return self.scope.collection(name)
         except CollectionNotFound as e:
             raise NotFound({"collection": [str(e)]}) from e
 
@@ -95,7 +102,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
     lookup_field = "slug"
 
     def get_queryset(self) -> QuerySet:
-        return visible_collections(self.request.user)
+        return self.scope.visible_collections()
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
@@ -138,6 +145,7 @@ class DocumentViewSet(
     """Documents: list and filter, create from text or a file (indexed by a task), read, delete."""
 
     queryset = Document.objects.select_related("collection").defer("content")
+    document_path = "pk"
 
     def perform_destroy(self, instance: Document) -> None:
         with transaction.atomic():
@@ -189,6 +197,14 @@ class DocumentViewSet(
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        existing = Document.objects.filter(
+            collection=data["collection"], external_id=data["external_id"]
+        )
+        if existing.exists() and not self.visible(existing).exists():
+            # Never replace what the caller may not read.
+            raise ValidationError(
+                {"external_id": ["A document you cannot replace has this id; choose another."]}
+            )
         if "file" in data:
             name, content, mime_type = _checked_upload(data["file"])
         else:
@@ -236,6 +252,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         "embedding", "document__content"
     )
     serializer_class = serializers.ChunkSerializer
+    document_path = "document"
 
     def get_queryset(self) -> QuerySet:
         chunks = self.visible(super().get_queryset())
@@ -254,6 +271,7 @@ class TripleViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     queryset = Triple.objects.select_related("collection", "chunk__document").order_by("pk")
     serializer_class = serializers.TripleSerializer
+    document_path = "chunk__document"
 
     @extend_schema(
         parameters=[
@@ -303,6 +321,7 @@ class TripleViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         graph = neighbourhood(
             collection,
             data["entity"],
+            scope=self.scope,
             hops=data["hops"],
             predicates=predicates or None,
             min_confidence=data["min_confidence"],
@@ -317,7 +336,13 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.IndexRunSerializer
 
     def get_queryset(self) -> QuerySet:
-        return self.visible(super().get_queryset())
+        runs = self.visible(super().get_queryset())
+        if self.scope.documents is not None:
+            # A run's errors name its documents: under a document restriction a user
+            # sees only the runs they started.
+            user = self.request.user
+            runs = runs.filter(created_by=user) if user.is_authenticated else runs.none()
+        return runs
 
     @extend_schema(request=None, responses=serializers.IndexRunSerializer)
     @action(detail=True, methods=["post"])

@@ -22,6 +22,7 @@ _EXPORTS = {
     "PackedContext": "retrieval.services.context",
     "Citation": "retrieval.services.context",
     "visible_collections": "retrieval.services.access",
+    "Scope": "retrieval.services.scope",
     "retrieve_tool": "retrieval.services.tools",
     "index_tool": "retrieval.services.tools",
     "collection_tools": "retrieval.services.tools",

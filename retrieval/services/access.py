@@ -3,8 +3,10 @@
 ``RETRIEVAL["COLLECTION_ACCESS"]`` is a dotted path to a function ``(user) ->
 QuerySet[Collection] | Iterable[str] | None``: the collections the user may see, as
 a queryset or as names or slugs, or ``None`` for all of them. Unset, everyone sees
-every collection. A collection the user may not see is reported exactly like one
-that does not exist, so its existence does not leak.
+every collection. Active superusers see every collection: the hook is not asked. A
+collection the user may not see is reported exactly like one that does not exist, so
+its existence does not leak. :class:`~retrieval.services.scope.Scope` adds the
+document-level hook on top of this one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
 from retrieval.services.search import CollectionNotFound
 
-__all__ = ["access_hook", "get_visible_collection", "restrict_to_visible", "visible_collections"]
+__all__ = [
+    "access_hook",
+    "allowed_collections",
+    "get_visible_collection",
+    "restrict_to_visible",
+    "visible_collections",
+]
 
 
 def access_hook() -> Callable[[Any], Any] | None:
@@ -41,8 +49,10 @@ def access_hook() -> Callable[[Any], Any] | None:
     return hook
 
 
-def _allowed(user: Any) -> QuerySet[Collection] | None:
+def allowed_collections(user: Any) -> QuerySet[Collection] | None:
     """Return the hook's answer as a queryset, or ``None`` when ``user`` sees everything."""
+    if getattr(user, "is_active", False) and getattr(user, "is_superuser", False):
+        return None
     hook = access_hook()
     allowed = hook(user) if hook is not None else None
     if allowed is None:
@@ -62,7 +72,7 @@ def _allowed(user: Any) -> QuerySet[Collection] | None:
 
 def visible_collections(user: Any) -> QuerySet[Collection]:
     """Return the collections ``user`` may see (all of them without a hook)."""
-    allowed = _allowed(user)
+    allowed = allowed_collections(user)
     return Collection.objects.all() if allowed is None else allowed
 
 
@@ -72,7 +82,7 @@ def restrict_to_visible(queryset: QuerySet, user: Any, *, field: str = "collecti
     Unrestricted users get ``queryset`` unchanged (no subquery); for the others, rows
     without a collection are left out too.
     """
-    allowed = _allowed(user)
+    allowed = allowed_collections(user)
     return queryset if allowed is None else queryset.filter(**{f"{field}__in": allowed})
 
 

@@ -265,7 +265,9 @@ def pack_context(
 ) -> PackedContext:
     """Pack the best of ``results`` into at most ``max_tokens`` tokens.
 
-    :param results: retrieval results; the highest scores are packed first.
+    :param results: retrieval results; the highest scores are packed first. Nothing else
+        is read from the database, so the context holds only what the search that produced
+        ``results`` could see (its user's or scope's visibility).
     :param max_tokens: the budget for the whole context string, citation markers included.
     :param encoding: tiktoken encoding that counts tokens (default ``TOKEN_ENCODING``).
 

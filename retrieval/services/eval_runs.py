@@ -20,6 +20,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import EvalRun, EvalSet
 from retrieval.services import goldens
 from retrieval.services.evaluation import METRICS, document_ranking, percentile
+from retrieval.services.scope import Scope
 from retrieval.services.search import pipeline_for, search
 from retrieval.services.traces import untraced
 
@@ -115,7 +116,13 @@ def evaluate_set(
     for done, (query_id, text) in enumerate(queries.items(), start=1):
         started = time.perf_counter()
         with untraced():
-            results = search(text, collection=eval_set.collection, pipeline=pipeline, top_k=top_k)
+            results = search(
+                text,
+                collection=eval_set.collection,
+                pipeline=pipeline,
+                top_k=top_k,
+                scope=Scope.ALL,  # a task for a set staff may see; it acts for no user
+            )
         milliseconds = (time.perf_counter() - started) * 1000
         targets = [
             f"{r.chunk.document.external_id}#{r.chunk.index}"

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
+
 from retrieval.exceptions import InvalidFilterError
 
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
@@ -18,12 +20,15 @@ class Filters:
 
     ``document_ids`` are primary keys, ``documents`` external ids, and ``metadata``
     a JSON object each chunk's metadata must contain (chunks carry their
-    document's metadata).
+    document's metadata). ``documents_within`` is the access scope's document
+    restriction (a ``Document`` queryset, see :class:`~retrieval.services.scope.Scope`):
+    never parsed from a request, only added by ``Scope.filters``.
     """
 
     document_ids: tuple[int, ...] | None = None
     documents: tuple[str, ...] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    documents_within: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, raw: Filters | Mapping[str, Any] | None) -> Filters:
@@ -62,7 +67,16 @@ class Filters:
         return cls(document_ids=document_ids, documents=documents, metadata=dict(metadata))
 
     def __bool__(self) -> bool:
-        return self.document_ids is not None or self.documents is not None or bool(self.metadata)
+        return (
+            self.document_ids is not None
+            or self.documents is not None
+            or bool(self.metadata)
+            or self.documents_within is not None
+        )
+
+    def scope_only(self) -> Filters:
+        """Return only the access restriction (for walks that must not see hidden rows)."""
+        return Filters(documents_within=self.documents_within)
 
     def sql(self, alias: str, *, collection_id: int) -> tuple[list[str], list[Any]]:
         """Return SQL conditions on the chunk table aliased ``alias``, and their parameters.
@@ -89,4 +103,18 @@ class Filters:
         if self.metadata:
             conditions.append(f"{alias}.metadata @> %s::jsonb")
             params.append(json.dumps(self.metadata))
+        if self.documents_within is not None:
+            condition, condition_params = _document_subquery(alias, self.documents_within)
+            conditions.append(condition)
+            params.extend(condition_params)
         return conditions, params
+
+
+def _document_subquery(alias: str, documents: Any) -> tuple[str, list[Any]]:
+    """Return ``alias.document_id IN (<the documents' ids>)``; nothing matches an empty set."""
+    inner = documents.order_by().values("pk")
+    try:
+        sql, params = inner.query.get_compiler(using=inner.db).as_sql()
+    except EmptyResultSet:
+        return "FALSE", []
+    return f"{alias}.document_id IN ({sql})", list(params)

@@ -127,7 +127,7 @@ class Pipeline:
         if self.rewriter is not None:
             queries = (
                 rewriters[self.rewriter]
-                .rewrite(query, collection=collection, history=history)
+                .rewrite(query, collection=collection, history=history, filters=filters)
                 .queries
             )
         legs = self.legs or {retriever_alias(collection): 1.0}
@@ -149,7 +149,7 @@ class Pipeline:
             ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
         else:
             ranking = answered.ranked[runs[0].name]  # a lone leg raises its own error
-        results = load_results(ranking)
+        results = load_results(ranking, filters=filters)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.
             rerank_query = queries[0] if history and self.rewriter else query

@@ -23,6 +23,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
+from retrieval.services.scope import Scope, resolve_scope
 from retrieval.services.traces import record_search
 from retrieval.services.tracing import traced
 from retrieval.services.types import SearchResults
@@ -84,6 +85,8 @@ def search(
     query: str,
     *,
     collection: Collection | str,
+    user: Any = None,
+    scope: Scope | None = None,
     pipeline: str | None = None,
     retriever: str | None = None,
     top_k: int = 10,
@@ -95,6 +98,10 @@ def search(
 ) -> SearchResults:
     """Return the ``top_k`` best chunks of ``collection`` for ``query``.
 
+    :param user: the requesting user (``AnonymousUser`` for nobody signed in); or
+    :param scope: a :class:`Scope`, e.g. ``Scope.ALL`` for commands and tasks. One of
+        the two is required: only what it may see is searched, on every leg, and a
+        hidden collection raises :class:`CollectionNotFound` like a missing one.
     :param pipeline: a ``PIPELINES`` alias (default ``DEFAULT_PIPELINE``); or
     :param retriever: a ``RETRIEVERS`` alias to run alone.
     :param filters: :class:`Filters` or their mapping form.
@@ -106,14 +113,14 @@ def search(
 
     The results carry the query's trace (``results.trace``).
     """
-    target = get_collection(collection)
+    allowed = resolve_scope(scope, user, caller="search")
+    target = allowed.collection(collection)
+    scoped = allowed.filters(filters)
     chosen = pipeline_for(
         target, pipeline=pipeline, retriever=retriever, rewriter=rewriter, reranker=reranker
     )
     with traced() as trace:
-        results = chosen.run(
-            query, collection=target, top_k=top_k, filters=filters, history=history
-        )
+        results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
     answer = SearchResults(results, trace=trace.to_dict(), context=context)
     record_search(
@@ -124,6 +131,7 @@ def search(
         filters=filters,
         results=answer,
         trace=answer.trace,
+        user=allowed.user,
     )
     return answer
 
@@ -132,11 +140,14 @@ def search_batch(
     queries: Sequence[str],
     *,
     collection: Collection | str,
+    user: Any = None,
+    scope: Scope | None = None,
     max_workers: int | None = None,
     **options: Any,
 ) -> list[SearchResults]:
     """Run :func:`search` for each of ``queries`` (same options), answers in input order.
 
+    ``user`` or ``scope`` is required, as for :func:`search`; it is resolved once.
     :param max_workers: threads running queries at once (default ``BATCH_SEARCH_WORKERS``).
 
     Outside a transaction the queries run concurrently on worker threads, each with
@@ -148,11 +159,12 @@ def search_batch(
     texts = list(queries)
     if not all(isinstance(text, str) for text in texts):
         raise ValueError("queries must be strings.")
-    target = get_collection(collection)
+    allowed = resolve_scope(scope, user, caller="search_batch")
+    target = allowed.collection(collection)
     workers = min(max_workers or int(retrieval_settings.BATCH_SEARCH_WORKERS), len(texts))
 
     def run(text: str) -> SearchResults:
-        return search(text, collection=target, **options)
+        return search(text, collection=target, scope=allowed, **options)
 
     if workers <= 1 or connection.in_atomic_block:
         return [run(text) for text in texts]

@@ -21,7 +21,7 @@ from retrieval.services.indexing import Source, ingest
 from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.search import get_collection
+from retrieval.services.scope import Scope, resolve_scope
 from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
 
@@ -161,6 +161,8 @@ def retrieve_tool(
     retriever: str | BaseRetriever | None = None,
     *,
     collection: Collection | str,
+    user: Any = None,
+    scope: Scope | None = None,
     name: str = "retrieve",
     description: str | None = None,
     top_k: int = 5,
@@ -171,10 +173,13 @@ def retrieve_tool(
     """Return a tool that searches ``collection`` (arguments ``query``, ``top_k``).
 
     :param retriever: a retriever alias or instance (default: the collection's).
+    :param user: the user the tool searches for; or ``scope`` (``Scope.ALL`` explicitly):
+        one is required, and every call searches only what it may see.
     :param max_tokens: if given, the result is one context string of at most that many
         tokens with numbered citations (see :func:`pack_context`), else a list of passages.
     """
-    target = get_collection(collection)
+    allowed = resolve_scope(scope, user, caller="retrieve_tool")
+    target = allowed.collection(collection)
     engine = retriever if isinstance(retriever, BaseRetriever) else None
     if engine is None:
         alias = retriever_alias(target, retriever)
@@ -183,7 +188,7 @@ def retrieve_tool(
                 f"Unknown retriever {alias!r}; configured: {', '.join(retrievers.aliases())}."
             )
         engine = retrievers[alias]
-    parsed = Filters.parse(filters)
+    parsed = allowed.filters(filters)
     if not 1 <= top_k <= max_top_k:
         raise ValueError(f"top_k must be between 1 and max_top_k ({max_top_k}), not {top_k!r}.")
 
@@ -233,6 +238,8 @@ def retrieve_tool(
 def index_tool(
     collection: Collection | str,
     *,
+    user: Any = None,
+    scope: Scope | None = None,
     name: str = "index_document",
     description: str | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -240,11 +247,17 @@ def index_tool(
     """Return a tool that indexes a text into ``collection`` now (``content``, ``document_id``).
 
     Indexing a ``document_id`` again replaces that document; unchanged text is skipped.
+    ``user`` or ``scope`` is required: a collection they may not see is unknown.
     """
-    target = get_collection(collection)
+    allowed = resolve_scope(scope, user, caller="index_tool")
+    target = allowed.collection(collection)
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
         external_id = arguments["document_id"]
+        existing = Document.objects.filter(collection=target, external_id=external_id)
+        if existing.exists() and not allowed.restrict(existing, document="pk").exists():
+            # Never replace what the caller may not read.
+            raise ToolError(f"Document {external_id!r} cannot be written; choose another id.")
         source = Source.from_text(
             arguments["content"],
             external_id=external_id,
@@ -286,10 +299,16 @@ def index_tool(
     )
 
 
-def collection_tools(collection: Collection | str) -> list[Tool]:
-    """Return the standard tools of a collection: ``retrieve`` and ``index_document``."""
-    target = get_collection(collection)
-    return [retrieve_tool(collection=target), index_tool(target)]
+def collection_tools(
+    collection: Collection | str, *, user: Any = None, scope: Scope | None = None
+) -> list[Tool]:
+    """Return the standard tools of a collection: ``retrieve`` and ``index_document``.
+
+    ``user`` or ``scope`` is required (see :func:`retrieve_tool`).
+    """
+    allowed = resolve_scope(scope, user, caller="collection_tools")
+    target = allowed.collection(collection)
+    return [retrieve_tool(collection=target, scope=allowed), index_tool(target, scope=allowed)]
 
 
 def assistant_message(message: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from django import template
 
 from retrieval.models import Chunk, Collection, EvalSet, Judgment
 from retrieval.services.goldens import target_of
+from retrieval.services.scope import Scope
 
 register = template.Library()
 
@@ -19,6 +20,8 @@ def judge_buttons(
     """Render the buttons that judge ``chunk`` for ``query`` in one of the collection's sets."""
     request = context.get("request")
     sets = list(EvalSet.objects.filter(collection=collection)) if collection else []
+    if request is not None and Scope.for_user(request.user).documents is not None:
+        sets = []  # golden sets are closed to staff restricted to some documents
     judged = []
     for eval_set in sets:
         judgment = Judgment.objects.filter(

@@ -12,8 +12,14 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from retrieval.models import Chunk, EvalRun, EvalSet, Judgment, QueryTrace
-from retrieval.services.search import search
+from retrieval.services.scope import Scope
+from retrieval.services.search import search as scoped_search
 from tests.conftest import collection_of
+
+
+def search(query: str, **options):
+    return scoped_search(query, scope=Scope.ALL, **options)
+
 
 pytestmark = pytest.mark.django_db
 

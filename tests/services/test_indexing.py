@@ -8,6 +8,7 @@ from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.parsers.base import BaseParser
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import ParsedDocument
 
@@ -95,7 +96,7 @@ def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_s
     assert document.content == TWO_PARAGRAPHS and document.content_hash == old_hash
     assert [(c.pk, c.content) for c in _chunks(document)] == old
     retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
-    hits = search("north", collection=collection, top_k=1)
+    hits = search("north", collection=collection, top_k=1, scope=Scope.ALL)
     assert hits[0].chunk.content == "North is where the compass points."
     # The same new bytes are retried (not skipped) once the embedder works again.
     retry = ingest(collection, [Source.from_text(THREE_PARAGRAPHS, external_id="a.txt")])
@@ -166,9 +167,10 @@ def test_deleting_a_document_removes_its_chunks(collection):
     )
     Document.objects.get(external_id="a.txt").delete()
     assert list(Chunk.objects.values_list("document__external_id", flat=True)) == ["b.txt"]
-    assert [r.chunk.document.external_id for r in search("north", collection=collection)] == [
-        "b.txt"
-    ]
+    assert [
+        r.chunk.document.external_id
+        for r in search("north", collection=collection, scope=Scope.ALL)
+    ] == ["b.txt"]
 
 
 class SemicolonParser(BaseParser):

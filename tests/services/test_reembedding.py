@@ -9,6 +9,7 @@ from retrieval.models import Chunk, IndexRun
 from retrieval.services.collections import get_or_create_collection, vector_index_name
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.reembedding import reembed
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.tasks import enqueue, reembed_collection
 
@@ -41,7 +42,9 @@ def collection(keyword_settings, retrieval_settings):
 def dense(query: str, top_k: int = 1) -> list[str]:
     return [
         r.chunk.document.external_id
-        for r in search(query, collection="compass", retriever="dense", top_k=top_k)
+        for r in search(
+            query, collection="compass", retriever="dense", top_k=top_k, scope=Scope.ALL
+        )
     ]
 
 

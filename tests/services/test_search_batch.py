@@ -8,6 +8,7 @@ from django.db import connections, transaction
 from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.scope import Scope
 from retrieval.services.search import search, search_batch
 from tests.retrievers import RendezvousRetriever
 
@@ -34,7 +35,7 @@ def documents(results) -> list[str]:
 @pytest.mark.django_db(transaction=True)
 def test_queries_run_at_once_on_their_own_connections_and_answer_in_order(atlas):
     batches = search_batch(
-        ["west", "north"], collection="atlas", retriever="rendezvous", top_k=1
+        ["west", "north"], collection="atlas", retriever="rendezvous", top_k=1, scope=Scope.ALL
     )  # each search waits for the other at a barrier: sequential runs would fail
     assert [documents(b) for b in batches] == [["w"], ["n"]]
     threads = {name for _, name, _ in RendezvousRetriever.seen}
@@ -47,28 +48,34 @@ def test_queries_run_at_once_on_their_own_connections_and_answer_in_order(atlas)
 @pytest.mark.django_db(transaction=True)
 def test_the_same_answers_as_one_search_at_a_time(atlas):
     queries = ["north", "east west", "up", "left", "right north"]
-    batches = search_batch(queries, collection=atlas, retriever="hybrid", top_k=2, max_workers=3)
+    batches = search_batch(
+        queries, collection=atlas, retriever="hybrid", top_k=2, max_workers=3, scope=Scope.ALL
+    )
     for query, results in zip(queries, batches, strict=True):
-        single = search(query, collection=atlas, retriever="hybrid", top_k=2)
+        single = search(query, collection=atlas, retriever="hybrid", top_k=2, scope=Scope.ALL)
         assert [(r.chunk_id, r.score) for r in results] == [(r.chunk_id, r.score) for r in single]
-    filtered = search_batch(["north", "east"], collection=atlas, filters={"documents": ["w"]})
+    filtered = search_batch(
+        ["north", "east"], collection=atlas, filters={"documents": ["w"]}, scope=Scope.ALL
+    )
     assert [documents(b) for b in filtered] == [["w"], ["w"]]
-    assert search_batch([], collection=atlas) == []
+    assert search_batch([], collection=atlas, scope=Scope.ALL) == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_query_raises_its_error(atlas):
     with pytest.raises(RetrievalError, match="backend is down"):
-        search_batch(["a", "b", "c"], collection=atlas, retriever="broken")
+        search_batch(["a", "b", "c"], collection=atlas, retriever="broken", scope=Scope.ALL)
     with pytest.raises(ValueError, match="top_k must be a positive integer"):
-        search_batch(["a", "b"], collection=atlas, top_k=0)
+        search_batch(["a", "b"], collection=atlas, top_k=0, scope=Scope.ALL)
     with pytest.raises(ValueError, match="queries must be strings"):
-        search_batch(["a", 1], collection=atlas)
+        search_batch(["a", 1], collection=atlas, scope=Scope.ALL)
 
 
 @pytest.mark.django_db
 def test_inside_a_transaction_queries_see_its_uncommitted_writes(atlas):
     with transaction.atomic():
         ingest(atlas, [Source.from_text("Far up is north.", external_id="u")])
-        batches = search_batch(["far", "north"], collection=atlas, retriever="bm25", top_k=5)
+        batches = search_batch(
+            ["far", "north"], collection=atlas, retriever="bm25", top_k=5, scope=Scope.ALL
+        )
     assert [sorted(documents(b)) for b in batches] == [["u"], ["n", "u"]]

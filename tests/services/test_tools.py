@@ -12,6 +12,7 @@ from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Document
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.scope import Scope
 from retrieval.services.tools import (
     assistant_message,
     collection_tools,
@@ -46,7 +47,7 @@ def openai_server() -> Iterator[OpenAIServer]:
 
 
 def test_specs_are_openai_function_schemas(atlas):
-    retrieve, index = collection_tools(atlas)
+    retrieve, index = collection_tools(atlas, scope=Scope.ALL)
     assert retrieve.spec == {
         "type": "function",
         "function": {
@@ -80,7 +81,7 @@ def test_specs_are_openai_function_schemas(atlas):
 
 
 def test_retrieve_runs_a_call_and_answers_json(atlas):
-    tool = retrieve_tool("dense", collection="atlas")
+    tool = retrieve_tool("dense", collection="atlas", scope=Scope.ALL)
     answer = json.loads(tool.execute('{"query": "north", "top_k": 1}'))
     assert answer == {
         "results": [
@@ -101,7 +102,7 @@ def test_retrieve_runs_a_call_and_answers_json(atlas):
 
 
 def test_retrieve_with_a_token_budget_answers_a_cited_context(atlas):
-    tool = retrieve_tool("dense", collection=atlas, max_tokens=12)
+    tool = retrieve_tool("dense", collection=atlas, max_tokens=12, scope=Scope.ALL)
     answer = json.loads(tool.execute({"query": "north", "top_k": 2}))
     assert answer["context"] == "[1] North\nNorth is up on the map."
     assert [c["document"] for c in answer["citations"]] == ["n"]
@@ -122,18 +123,20 @@ def test_retrieve_with_a_token_budget_answers_a_cited_context(atlas):
     ],
 )
 def test_invalid_arguments_come_back_as_a_tool_error(atlas, arguments, message):
-    answer = json.loads(retrieve_tool(collection=atlas).execute(arguments))
+    answer = json.loads(retrieve_tool(collection=atlas, scope=Scope.ALL).execute(arguments))
     assert set(answer) == {"error"} and answer["error"].startswith(message)
 
 
 def test_index_then_find(atlas):
-    tool = index_tool("atlas")
+    tool = index_tool("atlas", scope=Scope.ALL)
     indexed = json.loads(tool.execute({"content": "Up is north.", "document_id": "u"}))
     assert indexed == {"document_id": "u", "status": "indexed", "chunks": 1}
     again = json.loads(tool.execute({"content": "Up is north.", "document_id": "u"}))
     assert again["status"] == "unchanged"
     assert Document.objects.get(external_id="u").content == "Up is north."
-    found = json.loads(retrieve_tool("bm25", collection=atlas).execute({"query": "north"}))
+    found = json.loads(
+        retrieve_tool("bm25", collection=atlas, scope=Scope.ALL).execute({"query": "north"})
+    )
     assert {r["document"] for r in found["results"]} == {"n", "u"}
     missing = json.loads(tool.execute({"content": "x"}))
     assert missing == {"error": "index_document needs the argument 'document_id'."}
@@ -143,13 +146,13 @@ def test_index_then_find(atlas):
 
 def test_building_a_tool_names_a_bad_retriever_or_collection(atlas):
     with pytest.raises(InvalidComponentError, match="Unknown retriever 'psychic'"):
-        retrieve_tool("psychic", collection=atlas)
+        retrieve_tool("psychic", collection=atlas, scope=Scope.ALL)
     with pytest.raises(LookupError, match="No collection named 'nowhere'"):
-        index_tool("nowhere")
+        index_tool("nowhere", scope=Scope.ALL)
 
 
 def test_run_tool_call_answers_with_a_tool_message(atlas):
-    tools = collection_tools(atlas)
+    tools = collection_tools(atlas, scope=Scope.ALL)
     call = tool_call("retrieve", {"query": "east", "top_k": 1}, call_id="call_7")
     message = run_tool_call(tools, call)
     assert message["role"] == "tool" and message["tool_call_id"] == "call_7"
@@ -166,7 +169,7 @@ def test_an_openai_chat_loop_calls_retrieve_and_sends_the_result_back(atlas, ope
         "The sun rises in the east [1].",
     )
     client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
-    tools = collection_tools(atlas)
+    tools = collection_tools(atlas, scope=Scope.ALL)
     messages: list = [{"role": "user", "content": "Where does the sun rise?"}]
     choice = tools[0].choice
     while True:
@@ -213,7 +216,7 @@ def test_scripted_chat_answers_can_depend_on_the_request(openai_server):
 def test_the_loop_keeps_content_and_can_force_the_tool(atlas, openai_server):
     openai_server.strict_messages = True  # llama-cpp-python: 500 without assistant content
     client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
-    tools = collection_tools(atlas)
+    tools = collection_tools(atlas, scope=Scope.ALL)
     call = assistant(tool_calls=[tool_call("retrieve", {"query": "sunrise"}, call_id="c1")])
     openai_server.queue_chat(call)
     messages: list = [{"role": "user", "content": "Where does the sun rise?"}]

@@ -14,7 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from retrieval.models import QueryTrace
-from retrieval.services.search import search
+from retrieval.services.scope import Scope
+from retrieval.services.search import search as scoped_search
 from retrieval.services.traces import prune_traces
 from tests.conftest import collection_of
 
@@ -28,28 +29,42 @@ def atlas(keyword_settings):
     return collection_of("atlas", TEXTS)
 
 
-def search_api(query: str) -> None:
+def search(query: str, **options):
+    return scoped_search(query, scope=Scope.ALL, **options)
+
+
+def reader():
+    return get_user_model().objects.get_or_create(username="reader")[0]
+
+
+def search_api(query: str):
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.get_or_create(username="reader")[0])
+    client.force_authenticate(reader())
     answer = client.post("/api/search/", {"query": query, "collection": "atlas"}, format="json")
     assert answer.status_code == 200, answer.content
+    return reader()
 
 
-def search_batch_api(query: str) -> None:
+def search_batch_api(query: str):
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.get_or_create(username="reader")[0])
+    client.force_authenticate(reader())
     body = {"queries": [query], "collection": "atlas"}
     assert client.post("/api/search/batch/", body, format="json").status_code == 200
+    return reader()
 
 
-def search_page(query: str) -> None:
+def search_page(query: str):
     from django.test import Client
 
-    assert Client().get("/", {"q": query, "collection": "atlas"}).status_code == 200
+    client = Client()
+    client.force_login(reader())
+    assert client.get("/", {"q": query, "collection": "atlas"}).status_code == 200
+    return reader()
 
 
-def command(query: str) -> None:
+def command(query: str):
     call_command("retrieval_search", query, "--collection", "atlas", stdout=StringIO())
+    return None  # a command acts for no user
 
 
 FACES = [search_api, search_batch_api, search_page, command]
@@ -61,9 +76,10 @@ def test_each_face_leaves_one_trace_at_rate_1_and_none_at_0(atlas, retrieval_set
     face("north river")
     assert not QueryTrace.objects.exists()
     retrieval_settings(TRACE_SAMPLE_RATE=1)
-    face("north river")
+    user = face("north river")
     (trace,) = QueryTrace.objects.all()
     assert trace.query == "north river" and trace.collection == atlas
+    assert trace.user == user  # the user the search ran for
     assert trace.results[0]["document"] == "river" and trace.result_count == len(trace.results)
 
 

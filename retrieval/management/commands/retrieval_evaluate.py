@@ -22,6 +22,7 @@ from retrieval.services.eval_runs import create_eval_run, fail_under
 from retrieval.services.evaluation import METRICS, load_beir
 from retrieval.services.evaluation import evaluate as run_evaluation
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 
@@ -142,6 +143,7 @@ class Command(BaseCommand):
                     pipeline=options["pipeline"],
                     retriever=options["retriever"],
                     top_k=options["top_k"],
+                    scope=Scope.ALL,  # a command acts for no user
                 )
                 return [r.chunk.document.external_id for r in results]
 

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.pipelines import retriever_alias
+from retrieval.services.scope import Scope
 from retrieval.services.search import get_collection, search
 
 
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                 history=history,
                 rewriter=options["rewriter"],
                 reranker=options["reranker"],
+                scope=Scope.ALL,  # a command acts for no user
             )
         except (RetrievalError, ValueError) as e:
             raise CommandError(str(e)) from e

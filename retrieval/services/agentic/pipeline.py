@@ -11,6 +11,7 @@ from typing import Any
 from retrieval.exceptions import BudgetExceeded
 from retrieval.models import Collection
 from retrieval.services.agentic.stages import BaseEvaluator, BaseSelector, Selection, Verdict
+from retrieval.services.filters import Filters
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.rewriters.base import BaseQueryRewriter
 from retrieval.services.tracing import current_trace
@@ -143,7 +144,9 @@ class AgenticRetrievalPipeline:
             stop = sufficient or number == self.max_rounds
             if not stop:  # the retry's rewrite belongs to this round's record
                 try:
-                    search_query, top_k = self.prepare_retry(query, collection, verdict, top_k)
+                    search_query, top_k = self.prepare_retry(
+                        query, collection, verdict, top_k, filters=filters
+                    )
                     record["next_query"] = search_query
                 except BudgetExceeded as e:
                     record["stopped"] = str(e)
@@ -158,12 +161,22 @@ class AgenticRetrievalPipeline:
         return AgenticResult(selection.results, sufficient, tuple(rounds), retrieved)
 
     def prepare_retry(
-        self, query: str, collection: Collection, verdict: Verdict, top_k: int
+        self,
+        query: str,
+        collection: Collection,
+        verdict: Verdict,
+        top_k: int,
+        *,
+        filters: Mapping[str, Any] | Filters | None = None,
     ) -> tuple[str, int]:
-        """Return the next round's query (rewritten, if a rewriter is set) and ``top_k``."""
+        """Return the next round's query (rewritten, if a rewriter is set) and ``top_k``.
+
+        The rewrite reads only what ``filters`` (the search's, with its scope) allow."""
         next_query = query
         if self.rewriter is not None:
-            next_query = self.rewriter.rewrite(query, collection=collection).queries[0]
+            next_query = self.rewriter.rewrite(
+                query, collection=collection, filters=Filters.parse(filters)
+            ).queries[0]
         return next_query, min(self.max_top_k, max(top_k + 1, int(top_k * self.growth)))
 
 

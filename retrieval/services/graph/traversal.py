@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
 from retrieval.models import Chunk, Collection
 from retrieval.services.filters import Filters
 from retrieval.services.graph.entities import entity_key
+
+if TYPE_CHECKING:
+    from retrieval.services.scope import Scope
 
 # The walk's step: ``{beam}``, ``{predicates}`` are filled in by the callers.
 _STEP = """
@@ -62,8 +66,19 @@ def _step(
     beam: int,
     max_hops: int,
     skip_chunks: Sequence[int] = (),
+    scope: Filters | None = None,
 ) -> tuple[str, list]:
     conditions, extra = [], []
+    scoped, scoped_params = (scope or Filters()).scope_only().sql("sc", collection_id=collection_id)
+    if scoped:
+        # A triple of a chunk outside the access scope is never followed: its ends,
+        # predicate and path would show what the hidden chunk says.
+        conditions.append(
+            "AND EXISTS (SELECT 1 FROM retrieval_chunk sc WHERE sc.id = t.chunk_id AND "
+            + " AND ".join(scoped)
+            + ")"
+        )
+        extra.extend(scoped_params)
     if predicates:
         conditions.append("AND t.predicate_key = ANY(%s)")
         extra.append(list(predicates))
@@ -125,7 +140,13 @@ def expand(
             m_scores.append(float(score))
             m_keys.append(key)
     step, step_params = _step(
-        collection.pk, min_confidence, predicates, beam_width, max_hops, skip_chunks=exclude
+        collection.pk,
+        min_confidence,
+        predicates,
+        beam_width,
+        max_hops,
+        skip_chunks=exclude,
+        scope=filters,
     )
     filter_sql, filter_params = (filters or Filters()).sql("c", collection_id=collection.pk)
     where = "".join(f" AND {condition}" for condition in filter_sql)
@@ -211,8 +232,13 @@ def neighbourhood(
     predicates: Sequence[str] | None = None,
     min_confidence: float = 0.0,
     beam_width: int = 25,
+    scope: Scope | None = None,
+    user: Any = None,
 ) -> dict:
     """Return the graph around ``entity`` as ``{"entity", "nodes", "edges"}``.
+
+    Only triples of chunks in the access scope (``user=`` or ``scope=``, required)
+    are followed or shown.
 
     Nodes are ``{"id": key, "label": display, "hop": n}``; edges are triples
     ``{"id", "source", "target", "predicate", "confidence", "subject", "object",
@@ -220,7 +246,10 @@ def neighbourhood(
     triples followed from each entity per hop (most confident first).
     """
     from retrieval.models import Entity, Triple
+    from retrieval.services.scope import resolve_scope
 
+    allowed = resolve_scope(scope, user, caller="neighbourhood")
+    collection = allowed.collection(collection)
     key = entity_key(entity)
     alias_of = (
         Entity.objects.filter(collection=collection, aliases__contains=[key])
@@ -228,7 +257,9 @@ def neighbourhood(
         .first()
     )
     key = alias_of or key
-    step, step_params = _step(collection.pk, min_confidence, predicates, beam_width, hops)
+    step, step_params = _step(
+        collection.pk, min_confidence, predicates, beam_width, hops, scope=allowed.filters()
+    )
     sql = f"""
     WITH RECURSIVE walk(seed_chunk, seed_score, source_entity, entity, hop, triple_id,
                         chunk_id, path) AS (

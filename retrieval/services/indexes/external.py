@@ -6,9 +6,10 @@ active one. A rebuild fills the next generation from PostgreSQL's vectors, switc
 the name in one UPDATE and drops the old space: searches see one or the other.
 
 Ranking translates what the engine can express of the :class:`Filters`, over-fetches,
-and keeps only ids that PostgreSQL confirms under the full ``Filters.sql`` (so
-conditions the engine knows nothing of, and deletes it has not applied yet, still
-hold), widening the fetch until ``top_k`` survive or the engine has no more.
+and keeps only ids that PostgreSQL confirms under the full ``Filters.sql`` (so the
+access scope's document restriction, conditions the engine knows nothing of, and
+deletes it has not applied yet, still hold), widening the fetch until ``top_k``
+survive or the engine has no more.
 """
 
 from __future__ import annotations
@@ -220,16 +221,31 @@ def confirm(collection: Collection, chunk_ids: Sequence[int], filters: Filters) 
         return {row[0] for row in cursor.fetchall()}
 
 
+#: Up to this many documents of the access scope are sent to the engine as a condition;
+#: a wider scope is left to the confirmation in PostgreSQL (and the widening fetches).
+SCOPE_PREFILTER_LIMIT = 1000
+
+
 def resolved_document_ids(filters: Filters, collection: Collection) -> list[int] | None:
-    """Return the document ids ``filters`` allow (external ids resolved), or None for all."""
+    """Return the document ids ``filters`` allow (external ids resolved), or None for all.
+
+    The access scope (``filters.documents_within``) narrows them when it leaves few
+    enough documents in ``collection``; ``confirm`` enforces it in any case.
+    """
+    from retrieval.models import Document
+
     ids = None if filters.document_ids is None else list(filters.document_ids)
     if filters.documents is not None:
-        from retrieval.models import Document
-
-        named = list(
-            Document.objects.filter(
-                collection=collection, external_id__in=filters.documents
-            ).values_list("pk", flat=True)
-        )
+        named = Document.objects.filter(collection=collection, external_id__in=filters.documents)
+        named = list(named.values_list("pk", flat=True))
         ids = named if ids is None else [i for i in named if i in ids]
+    if filters.documents_within is not None:
+        visible = Document.objects.filter(
+            collection=collection, pk__in=filters.documents_within.order_by().values("pk")
+        )
+        if ids is not None:
+            visible = visible.filter(pk__in=ids)
+        within = list(visible.values_list("pk", flat=True)[: SCOPE_PREFILTER_LIMIT + 1])
+        if len(within) <= SCOPE_PREFILTER_LIMIT:
+            ids = within
     return ids

@@ -16,6 +16,7 @@ from django.db import DatabaseError, OperationalError, connection, connections, 
 
 from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Chunk, Collection
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.indexes.base import BaseIndex, VectorRow
 from retrieval.services.types import ScoredChunk
@@ -137,7 +138,7 @@ class PgvectorIndex(BaseIndex):
         score_threshold: float | None = None,
         **hints: Any,
     ) -> list[ScoredChunk]:
-        db = Chunk.objects.db
+        db = search_database()
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
             sql, params = self._prepared_query(
                 cursor, vector, collection, filters, top_k, score_threshold, hints
@@ -157,7 +158,7 @@ class PgvectorIndex(BaseIndex):
         **hints: Any,
     ) -> str:
         """Return PostgreSQL's plan for the query :meth:`rank` runs."""
-        db = Chunk.objects.db
+        db = search_database()
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
             sql, params = self._prepared_query(
                 cursor, vector, collection, filters, top_k, score_threshold, hints

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrieval.models import Chunk, Collection
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -34,7 +35,9 @@ class BaseRetriever(ABC):
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[RetrievalResult]:
         """Return at most ``top_k`` results for ``query`` in ``collection``."""
-        return load_results(self.rank(query, collection=collection, top_k=top_k, filters=filters))
+        return load_results(
+            self.rank(query, collection=collection, top_k=top_k, filters=filters), filters=filters
+        )
 
     def rank(
         self,
@@ -83,10 +86,21 @@ def check_top_k(top_k: object) -> None:
         raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
 
 
-def load_results(scored: Sequence[ScoredChunk]) -> list[RetrievalResult]:
-    """Load the chunks (with their documents) of a ranking in one query."""
-    chunks = Chunk.objects.for_results().in_bulk([s.chunk_id for s in scored])
-    present = [s for s in scored if s.chunk_id in chunks]  # deleted since it was ranked
+def load_results(
+    scored: Sequence[ScoredChunk], *, filters: Filters | Mapping[str, Any] | None = None
+) -> list[RetrievalResult]:
+    """Load the chunks (with their documents) of a ranking in one query.
+
+    A chunk outside the access scope carried by ``filters`` is never loaded.
+    """
+    db = search_database()
+    chunks = Chunk.objects.using(db).for_results()
+    within = Filters.parse(filters).documents_within
+    if within is not None:
+        chunks = chunks.filter(document_id__in=within.using(db).order_by().values("pk"))
+    chunks = chunks.in_bulk([s.chunk_id for s in scored])
+    # Absent: deleted since it was ranked, or outside the scope.
+    present = [s for s in scored if s.chunk_id in chunks]
     return [
         RetrievalResult(
             chunk=chunks[s.chunk_id], score=s.score, rank=rank, metadata=dict(s.metadata)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from django.db import connections
 
-from retrieval.models import Chunk, Collection
+from retrieval.models import Collection
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.sparse.ranking import pruned_sql
 from retrieval.services.types import ScoredChunk
 
 # The per-query constants (idf, length normalisation) are computed once for the few
@@ -44,7 +46,14 @@ class BM25Retriever(BaseRetriever):
     included). Every returned chunk has a positive score: this idf is always > 0.
     """
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75, analyzer: str = "default") -> None:
+    def __init__(
+        self,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        analyzer: str = "default",
+        prune: bool = True,
+    ) -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")
         if not 0 <= b <= 1:
@@ -52,6 +61,7 @@ class BM25Retriever(BaseRetriever):
         self.k1 = float(k1)
         self.b = float(b)
         self.analyzer = analyzer
+        self.prune = bool(prune)
 
     def prepare(self, query: str, *, collection: Collection) -> list[str]:
         """Analyse the query into index terms."""
@@ -82,17 +92,24 @@ class BM25Retriever(BaseRetriever):
                 f"WHERE c.collection_id = %s AND {' AND '.join(conditions)})"
             )
             filter_params = [collection.pk, *condition_params]
-        params = [
-            self.k1,
-            self.b,
-            self.k1,
-            self.b,
-            list(terms),
-            collection.pk,
-            collection.pk,
-            *filter_params,
-            top_k,
-        ]
-        with connections[Chunk.objects.db].cursor() as cursor:
-            cursor.execute(SCORE_SQL.format(filter=filter_sql), params)
+        norms = [self.k1, self.b, self.k1, self.b, list(terms)]
+        if self.prune:
+            sql = pruned_sql(collection_id=collection.pk, top_k=top_k, filter_sql=filter_sql)
+            params = [*norms, top_k, *filter_params, 2 * top_k, *filter_params, top_k]
+        else:
+            sql = SCORE_SQL.format(filter=filter_sql)
+            params = [*norms, collection.pk, collection.pk, *filter_params, top_k]
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+
+    def pruning(
+        self, terms: list[str], *, collection: Collection, top_k: int
+    ) -> tuple[list[str], list[str], float]:
+        """Return the terms whose postings a top-``top_k`` reads whole, the skipped ones, θ."""
+        sql = pruned_sql(collection_id=collection.pk, top_k=top_k, filter_sql="", split=True)
+        params = [self.k1, self.b, self.k1, self.b, list(terms), top_k, 2 * top_k]
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(sql, params)
+            essential, others, theta = cursor.fetchone()
+        return sorted(essential or []), sorted(others or []), float(theta or 0)

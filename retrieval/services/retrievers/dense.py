@@ -73,7 +73,8 @@ class DenseRetriever(BaseRetriever):
     ) -> list[RetrievalResult]:
         """Return the ``top_k`` chunks nearest to an already computed query vector."""
         return load_results(
-            self.rank_vector(vector, collection=collection, top_k=top_k, filters=filters)
+            self.rank_vector(vector, collection=collection, top_k=top_k, filters=filters),
+            filters=filters,
         )
 
     def explain(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.models import Collection
+from retrieval.services.filters import Filters
 from retrieval.services.tracing import current_trace
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
@@ -44,6 +45,9 @@ class BaseQueryRewriter(ABC):
     """Turn a query (and optionally the conversation before it) into search queries."""
 
     alias: str = ""
+    #: True when ``_rewrite`` reads the collection (and so takes ``filters``: the
+    #: search's filters and access scope, which its reading must respect).
+    supports_filters: bool = False
 
     def rewrite(
         self,
@@ -51,9 +55,11 @@ class BaseQueryRewriter(ABC):
         *,
         collection: Collection,
         history: Sequence[Turn] | None = None,
+        filters: Filters | None = None,
     ) -> Rewrite:
         """Return the queries to run for ``query``; never raises for a bad model answer."""
-        result = self._rewrite(query, collection=collection, history=list(history or ()))
+        options = {"filters": filters} if self.supports_filters else {}
+        result = self._rewrite(query, collection=collection, history=list(history or ()), **options)
         trace = current_trace()
         if trace is not None:
             trace.record("rewrite", rewriter=self.alias or type(self).__name__, **result.to_dict())

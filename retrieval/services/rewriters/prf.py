@@ -9,6 +9,7 @@ import re
 from collections import Counter, defaultdict
 
 from retrieval.models import Collection
+from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers, retrievers
 from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite, Turn
 
@@ -26,6 +27,7 @@ class RM3QueryRewriter(BaseQueryRewriter):
     """
 
     method = "prf"
+    supports_filters = True
 
     def __init__(
         self,
@@ -42,11 +44,19 @@ class RM3QueryRewriter(BaseQueryRewriter):
         self.feedback_terms = feedback_terms
         self.analyzer = analyzer
 
-    def _rewrite(self, query: str, *, collection: Collection, history: list[Turn]) -> Rewrite:
+    def _rewrite(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        history: list[Turn],
+        filters: Filters | None = None,
+    ) -> Rewrite:
+        """Expand with terms of the best chunks the search may see (``filters``, scope)."""
         earlier = " ".join(t.get("content", "") for t in history if t.get("role") == "user")
         seed = f"{earlier} {query}".strip()
         results = retrievers[self.retriever].retrieve(
-            seed, collection=collection, top_k=self.feedback_chunks
+            seed, collection=collection, top_k=self.feedback_chunks, filters=filters
         )
         if not results:
             return Rewrite(query, (seed,), self.method, fallback=True, reason="no feedback chunks")

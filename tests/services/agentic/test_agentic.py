@@ -14,6 +14,7 @@ from retrieval.services.agentic.stages import (
     LLMSelector,
 )
 from retrieval.services.registry import retrievers, rewriters
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import Budget, traced
 from tests.conftest import collection_of
@@ -117,7 +118,9 @@ def test_budget_exhaustion_ends_the_loop_with_the_best_effort(llm_server, collec
 
 
 def test_agentic_retriever_offline_returns_all_rounds_deduplicated(collection):
-    results = search("penguins unicorns", collection=collection, retriever="agentic", top_k=3)
+    results = search(
+        "penguins unicorns", collection=collection, retriever="agentic", top_k=3, scope=Scope.ALL
+    )
     rounds = [e for e in results.trace["events"] if e["stage"] == "agentic_round"]
     assert len(rounds) == 3 and results.trace["llm_calls"] == []
     ids = [r.chunk_id for r in results]
@@ -129,6 +132,8 @@ def test_agentic_retriever_offline_returns_all_rounds_deduplicated(collection):
 
 def test_agentic_retriever_uses_the_llm_when_one_is_configured(llm_server, collection):
     llm_server.queue_chat(json.dumps({"selected": [0]}), json.dumps({"score": 0.95}))
-    results = search("penguins", collection=collection, retriever="agentic", top_k=2)
+    results = search(
+        "penguins", collection=collection, retriever="agentic", top_k=2, scope=Scope.ALL
+    )
     assert [c["purpose"] for c in results.trace["llm_calls"]] == ["select", "evaluate"]
     assert results.trace["budget"]["calls"] == 2

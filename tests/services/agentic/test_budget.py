@@ -11,6 +11,7 @@ from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline
 from retrieval.services.agentic.stages import LLMEvaluator, LLMSelector
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.llm import LLMQueryRewriter
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tools import retrieve_tool
 from retrieval.services.tracing import Budget, traced
@@ -48,7 +49,9 @@ def llm_pipeline(**options):
 
 def test_a_tiny_token_budget_still_returns_what_was_retrieved(llm_server, collection):
     with traced(Budget(max_tokens=5)):  # search joins this trace: no LLM call fits
-        results = search("penguins", collection=collection, retriever="agentic", top_k=2)
+        results = search(
+            "penguins", collection=collection, retriever="agentic", top_k=2, scope=Scope.ALL
+        )
     assert results, "the loop must end with what it has"
     assert {r.chunk.document.external_id for r in results} <= {"penguins", "krill"}
     (round_,) = [e for e in results.trace["events"] if e["stage"] == "agentic_round"]
@@ -104,7 +107,7 @@ def test_the_retrieve_tool_runs_inside_the_budget(llm_server, collection, retrie
             }
         }
     )
-    tool = retrieve_tool("agentic", collection=collection)
+    tool = retrieve_tool("agentic", collection=collection, scope=Scope.ALL)
     answer = json.loads(tool.execute({"query": "penguins", "top_k": 2}))
     assert answer["results"], answer  # the retriever's candidates, despite the hung LLM
     assert len(llm_server.requests_to(PATH)) == 1  # max_calls=1 holds for the tool too

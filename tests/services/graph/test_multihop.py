@@ -15,6 +15,7 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import analyzers
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -81,8 +82,12 @@ def test_graph_retrieval_answers_what_dense_alone_cannot(handbook):
         for chunk in answer_chunks:
             assert not set(analyse(question)) & set(analyse(chunk.content)), question
 
-        dense = search(question, collection=handbook, retriever="dense", top_k=TOP_K)
-        graph = search(question, collection=handbook, retriever="graph", top_k=TOP_K)
+        dense = search(
+            question, collection=handbook, retriever="dense", top_k=TOP_K, scope=Scope.ALL
+        )
+        graph = search(
+            question, collection=handbook, retriever="graph", top_k=TOP_K, scope=Scope.ALL
+        )
 
         assert not any(answer in r.chunk.content for r in dense), question
         found = [r for r in graph if answer in r.chunk.content]

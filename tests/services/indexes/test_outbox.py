@@ -11,6 +11,7 @@ from retrieval.models import Chunk, Collection, Document, IndexOperation
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import index_for, outbox
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from tests.services.indexes.conftest import BACKENDS, engine_for
 
@@ -68,7 +69,10 @@ def test_writes_and_deletes_while_the_engine_is_down_are_applied_when_it_is_back
     assert not IndexOperation.objects.exists()
     collection = Collection.objects.get(pk=collection.pk)
     for query in ("north", "east", "north east", "up"):
-        found = [r.chunk.pk for r in search(query, collection=collection, retriever="dense")]
+        found = [
+            r.chunk.pk
+            for r in search(query, collection=collection, retriever="dense", scope=Scope.ALL)
+        ]
         assert found == exact_ranking(collection, query, 10)
     assert len(found) == 4
 

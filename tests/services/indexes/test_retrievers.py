@@ -14,10 +14,13 @@ import inspect
 from pathlib import Path
 
 import pytest
+from django.db.models import Q
 
 from retrieval.services.collections import get_or_create_collection
+from retrieval.services.indexes import external
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
+from retrieval.services.scope import Scope
 from retrieval.services.search import search as scoped_search
 from tests.services.indexes.test_conformance import TEXTS, make
 
@@ -30,7 +33,7 @@ RETRIEVERS = [alias for alias in CONFIGURED if alias not in NOT_APPLICABLE]
 
 
 def search(query: str, **options):
-    return scoped_search(query, **options)
+    return scoped_search(query, scope=Scope.ALL, **options)
 
 
 def names(results) -> list[str]:
@@ -109,3 +112,29 @@ def test_filters_hold_on_every_leg(index_alias, retriever):
 def test_an_empty_collection_returns_nothing(index_alias, retriever):
     get_or_create_collection("empty", index=index_alias)
     assert search("north", collection="empty", retriever=retriever) == []
+
+
+def flat_documents(user) -> Q:
+    """DOCUMENT_ACCESS for the test below: the "flat" group only."""
+    return Q(metadata__group="flat")
+
+
+@pytest.mark.parametrize("prefilter", [True, False], ids=["engine-filtered", "confirmed-only"])
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])  # the legs that rank through an index
+def test_the_access_scope_holds_on_every_index(
+    index_alias, retriever, prefilter, retrieval_settings, django_user_model, monkeypatch
+):
+    retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.flat_documents")
+    if not prefilter:
+        # A scope too wide to send to the engine: PostgreSQL's confirmation alone holds it.
+        monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
+    make("compass", index_alias)
+    reader = django_user_model.objects.create_user(username="reader")
+    seen = scoped_search("north up", collection="compass", retriever=retriever, user=reader)
+    assert {"n", "ne"} <= set(names(seen)) <= {"n", "ne", "e"}
+    asked = scoped_search(
+        "up", collection="compass", retriever=retriever, user=reader, filters={"documents": ["u"]}
+    )
+    assert names(asked) == []
+    everything = search("north up", collection="compass", retriever=retriever)
+    assert "u" in names(everything)

@@ -14,6 +14,7 @@ from retrieval.services.indexing import Source, ingest
 from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 from retrieval.services.rerankers.llm import LLMReranker
 from retrieval.services.rerankers.score import ScoreReranker
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import traced
 from tests.openai_server import status_fault
@@ -34,7 +35,11 @@ def results(keyword_settings):
     collection, _ = get_or_create_collection("nature")
     ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
     found = search(
-        "penguins ice volcanoes deserts pole fish", collection=collection, top_k=5, retriever="bm25"
+        "penguins ice volcanoes deserts pole fish",
+        collection=collection,
+        top_k=5,
+        retriever="bm25",
+        scope=Scope.ALL,
     )
     assert len(found) == 5
     return list(found)

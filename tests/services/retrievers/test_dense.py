@@ -17,6 +17,7 @@ from retrieval.services.collections import (
 )
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.dense import PgvectorRetriever
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def compass(keyword_settings):
 
 
 def test_scores_are_cosine_similarities(compass):
-    results = search("north", collection=compass, retriever="dense", top_k=4)
+    results = search("north", collection=compass, retriever="dense", top_k=4, scope=Scope.ALL)
     ranked = [(r.chunk.document.external_id, round(r.score, 4)) for r in results]
     # cos(north, north) = 1; cos(north, (north+east)/√2) = 1/√2; east and up are orthogonal.
     assert ranked[:2] == [("n", 1.0), ("ne", round(1 / math.sqrt(2), 4))]
@@ -56,18 +57,24 @@ def test_scores_are_cosine_similarities(compass):
 
 
 def test_top_k_limits_results(compass):
-    assert len(search("north east", collection=compass, top_k=2)) == 2
+    assert len(search("north east", collection=compass, top_k=2, scope=Scope.ALL)) == 2
 
 
 def test_document_and_metadata_filters(compass):
-    by_external_id = search("north", collection=compass, top_k=4, filters={"documents": ["e", "u"]})
+    by_external_id = search(
+        "north", collection=compass, top_k=4, filters={"documents": ["e", "u"]}, scope=Scope.ALL
+    )
     assert {r.chunk.document.external_id for r in by_external_id} == {"e", "u"}
 
     up_id = Document.objects.get(collection=compass, external_id="u").pk
-    by_pk = search("north", collection=compass, top_k=4, filters={"document_ids": [up_id]})
+    by_pk = search(
+        "north", collection=compass, top_k=4, filters={"document_ids": [up_id]}, scope=Scope.ALL
+    )
     assert [r.chunk.document.external_id for r in by_pk] == ["u"]
 
-    flat = search("up", collection=compass, top_k=4, filters={"metadata": {"group": "flat"}})
+    flat = search(
+        "up", collection=compass, top_k=4, filters={"metadata": {"group": "flat"}}, scope=Scope.ALL
+    )
     assert {r.chunk.document.external_id for r in flat} == {"n", "ne", "e"}
 
 
@@ -89,12 +96,12 @@ def test_score_threshold_drops_weak_matches(compass):
 )
 def test_bad_filters_are_refused(compass, filters):
     with pytest.raises(InvalidFilterError):
-        search("north", collection=compass, filters=filters)
+        search("north", collection=compass, filters=filters, scope=Scope.ALL)
 
 
 def test_bad_top_k_is_refused(compass):
     with pytest.raises(ValueError, match="top_k"):
-        search("north", collection=compass, top_k=0)
+        search("north", collection=compass, top_k=0, scope=Scope.ALL)
 
 
 def test_query_vector_of_wrong_dimension_is_refused(compass):

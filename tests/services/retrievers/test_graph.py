@@ -19,6 +19,7 @@ from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.graph import GraphRetriever, merge
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import ScoredChunk
 
@@ -103,7 +104,10 @@ def test_a_chunk_the_base_found_is_not_repeated(town):
     results = graph(beam_width=3, max_hops=3).retrieve("north east", collection=town, top_k=9)
     ids = [r.chunk_id for r in results]
     assert len(ids) == len(set(ids))
-    base_ids = {r.chunk_id for r in search("north east", collection=town, retriever="strict")}
+    base_ids = {
+        r.chunk_id
+        for r in search("north east", collection=town, retriever="strict", scope=Scope.ALL)
+    }
     for result in results:
         if result.chunk_id in base_ids:
             assert "graph_hop" not in result.metadata
@@ -137,7 +141,7 @@ def test_graph_is_configured_by_default_and_searchable_from_the_command(town, ca
 def test_a_graph_retriever_cannot_wrap_itself(town):
     town.default_retriever = "graph"
     with pytest.raises(RetrievalError, match="another graph retriever"):
-        search("north", collection=town, retriever="graph")
+        search("north", collection=town, retriever="graph", scope=Scope.ALL)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from retrieval.services.fusion import rrf_fuse
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.hybrid import HybridRetriever
+from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 TEXTS = {
@@ -36,7 +37,9 @@ def compass(keyword_settings, retrieval_settings):
 @pytest.mark.django_db
 def test_default_hybrid_is_rrf_of_bm25_and_dense(compass):
     query = "north needle"
-    fused = search(query, collection=compass, top_k=4)  # the default retriever is "hybrid"
+    fused = search(
+        query, collection=compass, top_k=4, scope=Scope.ALL
+    )  # the default retriever is "hybrid"
     bm25 = retrievers["bm25"].rank(query, collection=compass, top_k=100)
     dense = retrievers["dense"].rank(query, collection=compass, top_k=100)
     expected = rrf_fuse([bm25, dense], [1.0, 1.0], k=60, top_k=4, names=["bm25", "dense"])

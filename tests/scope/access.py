@@ -1,0 +1,34 @@
+"""Access hooks for the scope matrix: collections and documents per user.
+
+Users not listed see nothing (fail closed); anonymous users see nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q
+
+from retrieval.models import Collection, Document
+
+#: username -> collection names.
+COLLECTIONS = {"alice": ["Atlas"], "bob": ["Atlas", "Bestiary"], "stella": ["Bestiary"]}
+#: username -> the document teams (``metadata["team"]``) they may read.
+TEAMS = {"alice": ["a", "public"], "bob": ["b", "public"], "stella": ["a"]}
+
+
+def collections(user: Any):
+    if not user.is_authenticated:
+        return Collection.objects.none()
+    return Collection.objects.filter(name__in=COLLECTIONS.get(user.get_username(), []))
+
+
+def documents(user: Any) -> Q:
+    if not user.is_authenticated:
+        return Q(pk__in=[])
+    return Q(metadata__team__in=TEAMS.get(user.get_username(), []))
+
+
+def documents_as_queryset(user: Any):
+    """The same grants as a Document queryset."""
+    return Document.objects.filter(documents(user))

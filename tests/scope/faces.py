@@ -1,0 +1,275 @@
+"""The faces of the scope matrix: each answers (user, collection[, leg]) with what it showed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+import retrieval
+from retrieval.models import (
+    Chunk,
+    Collection,
+    Document,
+    EvalQuery,
+    EvalRun,
+    EvalSet,
+    IndexRun,
+    Judgment,
+    QueryTrace,
+    Triple,
+)
+from retrieval.services.graph.traversal import neighbourhood
+from retrieval.services.registry import retrievers
+from retrieval.services.search import CollectionNotFound
+from retrieval.services.tools import collection_tools
+from tests.scope.conftest import DOCS, QUERY
+
+
+def legs() -> list[str]:
+    """Every configured retriever: a new one joins the matrix by being configured."""
+    return retrievers.aliases()
+
+
+@dataclass
+class Answer:
+    status: int
+    body: str
+
+
+def browser(user) -> Client:
+    client = Client()
+    if user.is_authenticated:
+        client.force_login(user)
+    return client
+
+
+def api(user) -> APIClient:
+    client = APIClient()
+    if user.is_authenticated:
+        client.force_authenticate(user)
+    return client
+
+
+def set_default_retriever(leg: str) -> None:
+    """The search page and the tools search with the collection's default retriever."""
+    Collection.objects.update(default_retriever=leg)
+
+
+def collection_pk(name: str) -> int:
+    found = Collection.objects.filter(name=name).first()
+    return found.pk if found else 999_999
+
+
+# Faces that search: (user, collection name, leg) -> Answer.
+
+
+def api_search(user, name: str, leg: str) -> Answer:
+    body = {"query": QUERY, "collection": name, "retriever": leg, "top_k": 10}
+    response = api(user).post("/api/search/", body, format="json")
+    return Answer(response.status_code, response.content.decode())
+
+
+def api_batch_search(user, name: str, leg: str) -> Answer:
+    body = {"queries": [QUERY, "north"], "collection": name, "retriever": leg, "top_k": 10}
+    response = api(user).post("/api/search/batch/", body, format="json")
+    return Answer(response.status_code, response.content.decode())
+
+
+def api_tools(user, name: str, leg: str) -> Answer:
+    set_default_retriever(leg)
+    client = api(user)
+    listed = client.get("/api/tools/", {"collection": name})
+    call = {"collection": name, "name": "retrieve", "arguments": {"query": QUERY, "top_k": 10}}
+    called = client.post("/api/tools/call/", call, format="json")
+    assert listed.status_code == called.status_code
+    return Answer(called.status_code, listed.content.decode() + called.content.decode())
+
+
+def search_page(user, name: str, leg: str) -> Answer:
+    set_default_retriever(leg)
+    response = browser(user).get(reverse("retrieval:search"), {"collection": name, "q": QUERY})
+    return Answer(response.status_code, response.content.decode())
+
+
+def playground(user, name: str, leg: str) -> Answer:
+    params = {
+        "collection": collection_pk(name),
+        "query": QUERY,
+        "left": leg,
+        "right": leg,
+        "top_k": 10,
+    }
+    response = browser(user).get(reverse("admin:retrieval_playground"), params)
+    body = response.content.decode()
+    if response.status_code == 200 and not response.context["columns"]:
+        # Not searched: only the form's error remains (a hidden collection is not a choice).
+        body = " ".join(str(m) for m in response.context["messages"])
+    return Answer(response.status_code, body)
+
+
+def python_facade(user, name: str, leg: str) -> Answer:
+    try:
+        one = retrieval.search(QUERY, collection=name, user=user, retriever=leg, top_k=10)
+        batch = retrieval.search_batch([QUERY], collection=name, user=user, retriever=leg)
+        later = async_to_sync(retrieval.asearch)(QUERY, collection=name, user=user, retriever=leg)
+        many = async_to_sync(retrieval.asearch_batch)(
+            [QUERY], collection=name, user=user, retriever=leg
+        )
+        tool = collection_tools(name, user=user)[0].execute({"query": QUERY, "top_k": 10})
+        graph = neighbourhood(name, "North Hub", hops=2, user=user)
+    except CollectionNotFound as e:
+        return Answer(404, str(e))
+    answers = [one, *batch, later, *many]
+    body = json.dumps([[r.to_dict() for r in a] + [a.trace] for a in answers]) + tool
+    return Answer(200, body + json.dumps(graph))
+
+
+SEARCH_FACES: dict[str, Callable[..., Answer]] = {
+    "api_search": api_search,
+    "api_batch_search": api_batch_search,
+    "api_tools": api_tools,
+    "search_page": search_page,
+    "playground": playground,
+    "python_facade": python_facade,
+}
+
+
+# Faces that browse (no retriever): (user, collection name) -> Answer.
+
+
+def api_browse(user, name: str) -> Answer:
+    client = api(user)
+    slug = name.lower()
+    urls = [
+        f"/api/collections/{slug}/",
+        f"/api/documents/?collection={slug}",
+        f"/api/chunks/?collection={slug}",
+        f"/api/triples/?collection={slug}",
+        f"/api/triples/neighbourhood/?collection={slug}&entity=North%20Hub&hops=2",
+        "/api/index-runs/",
+    ]
+    ids = DOCS.get(name, {})
+    for document in Document.objects.filter(external_id__in=ids):
+        urls.append(f"/api/documents/{document.pk}/")
+        urls += [f"/api/chunks/{pk}/" for pk in document.chunks.values_list("pk", flat=True)]
+        triples = Triple.objects.filter(chunk__document=document).values_list("pk", flat=True)
+        urls += [f"/api/triples/{pk}/" for pk in triples]
+    responses = [client.get(url) for url in urls]
+    for document in Document.objects.filter(external_id__in=ids):
+        responses.append(client.post(f"/api/documents/{document.pk}/reindex/"))
+        for chunk in document.chunks.all():
+            vote = {"collection": slug, "query": QUERY, "chunk_id": chunk.pk, "relevant": True}
+            responses.append(client.post("/api/feedback/", vote, format="json"))
+    for run in IndexRun.objects.filter(collection__name=name):
+        responses.append(client.post(f"/api/index-runs/{run.pk}/retry/"))
+        responses.append(client.post(f"/api/index-runs/{run.pk}/cancel/"))
+    status = responses[0].status_code
+    bodies = [r.content.decode() for r in responses if r.status_code < 400]
+    return Answer(status, " ".join(bodies))
+
+
+def graph_explorer(user, name: str) -> Answer:
+    client = browser(user)
+    pk = collection_pk(name)
+    responses = [
+        client.get(reverse("admin:retrieval_graph_explorer", args=[pk])),
+        client.get(
+            reverse("admin:retrieval_graph_neighbourhood", args=[pk]),
+            {"entity": "North Hub", "hops": 2},
+        ),
+        client.get(reverse("admin:retrieval_graph_entities", args=[pk]), {"q": "mark"}),
+    ]
+    statuses = {r.status_code for r in responses}
+    assert len(statuses) == 1, statuses
+    return Answer(statuses.pop(), " ".join(r.content.decode() for r in responses))
+
+
+ADMIN_MODELS = {
+    "collection": Collection,
+    "document": Document,
+    "chunk": Chunk,
+    "triple": Triple,
+    "entity": None,
+    "indexrun": IndexRun,
+}
+
+
+def admin_browse(user, name: str) -> Answer:
+    """Changelists filtered to the collection, and every object's admin pages."""
+    client = browser(user)
+    pk = collection_pk(name)
+    responses = [client.get(reverse("admin:retrieval_playground"))]
+    for model_name in ADMIN_MODELS:
+        url = reverse(f"admin:retrieval_{model_name}_changelist")
+        field = "id" if model_name == "collection" else "collection__id"
+        responses.append(client.get(url, {f"{field}__exact": pk}))
+        if model_name in ("document", "collection"):
+            responses.append(client.get(reverse(f"admin:retrieval_{model_name}_add")))
+    ids = DOCS.get(name, {})
+    objects = [
+        ("document", Document.objects.filter(external_id__in=ids)),
+        ("chunk", Chunk.objects.filter(document__external_id__in=ids)),
+        ("triple", Triple.objects.filter(chunk__document__external_id__in=ids)),
+        ("collection", Collection.objects.filter(name=name)),
+    ]
+    for model_name, queryset in objects:
+        for obj in queryset:
+            for view in ("change", "history", "delete"):
+                url = reverse(f"admin:retrieval_{model_name}_{view}", args=[obj.pk])
+                responses.append(client.get(url))
+    runs = ",".join(str(pk) for pk in IndexRun.objects.values_list("pk", flat=True))
+    responses.append(client.get(reverse("admin:retrieval_indexrun_progress"), {"ids": runs}))
+    status = responses[0].status_code
+    return Answer(status, " ".join(r.content.decode() for r in responses if r.status_code == 200))
+
+
+#: The quality screens' models, and the path from each to its collection.
+QUALITY_MODELS = {
+    "querytrace": ("collection", QueryTrace),
+    "evalset": ("collection", EvalSet),
+    "evalquery": ("eval_set__collection", EvalQuery),
+    "judgment": ("query__eval_set__collection", Judgment),
+    "evalrun": ("eval_set__collection", EvalRun),
+}
+
+
+def admin_quality(user, name: str) -> Answer:
+    """Traces, golden sets, queries, judgments and runs: lists, pages, import, compare, judge."""
+    client = browser(user)
+    pk = collection_pk(name)
+    first = reverse("admin:retrieval_querytrace_changelist")
+    responses = [client.get(first, {"collection__id__exact": pk})]
+    for model_name, (path, model) in QUALITY_MODELS.items():
+        url = reverse(f"admin:retrieval_{model_name}_changelist")
+        responses.append(client.get(url, {f"{path}__id__exact": pk}))
+        responses.append(client.get(reverse(f"admin:retrieval_{model_name}_add")))
+        for obj in model.objects.filter(**{f"{path}__name": name}):
+            for view in ("change", "history", "delete"):
+                url = reverse(f"admin:retrieval_{model_name}_{view}", args=[obj.pk])
+                responses.append(client.get(url))
+    responses.append(client.get(reverse("admin:retrieval_evalset_import")))
+    for run in EvalRun.objects.filter(eval_set__collection__name=name):
+        compare = {"first": run.pk, "second": run.pk}
+        responses.append(client.get(reverse("admin:retrieval_evalrun_compare"), compare))
+    for eval_set in EvalSet.objects.all():  # every set and every chunk, hidden ones too
+        for chunk in Chunk.objects.filter(document__external_id__in=DOCS.get(name, {})):
+            vote = {"eval_set": eval_set.pk, "chunk": chunk.pk, "grade": 1, "query": "judged"}
+            responses.append(client.post(reverse("admin:retrieval_judge"), vote))
+    bodies = [r.content.decode() for r in responses if r.status_code == 200]
+    if user.is_authenticated:  # what this user's judging wrote
+        bodies += Judgment.objects.filter(created_by=user).values_list("target", flat=True)
+    return Answer(responses[0].status_code, " ".join(bodies))
+
+
+BROWSE_FACES: dict[str, Callable[..., Answer]] = {
+    "api_browse": api_browse,
+    "graph_explorer": graph_explorer,
+    "admin_browse": admin_browse,
+    "admin_quality": admin_quality,
+}
