@@ -243,7 +243,7 @@ def test_arguments_with_raw_control_characters_are_accepted(atlas, openai_server
     raw = '{"query": "where does\nthe sun rise", "top_k": 1}'
     openai_server.queue_chat(assistant(tool_calls=[tool_call("retrieve", raw, call_id="c1")]))
     client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
-    tools = collection_tools(atlas)
+    tools = collection_tools(atlas, scope=Scope.ALL)
     reply = client.chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": "Where does the sun rise?"}],

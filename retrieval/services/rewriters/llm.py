@@ -56,7 +56,8 @@ class _LLMRewriter(BaseQueryRewriter):
 class LLMQueryRewriter(_LLMRewriter):
     """Fold the conversation into one standalone query (``{query}``, optional ``{history}``).
 
-    The query is the answer's first line. Falls back to the original query on an empty or failed answer.
+    The query is the answer's first line. Falls back to the original query on an empty or
+    failed answer.
     """
 
     method = "standalone"
