@@ -94,7 +94,8 @@ def validate_arguments(
         arguments = {}
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
+            arguments = json.loads(arguments, strict=False)
         except json.JSONDecodeError as e:
             raise ToolError(f"Arguments of {name} are not valid JSON: {e}.") from e
     if not isinstance(arguments, Mapping):

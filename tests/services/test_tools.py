@@ -235,3 +235,22 @@ def test_the_loop_keeps_content_and_can_force_the_tool(atlas, openai_server):
     first = openai_server.requests_to("/v1/chat/completions")[0].body
     assert first["tool_choice"] == {"type": "function", "function": {"name": "retrieve"}}
     assert messages[1]["content"] == "" and messages[1]["tool_calls"][0]["id"] == "c1"
+
+
+def test_arguments_with_raw_control_characters_are_accepted(atlas, openai_server):
+    # llama.cpp's JSON grammar let a raw line break into SmolLM2's "query" string; the call
+    # came back as "not valid JSON" instead of running.
+    raw = '{"query": "where does\nthe sun rise", "top_k": 1}'
+    openai_server.queue_chat(assistant(tool_calls=[tool_call("retrieve", raw, call_id="c1")]))
+    client = openai.OpenAI(base_url=openai_server.base_url, api_key="unused", max_retries=0)
+    tools = collection_tools(atlas, scope=Scope.ALL)
+    reply = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "Where does the sun rise?"}],
+        tools=[t.spec for t in tools],
+        tool_choice=tools[0].choice,
+    )
+    (call,) = reply.choices[0].message.tool_calls
+    answer = json.loads(run_tool_call(tools, call)["content"])
+    assert "error" not in answer
+    assert "East is where the sun rises." in json.dumps(answer)

@@ -56,7 +56,8 @@ class _LLMRewriter(BaseQueryRewriter):
 class LLMQueryRewriter(_LLMRewriter):
     """Fold the conversation into one standalone query (``{query}``, optional ``{history}``).
 
-    Falls back to the original query on an empty or failed answer.
+    The query is the answer's first line. Falls back to the original query on an empty or
+    failed answer.
     """
 
     method = "standalone"
@@ -71,10 +72,13 @@ class LLMQueryRewriter(_LLMRewriter):
             )
         except LLMError as e:
             return self._fallback(query, str(e))
-        text = " ".join(answer.text.split()).strip().strip('"')
+        # The query is the first line: models often explain it after a line break, and a
+        # small one may go on until max_tokens, which only matters if it cut that line.
+        first, newline, _ = answer.text.strip().partition("\n")
+        text = " ".join(first.split()).strip('"')
         if not text:
             return self._fallback(query, "the model answered nothing")
-        if answer.truncated:
+        if answer.truncated and not newline:
             return self._fallback(query, "the answer was cut at max_tokens")
         return Rewrite(query, (text,), self.method)
 

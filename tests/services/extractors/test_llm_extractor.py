@@ -52,9 +52,7 @@ def test_triples_come_back_validated_and_normalised(llm_server):
 
 
 def test_invalid_answers_are_repaired_once_then_fail(llm_server):
-    bad = json.dumps(
-        {"triples": [{"subject": "A", "predicate": "b", "object": "C", "confidence": 3}]}
-    )
+    bad = json.dumps({"triples": [{"subject": "A", "predicate": "b", "confidence": 0.5}]})
     llm_server.queue_chat(bad, bad)
     with pytest.raises(LLMError, match="after one repair"):
         LLMTripleExtractor().extract(["A b C."])
@@ -116,3 +114,42 @@ def test_a_failing_extraction_logs_one_line_and_the_run_keeps_the_reason(
     assert run.documents_failed == 1 and "after one repair" in run.errors[0]["error"]
     (record,) = [r for r in caplog.records if "Triple extraction failed" in r.getMessage()]
     assert record.exc_info is None  # one line, no traceback per chunk
+
+
+def test_the_schema_bounds_the_answer_within_the_tokens_asked_for(llm_server, retrieval_settings):
+    # A schema-constrained server (llama.cpp) must close the JSON before max_tokens: with no
+    # bound on the triples, a small model repeated them until cut, and the chunk failed.
+    from retrieval.services.chunkers.tokens import count_tokens
+
+    llm_server.queue_chat(json.dumps({"triples": []}))
+    options = {"model": "test-chat", "base_url": llm_server.base_url, "json_mode": "llama_cpp"}
+    retrieval_settings(
+        LLMS={
+            "default": {
+                "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
+                "OPTIONS": options,
+            }
+        }
+    )
+    LLMTripleExtractor().extract(["Ada Lovelace wrote the Notes."])
+    body = llm_server.requests_to("/v1/chat/completions")[0].body
+    schema = body["response_format"]["schema"]["properties"]["triples"]
+    assert "maxItems" in schema
+    fields = schema["items"]["properties"]
+    longest = {
+        name: " ".join(["word"] * (fields[name].get("maxLength", 0) // 5)) or 1.0
+        for name in ("subject", "predicate", "object", "confidence")
+    }
+    worst = json.dumps({"triples": [longest] * schema["maxItems"]})
+    assert count_tokens(worst) <= body["max_tokens"]
+
+
+def test_confidences_out_of_range_are_clamped_not_failed(llm_server):
+    # llama.cpp's JSON grammar does not enforce a number's minimum/maximum: SmolLM2 answered
+    # confidence 2 twice, and the whole chunk failed after the repair.
+    triple = {"subject": "Ada", "predicate": "wrote", "object": "the Notes"}
+    answer = [{**triple, "confidence": 2}, {**triple, "object": "a letter", "confidence": -0.5}]
+    llm_server.queue_chat(json.dumps({"triples": answer}))
+    (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes and a letter."])
+    assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0), ("a letter", 0.0)]
+    assert len(llm_server.requests_to("/v1/chat/completions")) == 1

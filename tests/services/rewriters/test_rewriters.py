@@ -14,7 +14,7 @@ from retrieval.services.rewriters.llm import (
 from retrieval.services.rewriters.prf import RM3QueryRewriter
 from retrieval.services.tracing import traced
 from tests.conftest import collection_of
-from tests.openai_server import status_fault
+from tests.openai_server import status_fault, truncated
 
 pytestmark = pytest.mark.django_db
 PATH = "/v1/chat/completions"
@@ -103,3 +103,14 @@ def test_rm3_uses_earlier_user_turns_and_needs_no_llm(collection):
     assert rewrite.queries[0].startswith("the Paris tower what about its stairs?")
     nothing = RM3QueryRewriter().rewrite("zebra", collection=collection)
     assert nothing.fallback and nothing.queries == ("zebra",)
+
+
+def test_standalone_rewrite_is_the_first_line_even_when_the_rest_was_cut(llm_server, collection):
+    # llama.cpp's small models explain the query (or answer it) until max_tokens: the first
+    # line is whole, only a cut inside it is a fallback.
+    llm_server.queue_chat(truncated('"Eiffel Tower height"\n\nThis query resolves "it" to the'))
+    rewrite = LLMQueryRewriter().rewrite("How tall is it?", collection=collection, history=HISTORY)
+    assert rewrite.queries == ("Eiffel Tower height",) and not rewrite.fallback
+    llm_server.queue_chat(truncated("Eiffel Tower he"))
+    rewrite = LLMQueryRewriter().rewrite("How tall is it?", collection=collection, history=HISTORY)
+    assert rewrite.queries == ("How tall is it?",) and rewrite.fallback
