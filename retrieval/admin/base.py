@@ -68,10 +68,12 @@ class ScopedAdminMixin:
             return False
         return super().has_delete_permission(request, obj)  # type: ignore[misc]
 
-    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         if self._partial(request):
             return {}
-        return super().get_actions(request, *args, **kwargs)  # type: ignore[misc]
+        # Django 6.1 passes where the actions show (list or change form); 5.2 does not.
+        where = {} if action_location is None else {"action_location": action_location}
+        return super().get_actions(request, **where)  # type: ignore[misc]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return scope_of(request).restrict(
