@@ -31,22 +31,23 @@ __all__ = [
 ]
 
 
-def access_hook() -> Callable[[Any], Any] | None:
-    """Return the configured hook, or ``None`` when every user sees everything."""
-    path = retrieval_settings.COLLECTION_ACCESS
+def setting_hook(key: str) -> Callable[[Any], Any] | None:
+    """Return the function of the user that ``RETRIEVAL[key]`` names, or ``None`` if unset."""
+    path = getattr(retrieval_settings, key)
     if not path:
         return None
     try:
         hook = import_string(path)
     except ImportError as e:
-        raise InvalidComponentError(
-            f"RETRIEVAL['COLLECTION_ACCESS']: cannot import {path!r}: {e}"
-        ) from e
+        raise InvalidComponentError(f"RETRIEVAL[{key!r}]: cannot import {path!r}: {e}") from e
     if not callable(hook):
-        raise InvalidComponentError(
-            f"RETRIEVAL['COLLECTION_ACCESS']: {path!r} is not a function of the user."
-        )
+        raise InvalidComponentError(f"RETRIEVAL[{key!r}]: {path!r} is not a function of the user.")
     return hook
+
+
+def access_hook() -> Callable[[Any], Any] | None:
+    """Return the ``COLLECTION_ACCESS`` function, or ``None`` when every user sees everything."""
+    return setting_hook("COLLECTION_ACCESS")
 
 
 def allowed_collections(user: Any) -> QuerySet[Collection] | None:

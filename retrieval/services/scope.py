@@ -22,9 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from django.db.models import Q, QuerySet
-from django.utils.module_loading import import_string
 
-from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection, Document
 from retrieval.services.filters import Filters
@@ -34,20 +32,9 @@ __all__ = ["Scope", "document_hook", "resolve_scope"]
 
 def document_hook() -> Callable[[Any], Any] | None:
     """Return the ``DOCUMENT_ACCESS`` function, or ``None`` when it is unset."""
-    path = retrieval_settings.DOCUMENT_ACCESS
-    if not path:
-        return None
-    try:
-        hook = import_string(path)
-    except ImportError as e:
-        raise InvalidComponentError(
-            f"RETRIEVAL['DOCUMENT_ACCESS']: cannot import {path!r}: {e}"
-        ) from e
-    if not callable(hook):
-        raise InvalidComponentError(
-            f"RETRIEVAL['DOCUMENT_ACCESS']: {path!r} is not a function of the user."
-        )
-    return hook
+    from retrieval.services.access import setting_hook
+
+    return setting_hook("DOCUMENT_ACCESS")
 
 
 def _visible_documents(user: Any) -> QuerySet[Document] | None:
