@@ -9,27 +9,28 @@ from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.sparse.ranking import pruned_sql
+from retrieval.services.sparse.ranking import TOP_K_SQL
 from retrieval.services.types import ScoredChunk
 
-# The per-query constants (idf, length normalisation) are computed once for the few
-# query terms; then each term's posting list is read by an index-only scan of the
-# primary key and summed in float8 (parameters are cast: numeric math is slow).
+# The exhaustive plan, for filtered searches (the top-k function ranks whole
+# collections): the per-query constants (idf as float8, length normalisation) are
+# computed once for the few query terms; then each term's posting list is read by an
+# index-only scan of the primary key, joined to its term, and summed in float8.
 SCORE_SQL = """
-WITH q AS MATERIALIZED (
-    SELECT array_agg(t.term) AS terms,
-           array_agg(qt.qtf * ln(1 + (s.chunk_count - t.df + 0.5) / (t.df + 0.5))) AS weights,
-           %s::float8 * (1 - %s::float8) AS norm_a,
-           %s::float8 * %s::float8 * max(s.chunk_count) / greatest(max(s.total_length), 1) AS norm_b
-    FROM (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
+WITH n AS MATERIALIZED (
+    SELECT %s::float8 * (1 - %s::float8) AS a,
+           %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
+           s.chunk_count
+    FROM retrieval_bm25_stats s WHERE s.collection_id = %s
+),
+q AS MATERIALIZED (
+    SELECT t.term, (qt.qtf * ln(1 + (n.chunk_count - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
+    FROM n, (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
     JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
-    JOIN retrieval_bm25_stats s ON s.collection_id = t.collection_id
 )
-SELECT p.chunk_id,
-       sum(q.weights[array_position(q.terms, p.term)] * p.tf / (p.tf + q.norm_a + q.norm_b * p.dl))
-           AS score
-FROM q, retrieval_bm25_posting p
-WHERE p.collection_id = %s AND p.term = ANY(q.terms)
+SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + n.a + n.b * p.dl)) AS score
+FROM n, q, retrieval_bm25_posting p
+WHERE p.collection_id = %s AND p.term = q.term
 {filter}
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
@@ -52,7 +53,7 @@ class BM25Retriever(BaseRetriever):
         k1: float = 1.2,
         b: float = 0.75,
         analyzer: str = "default",
-        prune: bool = False,
+        prune: bool = True,
     ) -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")
@@ -92,24 +93,12 @@ class BM25Retriever(BaseRetriever):
                 f"WHERE c.collection_id = %s AND {' AND '.join(conditions)})"
             )
             filter_params = [collection.pk, *condition_params]
-        norms = [self.k1, self.b, self.k1, self.b, list(terms)]
-        if self.prune:
-            sql = pruned_sql(collection_id=collection.pk, top_k=top_k, filter_sql=filter_sql)
-            params = [*norms, top_k, *filter_params, 2 * top_k, *filter_params, top_k]
+        if self.prune and not filter_sql:
+            sql, params = TOP_K_SQL, [collection.pk, list(terms), self.k1, self.b, top_k]
         else:
             sql = SCORE_SQL.format(filter=filter_sql)
-            params = [*norms, collection.pk, collection.pk, *filter_params, top_k]
+            params = [self.k1, self.b, self.k1, self.b, collection.pk, list(terms)]
+            params += [collection.pk, collection.pk, *filter_params, top_k]
         with connections[search_database()].cursor() as cursor:
             cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
-
-    def pruning(
-        self, terms: list[str], *, collection: Collection, top_k: int
-    ) -> tuple[list[str], list[str], float]:
-        """Return the terms whose postings a top-``top_k`` reads whole, the skipped ones, θ."""
-        sql = pruned_sql(collection_id=collection.pk, top_k=top_k, filter_sql="", split=True)
-        params = [self.k1, self.b, self.k1, self.b, list(terms), top_k, 2 * top_k]
-        with connections[search_database()].cursor() as cursor:
-            cursor.execute(sql, params)
-            essential, others, theta = cursor.fetchone()
-        return sorted(essential or []), sorted(others or []), float(theta or 0)

@@ -1,0 +1,249 @@
+"""BM25 top-k without reading whole posting lists: each chunk's terms, and a ranking function.
+
+``retrieval_bm25_chunk`` holds one row per indexed chunk: its length, its term
+frequencies (``tfs``, a jsonb object, so a chunk is scored from its own row) and its
+terms as a GIN-indexed ``tsvector`` (``lexemes``, each term prefixed with the
+collection id so collections never see each other's chunks). Triggers on the
+postings keep it exact in the writing transaction, as the other BM25 tables.
+
+``retrieval_bm25_top_k`` ranks with it. Most chunks of a top k hold two or more of
+the query's terms, and GIN finds those (a ``tsquery`` of term pairs) without
+reading the lists one posting at a time; a chunk with one query term only scores at
+most that term's bound, so only terms whose bound reaches the k-th best score so far
+(θ) have their posting lists read, and only their postings that reach θ alone are
+kept. Every candidate is scored exactly; the result is the exhaustive ranking's (ties
+aside). See ``retrieval/services/sparse/ranking.py`` for the steps.
+"""
+
+from django.db import migrations
+
+# A chunk's exact BM25 score from its own row ``d``: the sum over the query's terms
+# (``v_terms``, ``v_weights``) it holds; terms it lacks give NULL, which sum() skips.
+SCORE = """(SELECT sum(q.w * f.tf / (f.tf + v_a + v_b * d.dl))
+            FROM unnest(v_terms, v_weights) AS q(term, w),
+                 LATERAL (SELECT (d.tfs -> q.term)::float8 AS tf) AS f)"""
+
+# One query term's postings (``q.term``). Every join in the function is written like
+# this, a lateral subquery behind OFFSET 0, so that its cached plan looks the term up
+# by index whatever the table's size was when it was planned.
+POSTINGS = """SELECT p.chunk_id, p.tf, p.dl FROM retrieval_bm25_posting p
+                  WHERE p.collection_id = p_collection AND p.term = q.term OFFSET 0"""
+
+# θ: the k-th best exact score among the chunks scored so far (each counted once), a
+# lower bound of the final k-th score; 0 while fewer than k were scored.
+THETA = """SELECT coalesce((SELECT y.s FROM (SELECT max(x.s) AS s FROM unnest(v_ids, v_scores)
+                                        AS x(id, s) GROUP BY x.id) AS y
+                         ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0) INTO v_theta;"""
+
+# Terms longer than this are left out of the lexemes (tsvector's limit is 2 KB); a
+# query holding one is ranked exhaustively.
+MAX_LEXEME_BYTES = 1000
+
+CREATE = f"""
+CREATE TABLE retrieval_bm25_chunk (
+    chunk_id bigint PRIMARY KEY,
+    collection_id bigint NOT NULL,
+    dl integer NOT NULL,
+    tfs jsonb NOT NULL,
+    lexemes tsvector NOT NULL
+);
+CREATE INDEX retrieval_bm25_chunk_lexemes ON retrieval_bm25_chunk USING gin (lexemes);
+-- A long chunk's row outgrows a page's share: its lexemes (read through the index
+-- only) move out of line first, so ``tfs`` stays inline and uncompressed, read as is.
+ALTER TABLE retrieval_bm25_chunk ALTER COLUMN tfs SET STORAGE MAIN,
+                                 ALTER COLUMN lexemes SET STORAGE EXTERNAL;
+
+CREATE FUNCTION retrieval_bm25_chunk_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO retrieval_bm25_chunk AS c (chunk_id, collection_id, dl, tfs, lexemes)
+        SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf),
+               array_to_tsvector(coalesce(
+                   array_agg(collection_id || ':' || term)
+                       FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))
+        FROM added GROUP BY chunk_id, collection_id ORDER BY chunk_id
+        ON CONFLICT (chunk_id) DO UPDATE
+        SET dl = EXCLUDED.dl, tfs = c.tfs || EXCLUDED.tfs, lexemes = c.lexemes || EXCLUDED.lexemes;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION retrieval_bm25_chunk_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Chunks that lost every term go; the others (a partial rewrite) lose those terms.
+    DELETE FROM retrieval_bm25_chunk AS c
+        USING (SELECT chunk_id, count(*) AS n FROM removed GROUP BY chunk_id) AS g
+        WHERE c.chunk_id = g.chunk_id AND g.n >= (SELECT count(*) FROM jsonb_object_keys(c.tfs));
+    UPDATE retrieval_bm25_chunk AS c
+        SET tfs = c.tfs - g.terms, lexemes = ts_delete(c.lexemes, g.lexemes)
+        FROM (SELECT chunk_id, array_agg(term) AS terms,
+                     array_agg(collection_id || ':' || term) AS lexemes
+              FROM removed GROUP BY chunk_id) AS g
+        WHERE c.chunk_id = g.chunk_id;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER retrieval_bm25_chunk_terms_added AFTER INSERT ON retrieval_bm25_posting
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT
+    EXECUTE FUNCTION retrieval_bm25_chunk_terms_added();
+CREATE TRIGGER retrieval_bm25_chunk_terms_removed AFTER DELETE ON retrieval_bm25_posting
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION retrieval_bm25_chunk_terms_removed();
+
+CREATE OR REPLACE FUNCTION retrieval_bm25_chunks_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE retrieval_bm25_posting, retrieval_bm25_term, retrieval_bm25_stats, retrieval_bm25_chunk;
+    RETURN NULL;
+END $$;
+
+INSERT INTO retrieval_bm25_chunk (chunk_id, collection_id, dl, tfs, lexemes)
+    SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf),
+           array_to_tsvector(coalesce(
+               array_agg(collection_id || ':' || term)
+                   FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))
+    FROM retrieval_bm25_posting GROUP BY chunk_id, collection_id;
+
+CREATE FUNCTION retrieval_bm25_top_k(
+    p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer
+) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
+-- Each statement is planned once per connection (planning cost more than running it),
+-- so its plan must not depend on how big the tables were then: index look-ups, always.
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+#variable_conflict use_column
+DECLARE
+    v_a float8;
+    v_b float8;
+    v_n bigint;
+    v_terms text[];     -- the query's terms, by decreasing bound
+    v_weights float8[]; -- qtf · idf
+    v_bounds float8[];  -- the most a term adds to any chunk's score
+    v_lexemes text[];   -- the terms as quoted tsquery lexemes
+    v_count integer;
+    v_pilot integer;
+    v_theta float8 := 0;
+    v_suffix float8[];
+    v_clauses tsquery[] := '{{}}';
+    v_partners text[];
+    v_ids bigint[] := '{{}}';
+    v_scores float8[] := '{{}}';
+BEGIN
+    SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
+           s.chunk_count
+        INTO v_a, v_b, v_n
+        FROM retrieval_bm25_stats s WHERE s.collection_id = p_collection;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(x.term ORDER BY x.bound DESC, x.term),
+           array_agg(x.w ORDER BY x.bound DESC, x.term),
+           array_agg(x.bound ORDER BY x.bound DESC, x.term)
+        INTO v_terms, v_weights, v_bounds
+        FROM (
+            SELECT t.term, w.w,
+                   w.w * t.max_tf / (t.max_tf + v_a + v_b * t.min_dl) * (1 + 1e-9) AS bound
+            FROM (SELECT u.term, count(*) AS qtf FROM unnest(p_terms) AS u(term)
+                  GROUP BY u.term) AS qt
+            CROSS JOIN LATERAL (
+                SELECT t.term, t.df, t.max_tf, t.min_dl FROM retrieval_bm25_term t
+                WHERE t.collection_id = p_collection AND t.term = qt.term OFFSET 0
+            ) AS t
+            CROSS JOIN LATERAL (
+                SELECT (qt.qtf * ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
+            ) AS w
+        ) AS x;
+    v_count := coalesce(array_length(v_terms, 1), 0);
+    IF v_count = 0 THEN
+        RETURN;
+    END IF;
+    v_lexemes := ARRAY(
+        SELECT '''' || replace(replace(p_collection || ':' || t, '\\', '\\\\'), '''', '''''') || ''''
+        FROM unnest(v_terms) AS t
+    );
+    IF v_count > 1 AND NOT EXISTS (
+        SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > {MAX_LEXEME_BYTES}
+    ) THEN
+        -- 1. Chunks holding two of the (up to) four highest-bound terms, scored: θ.
+        v_pilot := least(v_count, 4);
+        FOR i IN 1 .. v_pilot - 1 LOOP
+            v_clauses := v_clauses || (v_lexemes[i] || ' & ('
+                || array_to_string(v_lexemes[i + 1 : v_pilot], ' | ') || ')')::tsquery;
+        END LOOP;
+        SELECT coalesce(array_agg(x.id), '{{}}'), coalesce(array_agg(x.s), '{{}}')
+            INTO v_ids, v_scores
+            FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
+                  WHERE d.lexemes @@ ANY(v_clauses)
+                    AND d.collection_id = p_collection) AS x;
+        {THETA}
+        -- 2. The other terms: a chunk whose two highest-bound terms are i and j scores
+        --    at most bound i + bound j + the bounds of every term after j.
+        IF v_theta > 0 AND v_count > v_pilot THEN
+            v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
+                              FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i);
+            v_clauses := '{{}}';
+            FOR i IN 1 .. v_count - 1 LOOP
+                v_partners := '{{}}';
+                FOR j IN greatest(i + 1, v_pilot + 1) .. v_count LOOP
+                    EXIT WHEN v_bounds[i] + v_suffix[j] < v_theta;
+                    v_partners := v_partners || v_lexemes[j];
+                END LOOP;
+                IF cardinality(v_partners) > 0 THEN
+                    v_clauses := v_clauses || (v_lexemes[i] || ' & ('
+                        || array_to_string(v_partners, ' | ') || ')')::tsquery;
+                END IF;
+            END LOOP;
+            IF cardinality(v_clauses) > 0 THEN
+                SELECT v_ids || coalesce(array_agg(x.id), '{{}}'),
+                       v_scores || coalesce(array_agg(x.s), '{{}}')
+                    INTO v_ids, v_scores
+                    FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
+                          WHERE d.lexemes @@ ANY(v_clauses)
+                            AND d.collection_id = p_collection) AS x;
+                {THETA}
+            END IF;
+        END IF;
+    END IF;
+    IF v_theta <= 0 THEN
+        -- Too few chunks share terms to bound anything: every posting is read.
+        RETURN QUERY
+            SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + v_a + v_b * p.dl)) AS score
+            FROM unnest(v_terms, v_weights) AS q(term, w)
+            CROSS JOIN LATERAL ({POSTINGS}) AS p
+            GROUP BY p.chunk_id
+            ORDER BY score DESC, p.chunk_id
+            LIMIT p_k;
+        RETURN;
+    END IF;
+    -- 3. Chunks holding one query term: that term's contribution alone must reach θ.
+    SELECT v_ids || coalesce(array_agg(x.id), '{{}}'), v_scores || coalesce(array_agg(x.s), '{{}}')
+        INTO v_ids, v_scores
+        FROM (SELECT DISTINCT p.chunk_id
+              FROM unnest(v_terms, v_weights, v_bounds) AS q(term, w, u)
+              CROSS JOIN LATERAL ({POSTINGS}) AS p
+              WHERE q.u >= v_theta AND q.w * p.tf / (p.tf + v_a + v_b * p.dl) >= v_theta) AS c
+        CROSS JOIN LATERAL (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
+                            WHERE d.chunk_id = c.chunk_id OFFSET 0) AS x;
+    RETURN QUERY
+        SELECT x.id, max(x.s) AS score FROM unnest(v_ids, v_scores) AS x(id, s)
+        GROUP BY x.id
+        ORDER BY score DESC, x.id
+        LIMIT p_k;
+END $$;
+"""
+
+DROP = """
+DROP FUNCTION IF EXISTS retrieval_bm25_top_k(bigint, text[], float8, float8, integer);
+DROP TRIGGER IF EXISTS retrieval_bm25_chunk_terms_added ON retrieval_bm25_posting;
+DROP TRIGGER IF EXISTS retrieval_bm25_chunk_terms_removed ON retrieval_bm25_posting;
+DROP FUNCTION IF EXISTS retrieval_bm25_chunk_terms_added(), retrieval_bm25_chunk_terms_removed();
+CREATE OR REPLACE FUNCTION retrieval_bm25_chunks_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE retrieval_bm25_posting, retrieval_bm25_term, retrieval_bm25_stats;
+    RETURN NULL;
+END $$;
+DROP TABLE IF EXISTS retrieval_bm25_chunk;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("retrieval", "0010_bm25_term_bounds")]
+
+    operations = [migrations.RunSQL(CREATE, reverse_sql=DROP)]
