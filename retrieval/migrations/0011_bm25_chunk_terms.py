@@ -6,13 +6,12 @@ terms as a GIN-indexed ``tsvector`` (``lexemes``, each term prefixed with the
 collection id so collections never see each other's chunks). Triggers on the
 postings keep it exact in the writing transaction, as the other BM25 tables.
 
-``retrieval_bm25_top_k`` ranks with it. Most chunks of a top k hold two or more of
-the query's terms, and GIN finds those (a ``tsquery`` of term pairs) without
-reading the lists one posting at a time; a chunk with one query term only scores at
-most that term's bound, so only terms whose bound reaches the k-th best score so far
-(θ) have their posting lists read, and only their postings that reach θ alone are
-kept. Every candidate is scored exactly; the result is the exhaustive ranking's (ties
-aside). See ``retrieval/services/sparse/ranking.py`` for the steps.
+``retrieval_bm25_top_k`` ranks with it: GIN finds the chunks holding two of the
+query's terms (a ``tsquery`` of term pairs) without reading the posting lists one
+row at a time, and each is scored from its own row; a chunk holding one query term
+only scores at most that term's bound, so only the terms whose bound reaches the
+k-th best score so far (θ) have their posting lists read. The steps and why the
+result is the exhaustive ranking's: ``retrieval/services/sparse/ranking.py``.
 """
 
 from django.db import migrations
@@ -158,11 +157,11 @@ BEGIN
         SELECT '''' || replace(replace(p_collection || ':' || t, '\\', '\\\\'), '''', '''''') || ''''
         FROM unnest(v_terms) AS t
     );
-    IF v_count > 1 AND NOT EXISTS (
-        SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > {MAX_LEXEME_BYTES}
-    ) THEN
+    v_pilot := least(v_count, 4);
+    IF EXISTS (SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > {MAX_LEXEME_BYTES}) THEN
+        v_pilot := 0;  -- such a term has no lexeme: rank exhaustively
+    ELSIF v_count > 1 THEN
         -- 1. Chunks holding two of the (up to) four highest-bound terms, scored: θ.
-        v_pilot := least(v_count, 4);
         FOR i IN 1 .. v_pilot - 1 LOOP
             v_clauses := v_clauses || (v_lexemes[i] || ' & ('
                 || array_to_string(v_lexemes[i + 1 : v_pilot], ' | ') || ')')::tsquery;
@@ -173,36 +172,35 @@ BEGIN
                   WHERE d.lexemes @@ ANY(v_clauses)
                     AND d.collection_id = p_collection) AS x;
         {THETA}
+    END IF;
+    IF v_count > v_pilot AND v_theta > 0 THEN
         -- 2. The other terms: a chunk whose two highest-bound terms are i and j scores
         --    at most bound i + bound j + the bounds of every term after j.
-        IF v_theta > 0 AND v_count > v_pilot THEN
-            v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
-                              FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i);
-            v_clauses := '{{}}';
-            FOR i IN 1 .. v_count - 1 LOOP
-                v_partners := '{{}}';
-                FOR j IN greatest(i + 1, v_pilot + 1) .. v_count LOOP
-                    EXIT WHEN v_bounds[i] + v_suffix[j] < v_theta;
-                    v_partners := v_partners || v_lexemes[j];
-                END LOOP;
-                IF cardinality(v_partners) > 0 THEN
-                    v_clauses := v_clauses || (v_lexemes[i] || ' & ('
-                        || array_to_string(v_partners, ' | ') || ')')::tsquery;
-                END IF;
+        v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
+                          FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i);
+        v_clauses := '{{}}';
+        FOR i IN 1 .. v_count - 1 LOOP
+            v_partners := '{{}}';
+            FOR j IN greatest(i + 1, v_pilot + 1) .. v_count LOOP
+                EXIT WHEN v_bounds[i] + v_suffix[j] < v_theta;
+                v_partners := v_partners || v_lexemes[j];
             END LOOP;
-            IF cardinality(v_clauses) > 0 THEN
-                SELECT v_ids || coalesce(array_agg(x.id), '{{}}'),
-                       v_scores || coalesce(array_agg(x.s), '{{}}')
-                    INTO v_ids, v_scores
-                    FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
-                          WHERE d.lexemes @@ ANY(v_clauses)
-                            AND d.collection_id = p_collection) AS x;
-                {THETA}
+            IF cardinality(v_partners) > 0 THEN
+                v_clauses := v_clauses || (v_lexemes[i] || ' & ('
+                    || array_to_string(v_partners, ' | ') || ')')::tsquery;
             END IF;
+        END LOOP;
+        IF cardinality(v_clauses) > 0 THEN
+            SELECT v_ids || coalesce(array_agg(x.id), '{{}}'),
+                   v_scores || coalesce(array_agg(x.s), '{{}}')
+                INTO v_ids, v_scores
+                FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
+                      WHERE d.lexemes @@ ANY(v_clauses)
+                        AND d.collection_id = p_collection) AS x;
+            {THETA}
         END IF;
-    END IF;
-    IF v_theta <= 0 THEN
-        -- Too few chunks share terms to bound anything: every posting is read.
+    ELSIF v_count > v_pilot THEN
+        -- Too few chunks share terms to bound the others: every posting is read.
         RETURN QUERY
             SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + v_a + v_b * p.dl)) AS score
             FROM unnest(v_terms, v_weights) AS q(term, w)
@@ -212,17 +210,23 @@ BEGIN
             LIMIT p_k;
         RETURN;
     END IF;
-    -- 3. Chunks holding one query term: that term's contribution alone must reach θ.
-    SELECT v_ids || coalesce(array_agg(x.id), '{{}}'), v_scores || coalesce(array_agg(x.s), '{{}}')
-        INTO v_ids, v_scores
-        FROM (SELECT DISTINCT p.chunk_id
-              FROM unnest(v_terms, v_weights, v_bounds) AS q(term, w, u)
-              CROSS JOIN LATERAL ({POSTINGS}) AS p
-              WHERE q.u >= v_theta AND q.w * p.tf / (p.tf + v_a + v_b * p.dl) >= v_theta) AS c
-        CROSS JOIN LATERAL (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
-                            WHERE d.chunk_id = c.chunk_id OFFSET 0) AS x;
+    -- 3. Every chunk holding two query terms that can reach θ is scored. One holding a
+    --    single term scores that term's contribution: only the terms whose bound reaches
+    --    θ are read, and only their postings that reach it kept. A chunk holding more
+    --    terms may come up here with a partial score, below its exact one: the best
+    --    k + (scored chunks × terms) entries hold every top-k chunk with its exact score.
     RETURN QUERY
-        SELECT x.id, max(x.s) AS score FROM unnest(v_ids, v_scores) AS x(id, s)
+        SELECT x.id, max(x.s) AS score
+        FROM (SELECT y.id, y.s
+              FROM (SELECT u.id, u.s FROM unnest(v_ids, v_scores) AS u(id, s)
+                    UNION ALL
+                    SELECT p.chunk_id, q.w * p.tf / (p.tf + v_a + v_b * p.dl)
+                    FROM unnest(v_terms, v_weights, v_bounds) AS q(term, w, u)
+                    CROSS JOIN LATERAL ({POSTINGS}) AS p
+                    WHERE q.u >= v_theta
+                      AND q.w * p.tf / (p.tf + v_a + v_b * p.dl) >= v_theta) AS y
+              ORDER BY y.s DESC
+              LIMIT p_k + cardinality(v_ids) * v_count) AS x
         GROUP BY x.id
         ORDER BY score DESC, x.id
         LIMIT p_k;

@@ -13,11 +13,12 @@ ranks a whole collection:
    that can still reach θ: a chunk whose two highest-bound terms are i and j scores
    at most the bounds of i, j and every term after j;
 4. a chunk holding one query term scores that term's contribution: only terms whose
-   bound reaches θ have their posting list read, and only postings reaching θ kept.
+   bound reaches θ have their posting list read, and only postings reaching θ count.
 
-Everything else provably scores below θ. The result is the exhaustive ranking's
-(same scores; chunks of equal score may swap). When fewer than k chunks share two
-terms there is no θ, and every posting is read, as for a filtered search.
+Everything else provably scores below θ, so the result is the exhaustive ranking's
+(same scores; chunks of equal score may swap). A query of more than four terms
+whose first four give fewer than k chunks to bound the rest reads every posting, as
+a filtered search does (``BM25Retriever.score``).
 """
 
 from __future__ import annotations
