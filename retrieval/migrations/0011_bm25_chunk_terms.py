@@ -173,6 +173,20 @@ BEGIN
                     AND d.collection_id = p_collection) AS x;
         {THETA}
     END IF;
+    IF v_theta <= 0 AND v_pilot > 0 THEN
+        -- Fewer than k such chunks: a posting's contribution is a lower bound of its
+        -- chunk's score too, so the highest-bound (rarest) term's postings can give θ.
+        SELECT coalesce((SELECT y.s FROM (
+                    SELECT max(x.s) AS s
+                    FROM (SELECT u.id, u.s FROM unnest(v_ids, v_scores) AS u(id, s)
+                          UNION ALL
+                          SELECT p.chunk_id, q.w * p.tf / (p.tf + v_a + v_b * p.dl)
+                          FROM unnest(v_terms[1:1], v_weights[1:1]) AS q(term, w)
+                          CROSS JOIN LATERAL ({POSTINGS}) AS p) AS x(id, s)
+                    GROUP BY x.id) AS y
+                ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
+            INTO v_theta;
+    END IF;
     IF v_count > v_pilot AND v_theta > 0 THEN
         -- 2. The other terms: a chunk whose two highest-bound terms are i and j scores
         --    at most bound i + bound j + the bounds of every term after j.
