@@ -19,7 +19,11 @@ UPDATE retrieval_bm25_term AS t SET max_tf = b.max_tf, min_dl = b.min_dl
     FROM (SELECT collection_id, term, max(tf) AS max_tf, min(dl) AS min_dl
           FROM retrieval_bm25_posting GROUP BY 1, 2) AS b
     WHERE t.collection_id = b.collection_id AND t.term = b.term;
+"""
 
+# The insert trigger of 0002 that also keeps the bounds (0011 replaces it; its reverse
+# restores this one).
+POSTINGS_ADDED = """
 CREATE OR REPLACE FUNCTION retrieval_bm25_postings_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Sorted, so concurrent writers lock shared term rows in one order (no deadlock).
@@ -63,4 +67,4 @@ ALTER TABLE retrieval_bm25_term DROP COLUMN max_tf, DROP COLUMN min_dl;
 class Migration(migrations.Migration):
     dependencies = [("retrieval", "0009_traces_and_evaluation")]
 
-    operations = [migrations.RunSQL(CREATE, reverse_sql=DROP)]
+    operations = [migrations.RunSQL(CREATE + POSTINGS_ADDED, reverse_sql=DROP)]

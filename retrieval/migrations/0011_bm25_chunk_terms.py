@@ -6,15 +6,21 @@ terms as a GIN-indexed ``tsvector`` (``lexemes``, each term prefixed with the
 collection id so collections never see each other's chunks). Triggers on the
 postings keep it exact in the writing transaction, as the other BM25 tables.
 
-``retrieval_bm25_top_k`` ranks with it: GIN finds the chunks holding two of the
-query's terms (a ``tsquery`` of term pairs) without reading the posting lists one
-row at a time, and each is scored from its own row; a chunk holding one query term
-only scores at most that term's bound, so only the terms whose bound reaches the
-k-th best score so far (θ) have their posting lists read. The steps and why the
-result is the exhaustive ranking's: ``retrieval/services/sparse/ranking.py``.
+``retrieval_bm25_top_k`` ranks with it: GIN finds the chunks holding several of the
+query's terms (a ``tsquery`` of term sets) without reading the posting lists one row
+at a time, and each is scored from its own row; a chunk holding a set of terms
+scores at most their bounds (``retrieval_bm25_term.max_tf`` and ``min_dl_per_tf``,
+kept by the insert trigger), so only the sets whose bounds reach the k-th best score
+so far (θ) are fetched, and only the single terms whose bound reaches it have their
+posting lists read. The steps and why the result is the exhaustive ranking's:
+``retrieval/services/sparse/ranking.py``.
 """
 
+from importlib import import_module
+
 from django.db import migrations
+
+term_bounds = import_module("retrieval.migrations.0010_bm25_term_bounds")
 
 # A chunk's exact BM25 score from its own row ``d``: the sum over the query's terms
 # (``v_terms``, ``v_weights``) it holds; terms it lacks give NULL, which sum() skips.
@@ -29,10 +35,10 @@ POSTINGS = """SELECT p.chunk_id, p.tf, p.dl FROM retrieval_bm25_posting p
                   WHERE p.collection_id = p_collection AND p.term = q.term OFFSET 0"""
 
 # θ: the k-th best exact score among the chunks scored so far (each counted once), a
-# lower bound of the final k-th score; 0 while fewer than k were scored.
-THETA = """SELECT coalesce((SELECT y.s FROM (SELECT max(x.s) AS s FROM unnest(v_ids, v_scores)
-                                        AS x(id, s) GROUP BY x.id) AS y
-                         ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0) INTO v_theta;"""
+# lower bound of the final k-th score; it never falls (it may come from elsewhere).
+THETA = """SELECT greatest(v_theta, (SELECT y.s FROM (SELECT max(x.s) AS s
+                                  FROM unnest(v_ids, v_scores) AS x(id, s) GROUP BY x.id) AS y
+                              ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1)) INTO v_theta;"""
 
 # Terms longer than this are left out of the lexemes (tsvector's limit is 2 KB); a
 # query holding one is ranked exhaustively.
@@ -99,8 +105,52 @@ INSERT INTO retrieval_bm25_chunk (chunk_id, collection_id, dl, tfs, lexemes)
                array_agg(collection_id || ':' || term)
                    FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))
     FROM retrieval_bm25_posting GROUP BY chunk_id, collection_id;
+"""
 
-CREATE FUNCTION retrieval_bm25_top_k(
+# A tighter bound than 0010's (largest tf, shortest chunk, maybe not the same posting):
+# ``w · tf / (tf + a + b' · dl) = w / (1 + a / tf + b' · dl / tf)``, so a term's largest
+# tf and smallest dl / tf bound it. The default, 0, bounds nothing about dl.
+TERM_BOUND = """
+ALTER TABLE retrieval_bm25_term ADD COLUMN min_dl_per_tf float8 NOT NULL DEFAULT 0;
+UPDATE retrieval_bm25_term AS t SET min_dl_per_tf = b.min_dl_per_tf
+    FROM (SELECT collection_id, term, min(dl::float8 / tf) AS min_dl_per_tf
+          FROM retrieval_bm25_posting GROUP BY 1, 2) AS b
+    WHERE t.collection_id = b.collection_id AND t.term = b.term;
+ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl;
+
+CREATE OR REPLACE FUNCTION retrieval_bm25_postings_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Sorted, so concurrent writers lock shared term rows in one order (no deadlock).
+    INSERT INTO retrieval_bm25_term AS t (collection_id, term, df, max_tf, min_dl_per_tf)
+        SELECT collection_id, term, count(*), max(tf), min(dl::float8 / tf)
+        FROM added GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (collection_id, term) DO UPDATE
+        SET df = t.df + EXCLUDED.df,
+            max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
+            min_dl_per_tf = least(t.min_dl_per_tf, EXCLUDED.min_dl_per_tf);
+    INSERT INTO retrieval_bm25_stats AS s (collection_id, chunk_count, total_length)
+        SELECT collection_id, count(*), sum(dl)
+        FROM (SELECT DISTINCT collection_id, chunk_id, dl FROM added) AS chunks GROUP BY 1 ORDER BY 1
+        ON CONFLICT (collection_id) DO UPDATE
+        SET chunk_count = s.chunk_count + EXCLUDED.chunk_count,
+            total_length = s.total_length + EXCLUDED.total_length;
+    RETURN NULL;
+END $$;
+"""
+
+# Back to 0010's bounds: a min_dl of 0 bounds nothing about dl, so no backfill is needed.
+TERM_BOUND_REVERSE = (
+    "ALTER TABLE retrieval_bm25_term ADD COLUMN min_dl integer NOT NULL DEFAULT 0;"
+    + term_bounds.POSTINGS_ADDED
+    + "ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl_per_tf;"
+)
+
+# Step 2 searches term sets up to this size (a chunk's highest-bound terms); longer
+# queries stop at pairs, so the search stays quadratic in their length.
+MAX_SET_SEARCH_TERMS = 8
+
+TOP_K_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION retrieval_bm25_top_k(
     p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer
 ) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
 -- Each statement is planned once per connection (planning cost more than running it),
@@ -117,13 +167,24 @@ DECLARE
     v_bounds float8[];  -- the most a term adds to any chunk's score
     v_lexemes text[];   -- the terms as quoted tsquery lexemes
     v_count integer;
-    v_pilot integer;
+    v_pilot integer;        -- step 1 looks at this many highest-bound terms
+    v_covered integer := 0; -- and scores every chunk holding this many of them
+    v_depth integer;        -- step 2's term sets grow to this size at most
     v_theta float8 := 0;
     v_suffix float8[];
     v_clauses tsquery[] := '{{}}';
-    v_partners text[];
     v_ids bigint[] := '{{}}';
     v_scores float8[] := '{{}}';
+    -- Step 2's search: a stack of term sets (as a tsquery), their last term, size, bounds.
+    v_queries text[];
+    v_lasts integer[];
+    v_sizes integer[];
+    v_sums float8[];
+    v_query text;
+    v_last integer;
+    v_size integer;
+    v_sum float8;
+    v_partners text[];
 BEGIN
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
            s.chunk_count
@@ -138,11 +199,11 @@ BEGIN
         INTO v_terms, v_weights, v_bounds
         FROM (
             SELECT t.term, w.w,
-                   w.w * t.max_tf / (t.max_tf + v_a + v_b * t.min_dl) * (1 + 1e-9) AS bound
+                   w.w / (1 + v_a / t.max_tf + v_b * t.min_dl_per_tf) * (1 + 1e-9) AS bound
             FROM (SELECT u.term, count(*) AS qtf FROM unnest(p_terms) AS u(term)
                   GROUP BY u.term) AS qt
             CROSS JOIN LATERAL (
-                SELECT t.term, t.df, t.max_tf, t.min_dl FROM retrieval_bm25_term t
+                SELECT t.term, t.df, t.max_tf, t.min_dl_per_tf FROM retrieval_bm25_term t
                 WHERE t.collection_id = p_collection AND t.term = qt.term OFFSET 0
             ) AS t
             CROSS JOIN LATERAL (
@@ -161,11 +222,15 @@ BEGIN
     IF EXISTS (SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > {MAX_LEXEME_BYTES}) THEN
         v_pilot := 0;  -- such a term has no lexeme: rank exhaustively
     ELSIF v_count > 1 THEN
-        -- 1. Chunks holding two of the (up to) four highest-bound terms, scored: θ.
-        FOR i IN 1 .. v_pilot - 1 LOOP
-            v_clauses := v_clauses || (v_lexemes[i] || ' & ('
-                || array_to_string(v_lexemes[i + 1 : v_pilot], ' | ') || ')')::tsquery;
-        END LOOP;
+        -- 1. θ from the chunks holding three of the (up to) four highest-bound terms
+        --    (both, for a query of two), scored.
+        v_covered := least(v_pilot, 3);
+        v_clauses := ARRAY(
+            SELECT string_agg(v_lexemes[i], ' & ' ORDER BY i)::tsquery
+            FROM generate_series(1, (1 << v_pilot) - 1) AS s(mask)
+            CROSS JOIN generate_series(1, v_pilot) AS i
+            WHERE s.mask & (1 << (i - 1)) <> 0
+            GROUP BY s.mask HAVING count(*) = v_covered);
         SELECT coalesce(array_agg(x.id), '{{}}'), coalesce(array_agg(x.s), '{{}}')
             INTO v_ids, v_scores
             FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
@@ -187,32 +252,66 @@ BEGIN
                 ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
             INTO v_theta;
     END IF;
-    IF v_count > v_pilot AND v_theta > 0 THEN
-        -- 2. The other terms: a chunk whose two highest-bound terms are i and j scores
-        --    at most bound i + bound j + the bounds of every term after j.
+    IF v_count > 1 AND (v_theta > 0 OR v_count <= v_pilot) THEN
+        -- 2. Every chunk holding two or more terms whose bounds reach θ: its terms, by
+        --    decreasing bound, start with a set found here. A set's chunks are fetched
+        --    and scored once its bounds reach θ (unless step 1 scored them); it grows by
+        --    a later term while the bounds of it and of every term after can; at the
+        --    largest size, every such set is fetched. Highest bounds first: θ only rises.
+        v_depth := CASE WHEN v_count <= {MAX_SET_SEARCH_TERMS} THEN v_count ELSE 2 END;
         v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
-                          FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i);
-        v_clauses := '{{}}';
-        FOR i IN 1 .. v_count - 1 LOOP
-            v_partners := '{{}}';
-            FOR j IN greatest(i + 1, v_pilot + 1) .. v_count LOOP
-                EXIT WHEN v_bounds[i] + v_suffix[j] < v_theta;
-                v_partners := v_partners || v_lexemes[j];
-            END LOOP;
-            IF cardinality(v_partners) > 0 THEN
-                v_clauses := v_clauses || (v_lexemes[i] || ' & ('
-                    || array_to_string(v_partners, ' | ') || ')')::tsquery;
+                          FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i) || 0::float8;
+        v_queries := '{{}}';
+        v_lasts := '{{}}';
+        v_sizes := '{{}}';
+        v_sums := '{{}}';
+        FOR i IN REVERSE v_count - 1 .. 1 LOOP
+            IF v_bounds[i] + v_suffix[i + 1] >= v_theta THEN
+                v_queries := v_queries || v_lexemes[i];
+                v_lasts := v_lasts || i;
+                v_sizes := v_sizes || 1;
+                v_sums := v_sums || v_bounds[i];
             END IF;
         END LOOP;
-        IF cardinality(v_clauses) > 0 THEN
-            SELECT v_ids || coalesce(array_agg(x.id), '{{}}'),
-                   v_scores || coalesce(array_agg(x.s), '{{}}')
-                INTO v_ids, v_scores
-                FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
-                      WHERE d.lexemes @@ ANY(v_clauses)
-                        AND d.collection_id = p_collection) AS x;
-            {THETA}
-        END IF;
+        WHILE cardinality(v_lasts) > 0 LOOP
+            v_query := v_queries[cardinality(v_queries)];
+            v_last := v_lasts[cardinality(v_lasts)];
+            v_size := v_sizes[cardinality(v_sizes)];
+            v_sum := v_sums[cardinality(v_sums)];
+            v_queries := v_queries[1 : cardinality(v_queries) - 1];
+            v_lasts := v_lasts[1 : cardinality(v_lasts) - 1];
+            v_sizes := v_sizes[1 : cardinality(v_sizes) - 1];
+            v_sums := v_sums[1 : cardinality(v_sums) - 1];
+            v_partners := '{{}}';
+            FOR j IN v_last + 1 .. v_count LOOP
+                IF v_sum + v_bounds[j] >= v_theta
+                   OR (v_size + 1 = v_depth AND v_sum + v_bounds[j] + v_suffix[j + 1] >= v_theta)
+                THEN
+                    IF j > v_pilot OR v_size + 1 < v_covered THEN
+                        v_partners := v_partners || v_lexemes[j];
+                    END IF;  -- else step 1 scored the set's chunks
+                ELSIF v_size + 1 < v_depth
+                      AND v_sum + v_bounds[j] + v_suffix[j + 1] >= v_theta THEN
+                    v_queries := v_queries || (v_query || ' & ' || v_lexemes[j]);
+                    v_lasts := v_lasts || j;
+                    v_sizes := v_sizes || (v_size + 1);
+                    v_sums := v_sums || (v_sum + v_bounds[j]);
+                ELSE
+                    EXIT;  -- bounds only decrease: no later term can either
+                END IF;
+            END LOOP;
+            IF cardinality(v_partners) > 0 THEN
+                -- Scored now, so θ rises before the next (lower-bound) sets are weighed.
+                SELECT v_ids || coalesce(array_agg(x.id), '{{}}'),
+                       v_scores || coalesce(array_agg(x.s), '{{}}')
+                    INTO v_ids, v_scores
+                    FROM (SELECT d.chunk_id AS id, {SCORE} AS s FROM retrieval_bm25_chunk d
+                          WHERE d.lexemes @@ (v_query || ' & ('
+                                    || array_to_string(v_partners, ' | ') || ')')::tsquery
+                            AND d.collection_id = p_collection) AS x;
+                {THETA}
+            END IF;
+        END LOOP;
     ELSIF v_count > v_pilot THEN
         -- Too few chunks share terms to bound the others: every posting is read.
         RETURN QUERY
@@ -264,4 +363,6 @@ DROP TABLE IF EXISTS retrieval_bm25_chunk;
 class Migration(migrations.Migration):
     dependencies = [("retrieval", "0010_bm25_term_bounds")]
 
-    operations = [migrations.RunSQL(CREATE, reverse_sql=DROP)]
+    operations = [
+        migrations.RunSQL(TERM_BOUND + CREATE + TOP_K_FUNCTION, reverse_sql=DROP + TERM_BOUND_REVERSE)
+    ]

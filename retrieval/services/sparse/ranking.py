@@ -4,14 +4,15 @@
 ranks a whole collection:
 
 1. the query's terms are ordered by their bound, the most a term can add to any
-   chunk's score (``w · max_tf / (max_tf + a + b' · min_dl)``: its largest tf, its
-   shortest chunk);
-2. GIN finds the chunks holding two of the (up to) four highest-bound terms, and
-   each is scored exactly from its own row (``retrieval_bm25_chunk.tfs``): the k-th
-   best score, θ, is a lower bound of the final k-th score;
-3. the chunks holding two terms of the others come from GIN too, but only the pairs
-   that can still reach θ: a chunk whose two highest-bound terms are i and j scores
-   at most the bounds of i, j and every term after j;
+   chunk's score (``w / (1 + a / max_tf + b' · min(dl / tf))``: its largest tf, its
+   smallest length per occurrence);
+2. GIN finds the chunks holding all of the (up to) four highest-bound terms, and each
+   is scored exactly from its own row (``retrieval_bm25_chunk.tfs``); while fewer than
+   k are found, the chunks holding all but one of them, down to two. The k-th best
+   score, θ, is a lower bound of the final k-th score;
+3. a chunk holding several query terms scores at most the sum of their bounds. A
+   search over term sets, by decreasing bound, finds the sets a chunk must hold to
+   reach θ, and GIN fetches their chunks (those step 2 has not scored) to be scored;
 4. a chunk holding one query term scores that term's contribution: only terms whose
    bound reaches θ have their posting list read, and only postings reaching θ count.
 
