@@ -44,6 +44,14 @@ THETA = """SELECT greatest(v_theta, (SELECT y.s FROM (SELECT max(x.s) AS s
 # query holding one is ranked exhaustively.
 MAX_LEXEME_BYTES = 1000
 
+# A chunk's lexemes, aggregated from its postings: ``<collection>:<term>`` for each
+# term, and ``<collection>+:<term>`` for each term it holds more than once.
+LEXEMES = f"""array_to_tsvector(
+        coalesce(array_agg(collection_id || ':' || term)
+                     FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}')
+        || coalesce(array_agg(collection_id || '+:' || term)
+                        FILTER (WHERE tf > 1 AND octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))"""
+
 CREATE = f"""
 CREATE TABLE retrieval_bm25_chunk (
     chunk_id bigint PRIMARY KEY,
@@ -61,10 +69,7 @@ ALTER TABLE retrieval_bm25_chunk ALTER COLUMN tfs SET STORAGE MAIN,
 CREATE FUNCTION retrieval_bm25_chunk_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO retrieval_bm25_chunk AS c (chunk_id, collection_id, dl, tfs, lexemes)
-        SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf),
-               array_to_tsvector(coalesce(
-                   array_agg(collection_id || ':' || term)
-                       FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))
+        SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf), {LEXEMES}
         FROM added GROUP BY chunk_id, collection_id ORDER BY chunk_id
         ON CONFLICT (chunk_id) DO UPDATE
         SET dl = EXCLUDED.dl, tfs = c.tfs || EXCLUDED.tfs, lexemes = c.lexemes || EXCLUDED.lexemes;
@@ -80,7 +85,8 @@ BEGIN
     UPDATE retrieval_bm25_chunk AS c
         SET tfs = c.tfs - g.terms, lexemes = ts_delete(c.lexemes, g.lexemes)
         FROM (SELECT chunk_id, array_agg(term) AS terms,
-                     array_agg(collection_id || ':' || term) AS lexemes
+                     array_agg(collection_id || ':' || term)
+                         || array_agg(collection_id || '+:' || term) AS lexemes
               FROM removed GROUP BY chunk_id) AS g
         WHERE c.chunk_id = g.chunk_id;
     RETURN NULL;
@@ -100,20 +106,23 @@ BEGIN
 END $$;
 
 INSERT INTO retrieval_bm25_chunk (chunk_id, collection_id, dl, tfs, lexemes)
-    SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf),
-           array_to_tsvector(coalesce(
-               array_agg(collection_id || ':' || term)
-                   FILTER (WHERE octet_length(term) <= {MAX_LEXEME_BYTES}), '{{}}'))
+    SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf), {LEXEMES}
     FROM retrieval_bm25_posting GROUP BY chunk_id, collection_id;
 """
 
 # A tighter bound than 0010's (largest tf, shortest chunk, maybe not the same posting):
 # ``w · tf / (tf + a + b' · dl) = w / (1 + a / tf + b' · dl / tf)``, so a term's largest
-# tf and smallest dl / tf bound it. The default, 0, bounds nothing about dl.
-TERM_BOUND = """
-ALTER TABLE retrieval_bm25_term ADD COLUMN min_dl_per_tf float8 NOT NULL DEFAULT 0;
-UPDATE retrieval_bm25_term AS t SET min_dl_per_tf = b.min_dl_per_tf
-    FROM (SELECT collection_id, term, min(dl::float8 / tf) AS min_dl_per_tf
+# tf and smallest dl / tf bound it; and its shortest chunk holding it once bounds those
+# postings (most of them). The defaults, 0, bound nothing about dl.
+MIN_DL_AT_TF1 = "coalesce(min(dl) FILTER (WHERE tf = 1), 2147483647)"  # none: nothing to bound
+
+TERM_BOUND = f"""
+ALTER TABLE retrieval_bm25_term ADD COLUMN min_dl_per_tf float8 NOT NULL DEFAULT 0,
+                                ADD COLUMN min_dl_at_tf1 integer NOT NULL DEFAULT 0;
+UPDATE retrieval_bm25_term AS t
+    SET min_dl_per_tf = b.min_dl_per_tf, min_dl_at_tf1 = b.min_dl_at_tf1
+    FROM (SELECT collection_id, term, min(dl::float8 / tf) AS min_dl_per_tf,
+                 {MIN_DL_AT_TF1} AS min_dl_at_tf1
           FROM retrieval_bm25_posting GROUP BY 1, 2) AS b
     WHERE t.collection_id = b.collection_id AND t.term = b.term;
 ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl;
@@ -121,13 +130,15 @@ ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl;
 CREATE OR REPLACE FUNCTION retrieval_bm25_postings_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Sorted, so concurrent writers lock shared term rows in one order (no deadlock).
-    INSERT INTO retrieval_bm25_term AS t (collection_id, term, df, max_tf, min_dl_per_tf)
-        SELECT collection_id, term, count(*), max(tf), min(dl::float8 / tf)
+    INSERT INTO retrieval_bm25_term AS t (collection_id, term, df, max_tf, min_dl_per_tf,
+                                          min_dl_at_tf1)
+        SELECT collection_id, term, count(*), max(tf), min(dl::float8 / tf), {MIN_DL_AT_TF1}
         FROM added GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (collection_id, term) DO UPDATE
         SET df = t.df + EXCLUDED.df,
             max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
-            min_dl_per_tf = least(t.min_dl_per_tf, EXCLUDED.min_dl_per_tf);
+            min_dl_per_tf = least(t.min_dl_per_tf, EXCLUDED.min_dl_per_tf),
+            min_dl_at_tf1 = least(t.min_dl_at_tf1, EXCLUDED.min_dl_at_tf1);
     INSERT INTO retrieval_bm25_stats AS s (collection_id, chunk_count, total_length)
         SELECT collection_id, count(*), sum(dl)
         FROM (SELECT DISTINCT collection_id, chunk_id, dl FROM added) AS chunks GROUP BY 1 ORDER BY 1
@@ -142,7 +153,7 @@ END $$;
 TERM_BOUND_REVERSE = (
     "ALTER TABLE retrieval_bm25_term ADD COLUMN min_dl integer NOT NULL DEFAULT 0;"
     + term_bounds.POSTINGS_ADDED
-    + "ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl_per_tf;"
+    + "ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl_per_tf, DROP COLUMN min_dl_at_tf1;"
 )
 
 # Step 2 searches term sets up to this size (a chunk's highest-bound terms); longer
@@ -165,7 +176,9 @@ DECLARE
     v_terms text[];     -- the query's terms, by decreasing bound
     v_weights float8[]; -- qtf · idf
     v_bounds float8[];  -- the most a term adds to any chunk's score
+    v_lows float8[];    -- the most it adds to a chunk holding it once
     v_lexemes text[];   -- the terms as quoted tsquery lexemes
+    v_repeats text[];   -- the lexemes of chunks holding them more than once
     v_count integer;
     v_pilot integer;        -- step 1 looks at this many highest-bound terms
     v_covered integer := 0; -- and scores every chunk holding this many of them
@@ -184,6 +197,7 @@ DECLARE
     v_last integer;
     v_size integer;
     v_sum float8;
+    v_rest float8;
     v_partners text[];
 BEGIN
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
@@ -195,15 +209,18 @@ BEGIN
     END IF;
     SELECT array_agg(x.term ORDER BY x.bound DESC, x.term),
            array_agg(x.w ORDER BY x.bound DESC, x.term),
-           array_agg(x.bound ORDER BY x.bound DESC, x.term)
-        INTO v_terms, v_weights, v_bounds
+           array_agg(x.bound ORDER BY x.bound DESC, x.term),
+           array_agg(x.low ORDER BY x.bound DESC, x.term)
+        INTO v_terms, v_weights, v_bounds, v_lows
         FROM (
             SELECT t.term, w.w,
-                   w.w / (1 + v_a / t.max_tf + v_b * t.min_dl_per_tf) * (1 + 1e-9) AS bound
+                   w.w / (1 + v_a / t.max_tf + v_b * t.min_dl_per_tf) * (1 + 1e-9) AS bound,
+                   w.w / (1 + v_a + v_b * t.min_dl_at_tf1) * (1 + 1e-9) AS low
             FROM (SELECT u.term, count(*) AS qtf FROM unnest(p_terms) AS u(term)
                   GROUP BY u.term) AS qt
             CROSS JOIN LATERAL (
-                SELECT t.term, t.df, t.max_tf, t.min_dl_per_tf FROM retrieval_bm25_term t
+                SELECT t.term, t.df, t.max_tf, t.min_dl_per_tf, t.min_dl_at_tf1
+                FROM retrieval_bm25_term t
                 WHERE t.collection_id = p_collection AND t.term = qt.term OFFSET 0
             ) AS t
             CROSS JOIN LATERAL (
@@ -216,6 +233,10 @@ BEGIN
     END IF;
     v_lexemes := ARRAY(
         SELECT '''' || replace(replace(p_collection || ':' || t, '\\', '\\\\'), '''', '''''') || ''''
+        FROM unnest(v_terms) AS t
+    );
+    v_repeats := ARRAY(
+        SELECT '''' || replace(replace(p_collection || '+:' || t, '\\', '\\\\'), '''', '''''') || ''''
         FROM unnest(v_terms) AS t
     );
     v_pilot := least(v_count, 4);
@@ -253,11 +274,14 @@ BEGIN
             INTO v_theta;
     END IF;
     IF v_count > 1 AND (v_theta > 0 OR v_count <= v_pilot) THEN
-        -- 2. Every chunk holding two or more terms whose bounds reach θ: its terms, by
-        --    decreasing bound, start with a set found here. A set's chunks are fetched
-        --    and scored once its bounds reach θ (unless step 1 scored them); it grows by
-        --    a later term while the bounds of it and of every term after can; at the
-        --    largest size, every such set is fetched. Highest bounds first: θ only rises.
+        -- 2. Every chunk holding two or more terms that can reach θ. A term a chunk holds
+        --    once adds at most its tf-1 bound (``v_lows``), one it holds more than once
+        --    (its ``+`` lexeme) at most its bound. A search over term sets, each term
+        --    once or repeated, in the order of the query's terms: a set's chunks are
+        --    fetched and scored once its bounds reach θ (unless step 1 scored them); it
+        --    grows by a later term while its bounds and the full bounds of every term
+        --    after can; at the largest size, every such set is fetched. The set a chunk
+        --    holds is found on the way, highest bounds first, so θ rises as it goes.
         v_depth := CASE WHEN v_count <= {MAX_SET_SEARCH_TERMS} THEN v_count ELSE 2 END;
         v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
                           FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i) || 0::float8;
@@ -266,8 +290,14 @@ BEGIN
         v_sizes := '{{}}';
         v_sums := '{{}}';
         FOR i IN REVERSE v_count - 1 .. 1 LOOP
-            IF v_bounds[i] + v_suffix[i + 1] >= v_theta THEN
+            IF v_lows[i] + v_suffix[i + 1] >= v_theta THEN
                 v_queries := v_queries || v_lexemes[i];
+                v_lasts := v_lasts || i;
+                v_sizes := v_sizes || 1;
+                v_sums := v_sums || v_lows[i];
+            END IF;
+            IF v_bounds[i] + v_suffix[i + 1] >= v_theta THEN
+                v_queries := v_queries || v_repeats[i];
                 v_lasts := v_lasts || i;
                 v_sizes := v_sizes || 1;
                 v_sums := v_sums || v_bounds[i];
@@ -284,20 +314,30 @@ BEGIN
             v_sums := v_sums[1 : cardinality(v_sums) - 1];
             v_partners := '{{}}';
             FOR j IN v_last + 1 .. v_count LOOP
-                IF v_sum + v_bounds[j] >= v_theta
-                   OR (v_size + 1 = v_depth AND v_sum + v_bounds[j] + v_suffix[j + 1] >= v_theta)
-                THEN
+                v_rest := CASE WHEN v_size + 1 = v_depth THEN v_suffix[j + 1] ELSE 0 END;
+                IF v_sum + v_lows[j] + v_rest >= v_theta THEN
+                    -- Once or repeated, the term's lexeme finds the set's chunks.
                     IF j > v_pilot OR v_size + 1 < v_covered THEN
                         v_partners := v_partners || v_lexemes[j];
                     END IF;  -- else step 1 scored the set's chunks
+                    CONTINUE;
+                END IF;
+                IF v_sum + v_bounds[j] + v_rest >= v_theta THEN
+                    IF j > v_pilot OR v_size + 1 < v_covered THEN
+                        v_partners := v_partners || v_repeats[j];
+                    END IF;
                 ELSIF v_size + 1 < v_depth
                       AND v_sum + v_bounds[j] + v_suffix[j + 1] >= v_theta THEN
-                    v_queries := v_queries || (v_query || ' & ' || v_lexemes[j]);
+                    v_queries := v_queries || (v_query || ' & ' || v_repeats[j]);
                     v_lasts := v_lasts || j;
                     v_sizes := v_sizes || (v_size + 1);
                     v_sums := v_sums || (v_sum + v_bounds[j]);
-                ELSE
-                    EXIT;  -- bounds only decrease: no later term can either
+                END IF;
+                IF v_size + 1 < v_depth AND v_sum + v_lows[j] + v_suffix[j + 1] >= v_theta THEN
+                    v_queries := v_queries || (v_query || ' & ' || v_lexemes[j]);
+                    v_lasts := v_lasts || j;
+                    v_sizes := v_sizes || (v_size + 1);
+                    v_sums := v_sums || (v_sum + v_lows[j]);
                 END IF;
             END LOOP;
             IF cardinality(v_partners) > 0 THEN

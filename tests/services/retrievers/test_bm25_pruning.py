@@ -90,12 +90,15 @@ def assert_same_rankings(
 
 
 def chunk_terms_match(collection) -> bool:
-    """``retrieval_bm25_chunk`` holds exactly each chunk's postings (tfs, lexemes, dl)."""
+    """``retrieval_bm25_chunk`` holds exactly each chunk's postings (tfs, lexemes, dl); its
+    lexemes mark the terms it holds more than once."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM (SELECT chunk_id, max(dl) AS dl, "
             "jsonb_object_agg(term, tf) AS tfs, "
-            "array_to_tsvector(array_agg(collection_id || ':' || term)) AS lexemes "
+            "array_to_tsvector(array_agg(collection_id || ':' || term) "
+            "|| coalesce(array_agg(collection_id || '+:' || term) FILTER (WHERE tf > 1), '{}')) "
+            "AS lexemes "
             "FROM retrieval_bm25_posting WHERE collection_id = %s GROUP BY chunk_id) AS p "
             "FULL JOIN (SELECT * FROM retrieval_bm25_chunk WHERE collection_id = %s) AS c "
             "USING (chunk_id) "
@@ -107,12 +110,14 @@ def chunk_terms_match(collection) -> bool:
 
 
 def bounds_hold(collection) -> bool:
-    """Every term's stored max tf / min dl-per-tf bound its postings."""
+    """Every term's stored bounds (max tf, min dl per tf, min dl at tf 1) hold."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT bool_and(t.max_tf >= p.max_tf AND t.min_dl_per_tf <= p.min_dl_per_tf) FROM "
+            "SELECT bool_and(t.max_tf >= p.max_tf AND t.min_dl_per_tf <= p.min_dl_per_tf "
+            "AND t.min_dl_at_tf1 <= p.min_dl_at_tf1) FROM "
             "retrieval_bm25_term t JOIN (SELECT term, max(tf) AS max_tf, "
-            "min(dl::float8 / tf) AS min_dl_per_tf "
+            "min(dl::float8 / tf) AS min_dl_per_tf, "
+            "coalesce(min(dl) FILTER (WHERE tf = 1), 2147483647) AS min_dl_at_tf1 "
             "FROM retrieval_bm25_posting WHERE collection_id = %s GROUP BY term) AS p "
             "ON p.term = t.term WHERE t.collection_id = %s",
             [collection.pk, collection.pk],
