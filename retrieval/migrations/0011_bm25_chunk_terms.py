@@ -3,17 +3,18 @@
 ``retrieval_bm25_chunk`` holds one row per indexed chunk: its length, its term
 frequencies (``tfs``, a jsonb object, so a chunk is scored from its own row) and its
 terms as a GIN-indexed ``tsvector`` (``lexemes``, each term prefixed with the
-collection id so collections never see each other's chunks). Triggers on the
-postings keep it exact in the writing transaction, as the other BM25 tables.
+collection id so collections never see each other's chunks, and marked ``+`` again
+when the chunk holds it more than once). Triggers on the postings keep it exact in
+the writing transaction, as the other BM25 tables.
 
 ``retrieval_bm25_top_k`` ranks with it: GIN finds the chunks holding several of the
 query's terms (a ``tsquery`` of term sets) without reading the posting lists one row
 at a time, and each is scored from its own row; a chunk holding a set of terms
-scores at most their bounds (``retrieval_bm25_term.max_tf`` and ``min_dl_per_tf``,
-kept by the insert trigger), so only the sets whose bounds reach the k-th best score
-so far (θ) are fetched, and only the single terms whose bound reaches it have their
-posting lists read. The steps and why the result is the exhaustive ranking's:
-``retrieval/services/sparse/ranking.py``.
+scores at most their bounds (``retrieval_bm25_term``: ``max_tf`` and
+``min_dl_per_tf`` for any posting, ``min_dl_at_tf1`` for those of tf 1), so only
+the sets whose bounds reach the k-th best score so far (θ) are fetched, and only
+the single terms whose bound reaches it have their posting lists read. The steps
+and why the result is the exhaustive ranking's: ``retrieval/services/sparse/ranking.py``.
 """
 
 from importlib import import_module
@@ -156,6 +157,11 @@ TERM_BOUND_REVERSE = (
     + "ALTER TABLE retrieval_bm25_term DROP COLUMN min_dl_per_tf, DROP COLUMN min_dl_at_tf1;"
 )
 
+# Step 1 runs when the highest-bound term has more postings than this per result
+# wanted; with fewer, reading them gives θ sooner than GIN's intersections. The
+# setting ``retrieval.bm25_pilot_df_per_k`` overrides it (tests set 0: always).
+PILOT_DF_PER_K = 1000
+
 # Step 2 searches term sets up to this size (a chunk's highest-bound terms); longer
 # queries stop at pairs, so the search stays quadratic in their length.
 MAX_SET_SEARCH_TERMS = 8
@@ -175,13 +181,14 @@ DECLARE
     v_n bigint;
     v_terms text[];     -- the query's terms, by decreasing bound
     v_weights float8[]; -- qtf · idf
+    v_dfs bigint[];
     v_bounds float8[];  -- the most a term adds to any chunk's score
     v_lows float8[];    -- the most it adds to a chunk holding it once
     v_lexemes text[];   -- the terms as quoted tsquery lexemes
     v_repeats text[];   -- the lexemes of chunks holding them more than once
     v_count integer;
     v_pilot integer;        -- step 1 looks at this many highest-bound terms
-    v_covered integer := 0; -- and scores every chunk holding this many of them
+    v_covered integer := 0; -- and scores every chunk holding this many of them (0: none)
     v_depth integer;        -- step 2's term sets grow to this size at most
     v_theta float8 := 0;
     v_suffix float8[];
@@ -210,10 +217,11 @@ BEGIN
     SELECT array_agg(x.term ORDER BY x.bound DESC, x.term),
            array_agg(x.w ORDER BY x.bound DESC, x.term),
            array_agg(x.bound ORDER BY x.bound DESC, x.term),
-           array_agg(x.low ORDER BY x.bound DESC, x.term)
-        INTO v_terms, v_weights, v_bounds, v_lows
+           array_agg(x.low ORDER BY x.bound DESC, x.term),
+           array_agg(x.df ORDER BY x.bound DESC, x.term)
+        INTO v_terms, v_weights, v_bounds, v_lows, v_dfs
         FROM (
-            SELECT t.term, w.w,
+            SELECT t.term, w.w, t.df,
                    w.w / (1 + v_a / t.max_tf + v_b * t.min_dl_per_tf) * (1 + 1e-9) AS bound,
                    w.w / (1 + v_a + v_b * t.min_dl_at_tf1) * (1 + 1e-9) AS low
             FROM (SELECT u.term, count(*) AS qtf FROM unnest(p_terms) AS u(term)
@@ -242,9 +250,11 @@ BEGIN
     v_pilot := least(v_count, 4);
     IF EXISTS (SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > {MAX_LEXEME_BYTES}) THEN
         v_pilot := 0;  -- such a term has no lexeme: rank exhaustively
-    ELSIF v_count > 1 THEN
+    ELSIF v_count > 1 AND v_dfs[1] > p_k * coalesce(nullif(
+            current_setting('retrieval.bm25_pilot_df_per_k', true), '')::integer, {PILOT_DF_PER_K}) THEN
         -- 1. θ from the chunks holding three of the (up to) four highest-bound terms
-        --    (both, for a query of two), scored.
+        --    (both, for a query of two), scored, when even the highest-bound term is
+        --    frequent; else its postings give θ sooner (below).
         v_covered := least(v_pilot, 3);
         v_clauses := ARRAY(
             SELECT string_agg(v_lexemes[i], ' & ' ORDER BY i)::tsquery
@@ -260,8 +270,8 @@ BEGIN
         {THETA}
     END IF;
     IF v_theta <= 0 AND v_pilot > 0 THEN
-        -- Fewer than k such chunks: a posting's contribution is a lower bound of its
-        -- chunk's score too, so the highest-bound (rarest) term's postings can give θ.
+        -- No step 1, or fewer than k such chunks: a posting's contribution is a lower
+        -- bound of its chunk's score too, so the highest-bound term's postings give θ.
         SELECT coalesce((SELECT y.s FROM (
                     SELECT max(x.s) AS s
                     FROM (SELECT u.id, u.s FROM unnest(v_ids, v_scores) AS u(id, s)
@@ -317,13 +327,13 @@ BEGIN
                 v_rest := CASE WHEN v_size + 1 = v_depth THEN v_suffix[j + 1] ELSE 0 END;
                 IF v_sum + v_lows[j] + v_rest >= v_theta THEN
                     -- Once or repeated, the term's lexeme finds the set's chunks.
-                    IF j > v_pilot OR v_size + 1 < v_covered THEN
+                    IF v_covered = 0 OR j > v_pilot OR v_size + 1 < v_covered THEN
                         v_partners := v_partners || v_lexemes[j];
                     END IF;  -- else step 1 scored the set's chunks
                     CONTINUE;
                 END IF;
                 IF v_sum + v_bounds[j] + v_rest >= v_theta THEN
-                    IF j > v_pilot OR v_size + 1 < v_covered THEN
+                    IF v_covered = 0 OR j > v_pilot OR v_size + 1 < v_covered THEN
                         v_partners := v_partners || v_repeats[j];
                     END IF;
                 ELSIF v_size + 1 < v_depth

@@ -1,19 +1,21 @@
 """Exact BM25 top-k that reads a fraction of the postings (migrations 0010 and 0011).
 
 ``retrieval_bm25_top_k``, a PL/pgSQL function (its plans are cached per connection),
-ranks a whole collection:
+ranks a whole collection. A term's contribution ``w · tf / (tf + a + b' · dl)`` is
+bounded twice, from ``retrieval_bm25_term``: in any chunk, by its largest tf and
+smallest ``dl / tf``; in a chunk holding it once (most postings), by the shortest
+such chunk. A chunk's lexemes mark the terms it holds more than once.
 
-1. the query's terms are ordered by their bound, the most a term can add to any
-   chunk's score (``w / (1 + a / max_tf + b' · min(dl / tf))``: its largest tf, its
-   smallest length per occurrence);
-2. GIN finds the chunks holding all of the (up to) four highest-bound terms, and each
-   is scored exactly from its own row (``retrieval_bm25_chunk.tfs``); while fewer than
-   k are found, the chunks holding all but one of them, down to two. The k-th best
-   score, θ, is a lower bound of the final k-th score;
-3. a chunk holding several query terms scores at most the sum of their bounds. A
-   search over term sets, by decreasing bound, finds the sets a chunk must hold to
-   reach θ, and GIN fetches their chunks (those step 2 has not scored) to be scored;
-4. a chunk holding one query term scores that term's contribution: only terms whose
+1. GIN finds the chunks holding three of the query's (up to) four highest-bound
+   terms (both, for a query of two), and each is scored exactly from its own row
+   (``retrieval_bm25_chunk.tfs``): the k-th best score, θ, is a lower bound of the
+   final k-th score. If fewer than k, the rarest term's postings give θ (a
+   posting's contribution is a lower bound of its chunk's score).
+2. A chunk holding several query terms scores at most the sum of their bounds
+   (once or repeated). A search over term sets, in the query's bound order, each
+   term once or repeated, finds the sets whose bounds reach θ; GIN fetches their
+   chunks (those step 1 did not score) and each is scored as found, so θ rises.
+3. A chunk holding one query term scores that term's contribution: only terms whose
    bound reaches θ have their posting list read, and only postings reaching θ count.
 
 Everything else provably scores below θ, so the result is the exhaustive ranking's

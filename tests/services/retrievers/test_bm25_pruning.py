@@ -137,6 +137,20 @@ def test_top_k_equals_exhaustive_for_many_frequent_terms(zipf):
     assert_same_rankings(collection, rng, searches=common_queries(rng, 60))
 
 
+@pytest.mark.parametrize("searches", [queries, common_queries])
+def test_top_k_equals_exhaustive_when_theta_starts_from_gin(zipf, searches):
+    """Step 1 (θ from chunks holding three of the top four terms) runs only for frequent
+    terms in a large collection; here it is made to run on every query."""
+    collection, rng = zipf
+    with connection.cursor() as cursor:
+        cursor.execute("SET retrieval.bm25_pilot_df_per_k = 0")
+    try:
+        assert_same_rankings(collection, rng, searches=searches(rng, 60))
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET retrieval.bm25_pilot_df_per_k")
+
+
 def test_top_k_reads_a_fraction_of_the_postings(zipf):
     """Postings and candidate chunks the function reads, against the postings an
     exhaustive ranking reads (every posting of every query term: their df)."""
