@@ -205,6 +205,9 @@ DECLARE
     v_size integer;
     v_sum float8;
     v_rest float8;
+    v_repeated integer;
+    v_bound float8;
+    v_lexeme text;
     v_partners text[];
 BEGIN
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
@@ -295,24 +298,11 @@ BEGIN
         v_depth := CASE WHEN v_count <= {MAX_SET_SEARCH_TERMS} THEN v_count ELSE 2 END;
         v_suffix := ARRAY(SELECT sum(b) OVER (ORDER BY i DESC)
                           FROM unnest(v_bounds) WITH ORDINALITY AS u(b, i) ORDER BY i) || 0::float8;
-        v_queries := '{{}}';
-        v_lasts := '{{}}';
-        v_sizes := '{{}}';
-        v_sums := '{{}}';
-        FOR i IN REVERSE v_count - 1 .. 1 LOOP
-            IF v_lows[i] + v_suffix[i + 1] >= v_theta THEN
-                v_queries := v_queries || v_lexemes[i];
-                v_lasts := v_lasts || i;
-                v_sizes := v_sizes || 1;
-                v_sums := v_sums || v_lows[i];
-            END IF;
-            IF v_bounds[i] + v_suffix[i + 1] >= v_theta THEN
-                v_queries := v_queries || v_repeats[i];
-                v_lasts := v_lasts || i;
-                v_sizes := v_sizes || 1;
-                v_sums := v_sums || v_bounds[i];
-            END IF;
-        END LOOP;
+        -- The search starts from the empty set (whose chunks are not fetched).
+        v_queries := '{{""}}';
+        v_lasts := '{{0}}';
+        v_sizes := '{{0}}';
+        v_sums := '{{0}}';
         WHILE cardinality(v_lasts) > 0 LOOP
             v_query := v_queries[cardinality(v_queries)];
             v_last := v_lasts[cardinality(v_lasts)];
@@ -323,32 +313,26 @@ BEGIN
             v_sizes := v_sizes[1 : cardinality(v_sizes) - 1];
             v_sums := v_sums[1 : cardinality(v_sums) - 1];
             v_partners := '{{}}';
-            FOR j IN v_last + 1 .. v_count LOOP
+            -- Later terms pushed first, so the highest bounds come off the stack first.
+            FOR j IN REVERSE v_count .. v_last + 1 LOOP
                 v_rest := CASE WHEN v_size + 1 = v_depth THEN v_suffix[j + 1] ELSE 0 END;
-                IF v_sum + v_lows[j] + v_rest >= v_theta THEN
-                    -- Once or repeated, the term's lexeme finds the set's chunks.
-                    IF v_covered = 0 OR j > v_pilot OR v_size + 1 < v_covered THEN
-                        v_partners := v_partners || v_lexemes[j];
-                    END IF;  -- else step 1 scored the set's chunks
-                    CONTINUE;
-                END IF;
-                IF v_sum + v_bounds[j] + v_rest >= v_theta THEN
-                    IF v_covered = 0 OR j > v_pilot OR v_size + 1 < v_covered THEN
-                        v_partners := v_partners || v_repeats[j];
+                FOR v_repeated IN 0 .. 1 LOOP
+                    v_bound := CASE v_repeated WHEN 0 THEN v_lows[j] ELSE v_bounds[j] END;
+                    v_lexeme := CASE v_repeated WHEN 0 THEN v_lexemes[j] ELSE v_repeats[j] END;
+                    IF v_size > 0 AND v_sum + v_bound + v_rest >= v_theta THEN
+                        IF v_covered = 0 OR j > v_pilot OR v_size + 1 < v_covered THEN
+                            v_partners := v_partners || v_lexeme;
+                        END IF;  -- else step 1 scored the set's chunks
+                        EXIT;  -- the term's own lexeme finds it repeated too
+                    ELSIF v_size + 1 < v_depth
+                          AND v_sum + v_bound + v_suffix[j + 1] >= v_theta THEN
+                        v_queries := v_queries || CASE WHEN v_size = 0 THEN v_lexeme
+                                                       ELSE v_query || ' & ' || v_lexeme END;
+                        v_lasts := v_lasts || j;
+                        v_sizes := v_sizes || (v_size + 1);
+                        v_sums := v_sums || (v_sum + v_bound);
                     END IF;
-                ELSIF v_size + 1 < v_depth
-                      AND v_sum + v_bounds[j] + v_suffix[j + 1] >= v_theta THEN
-                    v_queries := v_queries || (v_query || ' & ' || v_repeats[j]);
-                    v_lasts := v_lasts || j;
-                    v_sizes := v_sizes || (v_size + 1);
-                    v_sums := v_sums || (v_sum + v_bounds[j]);
-                END IF;
-                IF v_size + 1 < v_depth AND v_sum + v_lows[j] + v_suffix[j + 1] >= v_theta THEN
-                    v_queries := v_queries || (v_query || ' & ' || v_lexemes[j]);
-                    v_lasts := v_lasts || j;
-                    v_sizes := v_sizes || (v_size + 1);
-                    v_sums := v_sums || (v_sum + v_lows[j]);
-                END IF;
+                END LOOP;
             END LOOP;
             IF cardinality(v_partners) > 0 THEN
                 -- Scored now, so θ rises before the next (lower-bound) sets are weighed.
