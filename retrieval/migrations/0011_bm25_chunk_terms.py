@@ -181,7 +181,7 @@ DECLARE
     v_n bigint;
     v_terms text[];     -- the query's terms, by decreasing bound
     v_weights float8[]; -- qtf · idf
-    v_dfs bigint[];
+    v_dfs bigint[];     -- their document frequencies
     v_bounds float8[];  -- the most a term adds to any chunk's score
     v_lows float8[];    -- the most it adds to a chunk holding it once
     v_lexemes text[];   -- the terms as quoted tsquery lexemes

@@ -19,9 +19,9 @@ such chunk. A chunk's lexemes mark the terms it holds more than once.
    bound reaches θ have their posting list read, and only postings reaching θ count.
 
 Everything else provably scores below θ, so the result is the exhaustive ranking's
-(same scores; chunks of equal score may swap). A query of more than four terms
-whose first four give fewer than k chunks to bound the rest reads every posting, as
-a filtered search does (``BM25Retriever.score``).
+(same scores; chunks of equal score may swap). When step 1 leaves θ at 0 (fewer than
+k chunks hold the highest-bound term), a query of more than four terms reads every
+posting instead, as a filtered search does (``BM25Retriever.score``).
 """
 
 from __future__ import annotations
