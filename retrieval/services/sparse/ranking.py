@@ -6,11 +6,12 @@ bounded twice, from ``retrieval_bm25_term``: in any chunk, by its largest tf and
 smallest ``dl / tf``; in a chunk holding it once (most postings), by the shortest
 such chunk. A chunk's lexemes mark the terms it holds more than once.
 
-1. GIN finds the chunks holding three of the query's (up to) four highest-bound
-   terms (both, for a query of two), and each is scored exactly from its own row
-   (``retrieval_bm25_chunk.tfs``): the k-th best score, θ, is a lower bound of the
-   final k-th score. If fewer than k, the rarest term's postings give θ (a
-   posting's contribution is a lower bound of its chunk's score).
+1. θ, a lower bound of the final k-th score. When even the highest-bound (rarest)
+   term is frequent, GIN finds the chunks holding three of the (up to) four
+   highest-bound terms (both, for a query of two), each scored exactly from its own
+   row (``retrieval_bm25_chunk.tfs``), and θ is the k-th best. Otherwise, or if
+   fewer than k, that term's postings give θ (a posting's contribution is a lower
+   bound of its chunk's score).
 2. A chunk holding several query terms scores at most the sum of their bounds
    (once or repeated). A search over term sets, in the query's bound order, each
    term once or repeated, finds the sets whose bounds reach θ; GIN fetches their
