@@ -285,10 +285,15 @@ def query_latency(size: int, n_queries: int) -> None:
             time_it("raw", raw, vector)
         exact = time_it("exact", lambda v: np.argsort(-(vectors @ v))[:10], vector)
         recall.append(len({s.chunk_id for s in found} & {chunk_ids[i] for i in exact}) / 10)
-        time_it("embed", embedder.embed_query, query)
         time_it("bm25 search", bm25.retrieve, query, **scope)
-        time_it("dense search", dense.retrieve, query, **scope)
-        time_it("hybrid search", hybrid.retrieve, query, **scope)
+        # The query embedded on one core (the default) and on all of them, taking turns.
+        for query_threads in (1, None) if i % 2 else (None, 1):
+            embedder.query_threads = query_threads
+            suffix = "" if query_threads == 1 else ", all cores"
+            time_it("embed" + suffix, embedder.embed_query, query)
+            time_it("dense search" + suffix, dense.retrieve, query, **scope)
+            time_it("hybrid search" + suffix, hybrid.retrieve, query, **scope)
+        embedder.query_threads = 1
 
     n = len(query_vectors)
     gc.unfreeze()
@@ -297,6 +302,7 @@ def query_latency(size: int, n_queries: int) -> None:
     same_as_exhaustive //= 2
     recall = recall[n:]
     slowest = max(p["bm25 search"][0], p["dense search"][0])
+    slowest_all_cores = max(p["bm25 search"][0], p["dense search, all cores"][0])
     rows = [
         [
             "bm25 rank (app, default top-k)",
@@ -316,13 +322,20 @@ def query_latency(size: int, n_queries: int) -> None:
         ],
         ["raw pgvector SQL, same plan", *p["raw"], ""],
         ["numpy exact scan (in process)", *p["exact"], ""],
-        ["query embedding (local model)", *p["embed"], ""],
+        ["query embedding (local model, one core)", *p["embed"], ""],
+        ["query embedding, all cores", *p["embed, all cores"], ""],
         ["bm25 search (rank + load chunks)", *p["bm25 search"], ""],
         ["dense search (embed + rank + load)", *p["dense search"], ""],
         [
             "hybrid search (rrf of both)",
             *p["hybrid search"],
             f"{p['hybrid search'][0] / slowest:.2f}× slowest leg",
+        ],
+        ["dense search, query on all cores", *p["dense search, all cores"], ""],
+        [
+            "hybrid search, query on all cores",
+            *p["hybrid search, all cores"],
+            f"{p['hybrid search, all cores'][0] / slowest_all_cores:.2f}× slowest leg",
         ],
     ]
     print(f"### {size:,} chunks, {len(query_vectors)} queries, top-10")
@@ -335,8 +348,47 @@ def query_latency(size: int, n_queries: int) -> None:
     print(
         f"\nBM25 top-10 identical to bm25s: {same_top10}/{len(query_vectors)}, "
         f"to the exhaustive ranking: {same_as_exhaustive}/{len(query_vectors)}; "
-        f"dense recall@10 vs exact: {np.mean(recall):.3f}\n"
+        f"dense recall@10 vs exact: {np.mean(recall):.3f}"
     )
+    rates = {
+        (label, query_threads): concurrent_rate(retriever, collection, queries, query_threads)
+        for label, retriever in (("dense", dense), ("hybrid", hybrid))
+        for query_threads in (1, None)
+    }
+    print(
+        "Searches per second, 2 clients at once (query on one core / all cores): "
+        + "; ".join(
+            f"{label} {rates[label, 1]:.1f} / {rates[label, None]:.1f}"
+            for label in ("dense", "hybrid")
+        )
+        + "\n"
+    )
+
+
+def concurrent_rate(retriever, collection, queries: list[str], query_threads) -> float:
+    """Searches per second with two threads searching at once, the query on ``query_threads``."""
+    import threading
+
+    from django.db import connections
+
+    from retrieval.services.registry import embedders
+
+    embedder = embedders["default"]
+    embedder.query_threads = query_threads
+
+    def client(share: list[str]) -> None:
+        for query in share:
+            retriever.retrieve(query, collection=collection, top_k=10)
+        connections.close_all()
+
+    clients = [threading.Thread(target=client, args=(queries[i::2],)) for i in range(2)]
+    started = time.perf_counter()
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join()
+    embedder.query_threads = 1
+    return len(queries) / (time.perf_counter() - started)
 
 
 def bm25_latency(size: int, n_queries: int) -> None:

@@ -10,6 +10,11 @@ class ChunkQuerySet(models.QuerySet):
         """Load what a search result shows: the chunk and its document, not the vectors.
 
         Parsing 384 floats per row and the documents' full text would cost more
-        than the ranking itself.
+        than the ranking itself. Unordered: results take the ranking's order, and
+        the model's ordering would join the collection table to sort by its name.
         """
-        return self.select_related("document").defer("embedding", "document__content")
+        return (
+            self.select_related("document")
+            .defer("embedding", "embedding_next", "document__content")
+            .order_by()
+        )

@@ -22,6 +22,7 @@ class RendezvousRetriever(BaseRetriever):
 
     barrier = None
     seen: list = []
+    costly_prepare = True  # so fusion prepares the legs on separate threads
 
     def __init__(self, parties: int = 2) -> None:
         import threading

@@ -2,10 +2,12 @@
 
 :func:`run_legs` runs several retrievers ("legs", each a query for one retriever) for
 :class:`~retrieval.services.retrievers.hybrid.HybridRetriever` and
-:class:`~retrieval.services.pipelines.Pipeline` alike: each leg's database-free
-preparation (query embedding, analysis) runs concurrently on worker threads, and the
-caller's thread ranks each leg on its own connection as soon as it is prepared (so it
-sees the caller's uncommitted writes). A leg that fails is logged, recorded in the
+:class:`~retrieval.services.pipelines.Pipeline` alike. Every leg is ranked on the
+caller's connection (so it sees the caller's uncommitted writes), while the legs'
+database-free preparations (query analysis, embedding) overlap with the database's
+work: a quick leg's query (BM25) is sent at once in pipeline mode and ranked by the
+database while the caller embeds the dense leg's query; further costly preparations
+run on worker threads. A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
 :meth:`LegResults.fuse` then merges the lists with one of :data:`FUSION_METHODS`.
@@ -23,12 +25,16 @@ import logging
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.db import connections
+
 from retrieval.exceptions import InvalidFilterError, RetrievalError
+from retrieval.services.databases import search_database
 from retrieval.services.tracing import current_trace, run_in_context
 from retrieval.services.types import ScoredChunk
 
@@ -163,7 +169,9 @@ class LegResults:
     ranked: dict[str, list[ScoredChunk]]
     weights: dict[str, float]
     failed: dict[str, str]
-    ms: dict[str, float]  # each answering leg's preparing plus ranking time
+    # Each answering leg's preparing plus ranking time; for a leg sent ahead, the time its
+    # sending and reading took this thread (the database ranked it meanwhile).
+    ms: dict[str, float]
 
     def fuse(self, method: str, *, k: int = 60, top_k: int = 10) -> list[ScoredChunk]:
         """Fuse the lists with ``method``; name failed legs in ``metadata["failed_legs"]``."""
@@ -218,63 +226,142 @@ def run_legs(
     filters: Filters,
     label: str = "search",
 ) -> LegResults:
-    """Rank every leg (``top_k`` each), tolerating failing legs unless all fail."""
+    """Rank every leg (``top_k`` each), tolerating failing legs unless all fail.
+
+    Quick legs (BM25) are prepared on this thread and their queries sent at once, in
+    pipeline mode; while the database ranks them, this thread prepares one leg whose
+    preparation is costly (embeds its query) and worker threads prepare the others.
+    Every ranking runs on this thread's connection.
+    """
     if not legs:
         raise ValueError("There is no retriever (leg) to run.")
     if len({leg.name for leg in legs}) != len(legs):
         raise ValueError(f"Legs need distinct names, got {[leg.name for leg in legs]!r}.")
-    by_name = {leg.name: leg for leg in legs}
+    outcome = _Outcome(label, tolerant=len(legs) > 1)
     if len(legs) == 1 or getattr(_on_worker, "active", False):
         # Nothing to overlap (or already on a worker: never wait on the pool from inside it).
-        prepared = ((leg.name, _Done(leg, collection)) for leg in legs)
+        for leg in legs:
+            with outcome.leg(leg.name):
+                prepared = leg.retriever.prepare(leg.query, collection=collection)
+                outcome.ranked[leg.name] = leg.retriever.rank_prepared(
+                    prepared, collection=collection, top_k=top_k, filters=filters
+                )
     else:
+        _rank_overlapped(legs, collection, top_k, filters, outcome)
+    if not outcome.ranked:
+        raise RetrievalError(
+            f"Every retriever of the {label} failed: "
+            + "; ".join(f"{leg.name}: {outcome.failed[leg.name]}" for leg in legs)
+        ) from outcome.errors[0]
+    if outcome.failed:
+        trace = current_trace()
+        if trace is not None:
+            trace.record("failed_legs", of=label, failed=dict(outcome.failed))
+    order = [leg.name for leg in legs if leg.name in outcome.ranked]  # configuration order
+    by_name = {leg.name: leg for leg in legs}
+    return LegResults(
+        {name: outcome.ranked[name] for name in order},
+        {name: by_name[name].weight for name in order},
+        outcome.failed,
+        {name: round(outcome.seconds[name] * 1000, 2) for name in order},
+    )
+
+
+def _rank_overlapped(
+    legs: Sequence[Leg], collection: Collection, top_k: int, filters: Filters, outcome: _Outcome
+) -> None:
+    """Rank several legs, the database working while queries are prepared (see run_legs).
+
+    This thread prepares a costly leg itself only when it has no ranking of its own to
+    do meanwhile: then no worker has to hand that leg back to it.
+    """
+    quick = [leg for leg in legs if not leg.retriever.costly_prepare]
+    costly = [leg for leg in legs if leg.retriever.costly_prepare]
+    options = {"collection": collection, "top_k": top_k, "filters": filters}
+    sent: dict[str, Callable[[], list[ScoredChunk]]] = {}
+    later: dict[str, Any] = {}  # quick legs that cannot be sent ahead: ranked afterwards
+    own: Leg | None = None
+    with _pipeline(search_database()):
+        for leg in quick:
+            with outcome.leg(leg.name):
+                prepared = leg.retriever.prepare(leg.query, collection=collection)
+                fetch = leg.retriever.send_rank(prepared, **options)
+                if fetch is None:
+                    later[leg.name] = prepared
+                else:
+                    sent[leg.name] = fetch
+        own = costly[0] if costly and not later else None
         futures = {
-            _executor().submit(run_in_context(_prepare), leg, collection): leg.name for leg in legs
+            _executor().submit(run_in_context(_prepare), leg, collection): leg
+            for leg in costly
+            if leg is not own
         }
-        prepared = ((futures[future], future) for future in as_completed(futures))
-    ranked: dict[str, list[ScoredChunk]] = {}
-    failed: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    errors: list[Exception] = []
-    for name, future in prepared:
-        leg = by_name[name]
+        if own is not None:
+            with outcome.leg(own.name):
+                later[own.name] = own.retriever.prepare(own.query, collection=collection)
+        for name, fetch in sent.items():
+            with outcome.leg(name):
+                outcome.ranked[name] = fetch()
+    for leg in legs:
+        if leg.name in later:
+            with outcome.leg(leg.name):
+                outcome.ranked[leg.name] = leg.retriever.rank_prepared(later[leg.name], **options)
+    for future in as_completed(futures):
+        leg = futures[future]
+        with outcome.leg(leg.name):
+            prepared, preparing = future.result()
+            outcome.seconds[leg.name] = preparing
+            outcome.ranked[leg.name] = leg.retriever.rank_prepared(prepared, **options)
+
+
+@contextmanager
+def _pipeline(alias: str) -> Iterator[None]:
+    """Put the connection in psycopg's pipeline mode: queries are sent without waiting.
+
+    Results are still read in order; a driver without pipelines (psycopg2) runs as usual.
+    """
+    connection = connections[alias]
+    connection.ensure_connection()
+    pipeline = getattr(connection.connection, "pipeline", None)
+    if pipeline is None or not psycopg_pipeline_supported():
+        yield
+        return
+    with pipeline():
+        yield
+
+
+def psycopg_pipeline_supported() -> bool:
+    """Whether psycopg and its libpq support pipeline mode (libpq 14 or later)."""
+    try:
+        from psycopg import Pipeline
+    except ImportError:
+        return False
+    return Pipeline.is_supported()
+
+
+class _Outcome:
+    """What :func:`run_legs` gathers: rankings, failures and each leg's seconds."""
+
+    def __init__(self, label: str, *, tolerant: bool) -> None:
+        self.label, self.tolerant = label, tolerant
+        self.ranked: dict[str, list[ScoredChunk]] = {}
+        self.failed: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}
+        self.errors: list[Exception] = []
+
+    @contextmanager
+    def leg(self, name: str) -> Iterator[None]:
+        """Time a step of leg ``name``; record its failure (a bad filter is raised)."""
+        started = time.perf_counter()
         try:
-            query, preparing = future.result()
-            started = time.perf_counter()
-            ranked[name] = leg.retriever.rank_prepared(
-                query, collection=collection, top_k=top_k, filters=filters
-            )
-            seconds[name] = preparing + time.perf_counter() - started
+            yield
         except InvalidFilterError:
             raise
         except Exception as e:
-            if len(legs) == 1:
+            if not self.tolerant:
                 raise
-            logger.warning("Leg %r of the %s failed: %s", name, label, e, exc_info=True)
-            failed[name] = f"{e.__class__.__name__}: {e}"
-            errors.append(e)
-    if not ranked:
-        raise RetrievalError(
-            f"Every retriever of the {label} failed: "
-            + "; ".join(f"{leg.name}: {failed[leg.name]}" for leg in legs)
-        ) from errors[0]
-    if failed:
-        trace = current_trace()
-        if trace is not None:
-            trace.record("failed_legs", of=label, failed=dict(failed))
-    order = [leg.name for leg in legs if leg.name in ranked]  # configuration order
-    weights = {name: by_name[name].weight for name in order}
-    ms = {name: round(seconds[name] * 1000, 2) for name in order}
-    return LegResults({name: ranked[name] for name in order}, weights, failed, ms)
-
-
-class _Done:
-    """A leg prepared on the caller's thread, shaped like a finished future."""
-
-    def __init__(self, leg: Leg, collection: Collection) -> None:
-        self.leg, self.collection = leg, collection
-
-    def result(self) -> tuple[Any, float]:
-        started = time.perf_counter()
-        prepared = self.leg.retriever.prepare(self.leg.query, collection=self.collection)
-        return prepared, time.perf_counter() - started
+            logger.warning("Leg %r of the %s failed: %s", name, self.label, e, exc_info=True)
+            self.failed[name] = f"{e.__class__.__name__}: {e}"
+            self.errors.append(e)
+        else:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started

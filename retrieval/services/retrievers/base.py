@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from retrieval.models import Chunk, Collection
@@ -25,6 +25,9 @@ class BaseRetriever(ABC):
 
     alias: str = ""
     supports_filters: bool = True
+    #: :meth:`prepare` takes real time (it embeds the query): fusion prepares such a leg
+    #: while the database ranks the others (:func:`retrieval.services.fusion.run_legs`).
+    costly_prepare: bool = False
 
     def retrieve(
         self,
@@ -68,6 +71,18 @@ class BaseRetriever(ABC):
         return self._rank(
             prepared, collection=collection, top_k=top_k, filters=Filters.parse(filters)
         )
+
+    def send_rank(
+        self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters
+    ) -> Callable[[], list[ScoredChunk]] | None:
+        """Send the ranking query now; return a function that reads its result.
+
+        Fusion calls this with the search connection in psycopg's pipeline mode, so
+        the database ranks while the caller goes on (e.g. embeds another leg's
+        query). ``None``, the default: the retriever cannot, and is ranked later by
+        :meth:`rank_prepared`.
+        """
+        return None
 
     @abstractmethod
     def _rank(

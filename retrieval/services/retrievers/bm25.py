@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import connections
 
 from retrieval.models import Collection
 from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers
-from retrieval.services.retrievers.base import BaseRetriever
+from retrieval.services.retrievers.base import BaseRetriever, check_top_k
 from retrieval.services.sparse.ranking import TOP_K_SQL
 from retrieval.services.types import ScoredChunk
 
@@ -76,6 +78,23 @@ class BM25Retriever(BaseRetriever):
         scored = self.score(terms, collection=collection, top_k=top_k, filters=filters)
         return [ScoredChunk(chunk_id, score) for chunk_id, score in scored]
 
+    def send_rank(
+        self, terms: list[str], *, collection: Collection, top_k: int, filters: Filters
+    ) -> Callable[[], list[ScoredChunk]]:
+        """Send the ranking query (one statement); return a function that reads its rows."""
+        check_top_k(top_k)
+        if not terms:
+            return list
+        sql, params = self._query(terms, collection, top_k, Filters.parse(filters))
+        cursor = connections[search_database()].cursor()
+        cursor.execute(sql, params)
+
+        def fetch() -> list[ScoredChunk]:
+            with cursor:
+                return [ScoredChunk(chunk_id, float(score)) for chunk_id, score in cursor]
+
+        return fetch
+
     def score(
         self,
         terms: list[str],
@@ -85,6 +104,16 @@ class BM25Retriever(BaseRetriever):
         filters: Filters | None = None,
     ) -> list[tuple[int, float]]:
         """Return ``(chunk id, score)`` of the best ``top_k`` chunks for analysed ``terms``."""
+        sql, params = self._query(terms, collection, top_k, Filters.parse(filters))
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(sql, params)
+            return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+
+    def _query(
+        self, terms: list[str], collection: Collection, top_k: int, filters: Filters
+    ) -> tuple[str, list]:
+        """Return the ranking SQL and its parameters: the top-k function, or with filters
+        the exhaustive plan."""
         filter_sql, filter_params = "", []
         conditions, condition_params = Filters.parse(filters).sql("c", collection_id=collection.pk)
         if conditions:
@@ -99,6 +128,4 @@ class BM25Retriever(BaseRetriever):
             sql = SCORE_SQL.format(filter=filter_sql)
             params = [self.k1, self.b, self.k1, self.b, collection.pk, list(terms)]
             params += [collection.pk, collection.pk, *filter_params, top_k]
-        with connections[search_database()].cursor() as cursor:
-            cursor.execute(sql, params)
-            return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+        return sql, params

@@ -23,6 +23,8 @@ class DenseRetriever(BaseRetriever):
     similarities (``1 - distance``); ``score_threshold`` drops results below it.
     """
 
+    costly_prepare = True  # embedding the query
+
     def __init__(
         self,
         *,

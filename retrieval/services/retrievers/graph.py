@@ -35,6 +35,8 @@ class GraphRetriever(BaseRetriever):
     are expansions when there are any: they replace the weakest base results.
     """
 
+    costly_prepare = True  # its base's preparation, usually embedding the query
+
     def __init__(
         self,
         *,

@@ -121,6 +121,24 @@ def test_threads_option_gives_same_vectors(local_embedder: LocalEmbedder) -> Non
     np.testing.assert_allclose(one_thread, local_embedder.embed_batch(TEXTS), atol=1e-5)
 
 
+def test_queries_run_on_their_own_single_threaded_session() -> None:
+    embedder = LocalEmbedder(threads=2)
+    query = embedder.embed_query("how do I rotate the signing key?")
+    np.testing.assert_allclose(
+        query, embedder.embed_batch(["how do I rotate the signing key?"])[0], atol=1e-5
+    )
+    assert embedder._query_session is not embedder._session
+    assert embedder._query_session.get_session_options().intra_op_num_threads == 1
+    assert embedder._session.get_session_options().intra_op_num_threads == 2
+
+
+def test_queries_share_the_batch_session_when_threads_agree() -> None:
+    embedder = LocalEmbedder(threads=1, query_threads=1)
+    embedder.embed_query("one session")
+    assert embedder._query_session is None
+    assert embedder._session is not None
+
+
 def test_concurrent_first_use_loads_once(monkeypatch) -> None:
     embedder = LocalEmbedder()
     loads = []
@@ -146,7 +164,13 @@ def test_concurrent_first_use_loads_once(monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"batch_size": 0}, {"max_length": 1}, {"max_length": 513}, {"threads": 0}],
+    [
+        {"batch_size": 0},
+        {"max_length": 1},
+        {"max_length": 513},
+        {"threads": 0},
+        {"query_threads": 0},
+    ],
 )
 def test_bad_options_raise_value_error(options: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):

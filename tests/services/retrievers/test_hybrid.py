@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.db import connection
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
@@ -72,29 +73,40 @@ def test_all_legs_failing_raises(compass, retrieval_settings):
 
 
 @pytest.mark.django_db
-def test_legs_prepare_on_worker_threads_and_query_on_the_callers_connection(compass):
-    threads: dict[str, str] = {}
+def test_bm25_is_ranked_by_the_database_while_the_caller_embeds_the_query(compass):
+    events: list[tuple[str, str, int]] = []
     dense, bm25 = retrievers["dense"], retrievers["bm25"]
-    prepare, rank_prepared = dense.prepare, bm25.rank_prepared
+    prepare, send_rank = dense.prepare, bm25.send_rank
+
+    def record(event: str) -> None:
+        # pipeline_status: 1 while queries are sent without waiting for their results.
+        status = connection.connection.info.pipeline_status
+        events.append((event, threading.current_thread().name, int(status)))
 
     def recording_prepare(*args, **kwargs):
-        threads["dense.prepare"] = threading.current_thread().name
+        record("dense.prepare")
         return prepare(*args, **kwargs)
 
-    def recording_rank(*args, **kwargs):
-        threads["bm25.rank"] = threading.current_thread().name
-        return rank_prepared(*args, **kwargs)
+    def recording_send(*args, **kwargs):
+        fetch = send_rank(*args, **kwargs)
+        record("bm25.sent")
+        return lambda: record("bm25.read") or fetch()
 
-    dense.prepare, bm25.rank_prepared = recording_prepare, recording_rank
+    dense.prepare, bm25.send_rank = recording_prepare, recording_send
     try:
         # Inside this test's transaction: the legs must see its uncommitted chunks.
         fused = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
             "north", collection=compass, top_k=4
         )
     finally:
-        del dense.prepare, bm25.rank_prepared
-    assert threads["dense.prepare"].startswith("retrieval-leg")
-    assert threads["bm25.rank"] == threading.current_thread().name
+        del dense.prepare, bm25.send_rank
+    caller = threading.current_thread().name
+    assert events == [
+        ("bm25.sent", caller, 1),
+        ("dense.prepare", caller, 1),
+        ("bm25.read", caller, 1),
+    ]
+    assert connection.connection.info.pipeline_status == 0  # back to normal afterwards
     expected = rrf_fuse(
         [
             retrievers["bm25"].rank("north", collection=compass, top_k=100),
@@ -103,6 +115,26 @@ def test_legs_prepare_on_worker_threads_and_query_on_the_callers_connection(comp
         top_k=4,
     )
     assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_query_sent_ahead_fails_its_leg_only(compass):
+    # Outside a transaction: the error ends the pipeline, not the connection.
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER FUNCTION retrieval_bm25_top_k RENAME TO retrieval_bm25_top_k_away")
+    try:
+        results = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
+            "north", collection=compass, top_k=3
+        )
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "ALTER FUNCTION retrieval_bm25_top_k_away RENAME TO retrieval_bm25_top_k"
+            )
+    assert results and all(set(r.metadata["failed_legs"]) == {"bm25"} for r in results)
+    assert all(set(r.metadata["legs"]) == {"dense"} for r in results)
+    assert connection.connection.info.pipeline_status == 0
+    assert retrievers["bm25"].rank("north", collection=compass, top_k=3)
 
 
 def test_bad_options_and_checks(retrieval_settings):
