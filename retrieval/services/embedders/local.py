@@ -36,10 +36,10 @@ class LocalEmbedder(BaseEmbedder):
     :param max_length: tokens kept per text; longer texts are truncated.
     :param threads: onnxruntime intra-op threads for batches; ``None`` keeps onnxruntime's
         default (one per core).
-    :param query_threads: intra-op threads for one query (:meth:`embed_query`), 1 by default.
-        A query is a few dozen tokens: a second thread makes it about 1.3 times faster on an
-        idle machine for twice the CPU, and while a hybrid search embeds its query, BM25 is
-        ranking on another core (``bench/latency.py`` measures both).
+    :param query_threads: intra-op threads for one query (:meth:`embed_query`); ``None``, the
+        default, is onnxruntime's. A query is a few dozen tokens: on 2 cores a second thread
+        saves about 1 ms for twice the CPU, so a server answering many searches at once may
+        prefer 1 (``bench/latency.py`` measures both).
     """
 
     def __init__(
@@ -49,7 +49,7 @@ class LocalEmbedder(BaseEmbedder):
         batch_size: int = 32,
         max_length: int = 256,
         threads: int | None = None,
-        query_threads: int | None = 1,
+        query_threads: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size!r}.")

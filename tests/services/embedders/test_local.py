@@ -122,7 +122,7 @@ def test_threads_option_gives_same_vectors(local_embedder: LocalEmbedder) -> Non
 
 
 def test_queries_run_on_their_own_single_threaded_session() -> None:
-    embedder = LocalEmbedder(threads=2)
+    embedder = LocalEmbedder(threads=2, query_threads=1)
     query = embedder.embed_query("how do I rotate the signing key?")
     np.testing.assert_allclose(
         query, embedder.embed_batch(["how do I rotate the signing key?"])[0], atol=1e-5
@@ -132,8 +132,9 @@ def test_queries_run_on_their_own_single_threaded_session() -> None:
     assert embedder._session.get_session_options().intra_op_num_threads == 2
 
 
-def test_queries_share_the_batch_session_when_threads_agree() -> None:
-    embedder = LocalEmbedder(threads=1, query_threads=1)
+@pytest.mark.parametrize("threads", [None, 1])
+def test_queries_share_the_batch_session_when_threads_agree(threads) -> None:
+    embedder = LocalEmbedder(threads=threads, query_threads=threads)
     embedder.embed_query("one session")
     assert embedder._query_session is None
     assert embedder._session is not None
