@@ -323,14 +323,14 @@ def _pipeline(alias: str) -> Iterator[None]:
     connection = connections[alias]
     connection.ensure_connection()
     pipeline = getattr(connection.connection, "pipeline", None)
-    if pipeline is None or not psycopg_pipeline_supported():
+    if pipeline is None or not _pipeline_supported():
         yield
         return
     with pipeline():
         yield
 
 
-def psycopg_pipeline_supported() -> bool:
+def _pipeline_supported() -> bool:
     """Whether psycopg and its libpq support pipeline mode (libpq 14 or later)."""
     try:
         from psycopg import Pipeline
