@@ -2,8 +2,9 @@
 
 A chunk's ``content`` is exact text of its document (offsets and citations rely on
 it). What the embedder and the BM25 analyzer read is that content after a short
-header naming where it comes from: the document's title, the chunk's heading path
-and, if the site asks for them, chosen metadata values. A passage that says "Run
+header naming where it comes from: the document's title, the file it was read from
+(its external id, when it came from a file), the chunk's heading path and, if the
+site asks for them, chosen metadata values. A passage that says "Run
 the migrations" is then found for "how do I upgrade django-retrieval?" because its
 header says "User guide > Installation > Upgrading".
 
@@ -20,24 +21,25 @@ from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.conf import retrieval_settings
 
-__all__ = ["ContextOptions", "context_options", "context_prefix", "indexed_text"]
+__all__ = ["ContextOptions", "context_options", "context_prefix", "indexed_text", "source_line"]
 
-_KEYS = {"title", "headings", "metadata_keys"}
+_KEYS = {"title", "source", "headings", "metadata_keys"}
 
 
 class ContextOptions(dict):
-    """The validated ``RETRIEVAL["CHUNK_CONTEXT"]``: title, headings, metadata_keys."""
+    """The validated ``RETRIEVAL["CHUNK_CONTEXT"]``: title, source, headings, metadata_keys."""
 
 
 def context_options() -> ContextOptions:
     """Return ``RETRIEVAL["CHUNK_CONTEXT"]`` checked; ``None`` or ``False`` turn it off."""
     value = retrieval_settings.CHUNK_CONTEXT
     if value in (None, False):
-        return ContextOptions(title=False, headings=False, metadata_keys=[])
+        return ContextOptions(title=False, source=False, headings=False, metadata_keys=[])
     if not isinstance(value, Mapping) or set(value) - _KEYS:
         raise ImproperlyConfigured(
             'RETRIEVAL["CHUNK_CONTEXT"] must be None or a dict with the keys "title" (bool), '
-            f'"headings" (bool) and "metadata_keys" (list of str), got {value!r}.'
+            '"source" (bool), "headings" (bool) and "metadata_keys" (list of str), '
+            f"got {value!r}."
         )
     keys = value.get("metadata_keys", [])
     if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
@@ -46,6 +48,7 @@ def context_options() -> ContextOptions:
         )
     return ContextOptions(
         title=bool(value.get("title", True)),
+        source=bool(value.get("source", False)),
         headings=bool(value.get("headings", True)),
         metadata_keys=list(keys),
     )
@@ -56,17 +59,22 @@ def context_prefix(
     heading_path: Sequence[str],
     metadata: Mapping[str, Any],
     options: ContextOptions,
+    *,
+    source: str = "",
 ) -> str:
     """Return the header put before a chunk's content when it is indexed.
 
-    One line each: the title, the heading path joined with `` > `` (headings that
-    repeat the title left out), then ``key: value`` for each chosen metadata key
-    the document has.
+    One line each: the title, the source (the external id of a document read from
+    a file, e.g. ``docs/patterns/sqlalchemy.rst``; ``""`` for none), the heading
+    path joined with `` > `` (headings that repeat the title left out), then
+    ``key: value`` for each chosen metadata key the document has.
     """
     lines = []
     title = " ".join(title.split())
     if options["title"] and title:
         lines.append(title)
+    if options["source"] and (source := source_line(source)):
+        lines.append(source)
     if options["headings"]:
         path = [" ".join(h.split()) for h in heading_path]
         while path and path[0] == title:
@@ -79,6 +87,11 @@ def context_prefix(
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             lines.append(f"{key}: {' '.join(shown.split())}")
     return "\n".join(lines)
+
+
+def source_line(source: str) -> str:
+    """Return the header line naming a document's file: its path, whitespace collapsed."""
+    return " ".join(source.split())
 
 
 def indexed_text(prefix: str, content: str) -> str:
