@@ -65,7 +65,7 @@ APP_CONFIGS = {
     "default": ({}, {}),
     "context off": ({}, None),
     "source": ({}, {"source": True}),
-    "source, no title": ({}, {"source": True, "title": False}),
+    "source without title": ({}, {"source": True, "title": False}),
     "no source": ({}, {"source": False}),
     "max_tokens 128": ({"max_tokens": 128}, {}),
     "max_tokens 192": ({"max_tokens": 192}, {}),

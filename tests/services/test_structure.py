@@ -177,13 +177,48 @@ def test_chosen_metadata_keys_join_the_header(compass):
     assert chunks[1].indexed_prefix == "Compass\nteam: nav, ops\nlang: en"
 
 
+def test_the_source_line_names_the_file_a_document_was_read_from(compass):
+    collection, chunks = compass(value={"title": True, "source": True, "headings": True})
+    assert [c.indexed_prefix for c in chunks] == ["Compass\ncompass.md\nNorth"] * 2
+    # "md" is only in the header, through the file's name.
+    assert sorted(retrieve("bm25", "md", collection)) == [0, 1]
+    _, chunks = compass(value={"title": False, "source": True, "headings": False})
+    assert [c.indexed_prefix for c in chunks] == ["compass.md"] * 2
+
+
+def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
+    from retrieval.models import IndexRun
+    from retrieval.services.reindexing import reindex_documents
+
+    collection, _ = compass(value={"source": True, "headings": False})
+    path = tmp_path / "compass.md"
+    path.write_bytes(COMPASS_MD)
+    ingest(collection, [Source.from_path(path, external_id="guides/compass.md")])
+    document = Document.objects.get(external_id="guides/compass.md")
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass\nguides/compass.md"}
+    path.unlink()  # reindexed from its own content, which keeps its source path
+    run = IndexRun.objects.create(collection=collection)
+    reindex_documents(collection, [document], run=run, total=1)
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass\nguides/compass.md"}
+
+
+def test_a_text_source_has_no_source_line(keyword_settings, retrieval_settings):
+    from retrieval.models import Chunk
+
+    retrieval_settings(CHUNK_CONTEXT={"title": True, "source": True, "headings": True})
+    collection = get_or_create_collection("texts")[0]
+    source = Source.from_text("Point north.", external_id="doc-7", title="Compass")
+    assert ingest(collection, [source]).status == "succeeded"
+    assert Chunk.objects.get(document__external_id="doc-7").indexed_prefix == "Compass"
+
+
 def test_a_bad_context_setting_fails_the_run_with_its_reason(compass, retrieval_settings):
     from django.core.exceptions import ImproperlyConfigured
 
     from retrieval.models import IndexRun
 
     retrieval_settings(CHUNK_CONTEXT={"title": True, "heading": True})
-    with pytest.raises(ImproperlyConfigured, match=r'"headings" \(bool\)'):
+    with pytest.raises(ImproperlyConfigured, match=r'"source" \(bool\), "headings" \(bool\)'):
         compass()
     run = IndexRun.objects.latest()
     assert run.status == "failed" and "CHUNK_CONTEXT" in run.message
