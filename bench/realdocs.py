@@ -64,9 +64,8 @@ FUSIONS = {
 APP_CONFIGS = {
     "default": ({}, {}),
     "context off": ({}, None),
-    "source": ({}, {"source": True}),
-    "source without title": ({}, {"source": True, "title": False}),
     "no source": ({}, {"source": False}),
+    "no title": ({}, {"title": False}),
     "max_tokens 128": ({"max_tokens": 128}, {}),
     "max_tokens 192": ({"max_tokens": 192}, {}),
     "max_tokens 384": ({"max_tokens": 384}, {}),
