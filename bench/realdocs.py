@@ -1,6 +1,6 @@
 """Real documents: Flask's documentation, the app beside LlamaIndex and Haystack.
 
-    python bench/realdocs.py [--no-peers] [--configs default,off,...]
+    python bench/realdocs.py [--no-peers] [--configs default,off,...] [--bm25-params]
 
 Downloads Flask's sdist from PyPI into ``bench/.cache`` (``pip download --no-deps
 --no-binary :all: flask==3.1.3``; never committed) and indexes its ``docs/``
@@ -8,6 +8,9 @@ folder: 80 reStructuredText files. ``realdocs/flask-questions.jsonl`` holds 60
 developer questions written for this bench, each with the files that answer it.
 Scores are document-level: hit@5 (questions with an answering file among the first
 five files) and MRR@10 (a chunk ranking collapsed to files at their best chunk).
+The app's documents have the external ids ``retrieval_ingest docs/`` gives them
+(``docs/patterns/sqlalchemy.rst``). ``--bm25-params`` adds, for each app configuration,
+rows for the BM25 settings of ``bm25_params.py``, alone and as the hybrid's BM25 leg.
 
 The peers run in their own virtualenv, ``bench/.venv-peers`` (created on first run:
 the app with its ``local`` extra, llama-index-core, llama-index-retrievers-bm25 and
@@ -35,6 +38,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from bm25_params import PARAMS, retriever_settings
 from common import CACHE, ROOT, machine, setup_django, table
 
 PROJECT, VERSION = "flask", "3.1.3"
@@ -55,10 +59,13 @@ FUSIONS = {
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
 }
 
-#: The app's configurations: chunker options and CHUNK_CONTEXT (None: content alone).
+#: The app's configurations: chunker options and CHUNK_CONTEXT changes ({}: the default,
+#: None: content alone).
 APP_CONFIGS = {
     "default": ({}, {}),
     "context off": ({}, None),
+    "no source": ({}, {"source": False}),
+    "no title": ({}, {"title": False}),
     "max_tokens 128": ({"max_tokens": 128}, {}),
     "max_tokens 192": ({"max_tokens": 192}, {}),
     "max_tokens 384": ({"max_tokens": 384}, {}),
@@ -70,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-peers", action="store_true", help="Only the app.")
     parser.add_argument("--configs", default=",".join(APP_CONFIGS), help="App configurations.")
+    parser.add_argument("--bm25-params", action="store_true", help="BM25 k1/b variants too.")
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # the child process's role
     args = parser.parse_args()
     docs = documents_folder()
@@ -86,11 +94,14 @@ def main() -> None:
     rows = []
     for name in args.configs.split(","):
         started = time.perf_counter()
-        rankings = run_app(name, docs, questions)
+        rankings = run_app(name, docs, questions, bm25_params=args.bm25_params)
         rows.append(score(f"app, {name}", rankings, questions))
         for label in FUSIONS:
             fused = {**rankings, "hybrid": rankings[f"fusion-{label}"]}
             rows.append(score(f"app, {name}, hybrid {label}", fused, questions, hybrid_only=True))
+        for k1, b in PARAMS[1:] if args.bm25_params else []:
+            legs = {leg: rankings[f"{leg} {k1}/{b}"] for leg in ("bm25", "hybrid")}
+            rows.append(score(f"app, {name}, bm25 k1={k1} b={b}", legs, questions, skip="dense"))
         print(f"app {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if not args.no_peers:
         ensure_peers_venv()
@@ -128,10 +139,13 @@ def rst_files(docs: Path) -> list[Path]:
     return sorted(p for p in docs.rglob("*.rst") if p.is_file())
 
 
-def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list[str]]]:
+def run_app(
+    name: str, docs: Path, questions: list[dict], *, bm25_params: bool = False
+) -> dict[str, list[list[str]]]:
     """Index the docs with one configuration; return each leg's file rankings."""
     from django.test.utils import override_settings
 
+    from retrieval.conf import DEFAULTS
     from retrieval.services.collections import get_or_create_collection
     from retrieval.services.evaluation import document_ranking
     from retrieval.services.indexing import Source, ingest
@@ -154,25 +168,33 @@ def run_app(name: str, docs: Path, questions: list[dict]) -> dict[str, list[list
         "CHUNKERS": {"realdocs": chunker},
         "EMBEDDERS": {"realdocs": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}},
     }
+    extra = [f"{leg} {k1}/{b}" for k1, b in PARAMS[1:] for leg in ("bm25", "hybrid")]
+    if bm25_params:
+        settings["RETRIEVERS"].update(retriever_settings(PARAMS[1:]))
     if context is None:
         settings["CHUNK_CONTEXT"] = None
+    elif context:
+        settings["CHUNK_CONTEXT"] = {**DEFAULTS["CHUNK_CONTEXT"], **context}
     slug = name.replace(" ", "-")
     with override_settings(RETRIEVAL=settings):
         collection, _ = get_or_create_collection(
             f"realdocs-{slug}", chunker="realdocs", embedder="realdocs"
         )
+        # The ids retrieval_ingest gives: paths relative to the folder's parent.
         sources = [
-            Source.from_path(path, external_id=str(path.relative_to(docs)))
+            Source.from_path(path, external_id=path.relative_to(docs.parent).as_posix())
             for path in rst_files(docs)
         ]
-        run = ingest(collection, sources)
+        # Forced: a collection of an earlier run may have been indexed with other defaults.
+        run = ingest(collection, sources, force=True)
         assert run.documents_failed == 0, run.errors
         rankings = {}
-        for leg in [*LEGS, *(f"fusion-{label}" for label in FUSIONS)]:
+        legs = [*LEGS, *(f"fusion-{label}" for label in FUSIONS), *(extra if bm25_params else [])]
+        for leg in legs:
             rankings[leg] = [
                 document_ranking(
                     [
-                        r.chunk.document.external_id
+                        r.chunk.document.external_id.removeprefix("docs/")
                         for r in search(q["question"], collection=collection, retriever=leg,
                                         top_k=DEPTH, scope=Scope.ALL)
                     ]
@@ -188,10 +210,11 @@ def score(
     questions: list[dict],
     *,
     hybrid_only: bool = False,
+    skip: str = "",
 ) -> list:
     row = [label]
     for leg in LEGS:
-        if hybrid_only and leg != "hybrid":
+        if (hybrid_only and leg != "hybrid") or leg == skip:
             row.append("")
             continue
         hits, reciprocal = 0, 0.0

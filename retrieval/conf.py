@@ -110,9 +110,10 @@ DEFAULTS: dict[str, Any] = {
     # Alias of the extractor retrieval_extract_graph uses when none is named.
     "DEFAULT_EXTRACTOR": "default",
     # What is embedded and BM25-indexed for a chunk: its content after a header with the
-    # document's title, the chunk's heading path and these metadata keys' values
-    # (services.chunk_context). None: the content alone. Changing it needs a reindex.
-    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": []},
+    # document's title, the chunk's heading path, these metadata keys' values and the
+    # path of the file it was read from, as words (services.chunk_context). None: the
+    # content alone. Changing it needs a reindex.
+    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": [], "source": True},
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

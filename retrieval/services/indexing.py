@@ -308,9 +308,12 @@ class _Indexer:
         )
         title = source.title or parsed.title or Path(source.filename or source.external_id).stem
         metadata = {**parsed.metadata, **source.metadata}
+        # A file's external id is its path (retrieval_ingest: relative to the folder's
+        # parent), which names the topic, as a title does; text sources have none.
+        path = source.external_id if source.source_path or source.filename else ""
         for row in rows:
             row.indexed_prefix = context_prefix(
-                title[:1000], row.heading_path, metadata, self.context
+                title[:1000], row.heading_path, metadata, self.context, source=path
             )
         terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
         mime_type = source.mime_type or parser.default_mime_type

@@ -153,8 +153,9 @@ def test_chunks_are_embedded_and_bm25_indexed_with_title_and_headings(compass):
         "Magnetic declination differs from place to place, so maps print the local value.",
     ]
     assert all(document.content[c.start : c.end] == c.content for c in chunks)
-    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth", "Compass\nNorth"]
-    assert chunks[1].indexed_text == f"Compass\nNorth\n\n{chunks[1].content}"
+    # The last line is the file's path as words (compass.md).
+    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth\ncompass"] * 2
+    assert chunks[1].indexed_text == f"Compass\nNorth\ncompass\n\n{chunks[1].content}"
     # "north" is only in the second chunk's header: both legs find it through it.
     assert sorted(retrieve("bm25", "north", collection)) == [0, 1]
     assert sorted(retrieve("dense", "north", collection)[:2]) == [0, 1]
@@ -174,7 +175,52 @@ def test_without_context_only_the_content_is_indexed(compass):
 
 def test_chosen_metadata_keys_join_the_header(compass):
     _, chunks = compass(value={"headings": False, "metadata_keys": ["team", "lang", "missing"]})
-    assert chunks[1].indexed_prefix == "Compass\nteam: nav, ops\nlang: en"
+    assert chunks[1].indexed_prefix == "Compass\nteam: nav, ops\nlang: en\ncompass"
+
+
+def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_path):
+    from retrieval.services.chunk_context import source_line
+    from retrieval.services.registry import retrievers
+
+    assert source_line("docs/ref/models/querysets.txt") == "docs ref models querysets"
+    assert source_line("docs\\release 3.1.rst") == "docs release 3.1"
+    path = tmp_path / "compass.md"
+    path.write_bytes(COMPASS_MD)
+    collection, chunks = compass(value={"title": False, "headings": False, "source": True})
+    assert [c.indexed_prefix for c in chunks] == ["compass"] * 2
+    ingest(collection, [Source.from_path(path, external_id="field-notes/orienteering.md")])
+    document = Document.objects.get(external_id="field-notes/orienteering.md")
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"field-notes orienteering"}
+    # "orienteering" is only in the header, through the file's path.
+    hits = retrievers["bm25"].retrieve("orienteering", collection=collection)
+    assert {r.chunk.document.external_id for r in hits} == {"field-notes/orienteering.md"}
+    _, chunks = compass(value={"title": True, "headings": True, "source": False})
+    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth"] * 2
+
+
+def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
+    from retrieval.models import IndexRun
+    from retrieval.services.reindexing import reindex_documents
+
+    collection, _ = compass(value={"headings": False})  # source: True when left out
+    path = tmp_path / "compass.md"
+    path.write_bytes(COMPASS_MD)
+    ingest(collection, [Source.from_path(path, external_id="guides/compass.md")])
+    document = Document.objects.get(external_id="guides/compass.md")
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass\nguides compass"}
+    path.unlink()  # reindexed from its own content, which keeps its source path
+    run = IndexRun.objects.create(collection=collection)
+    reindex_documents(collection, [document], run=run, total=1)
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass\nguides compass"}
+
+
+def test_a_text_source_has_no_source_line(keyword_settings):
+    from retrieval.models import Chunk
+
+    collection = get_or_create_collection("texts")[0]  # the default CHUNK_CONTEXT
+    source = Source.from_text("Point north.", external_id="doc-7", title="Compass")
+    assert ingest(collection, [source]).status == "succeeded"
+    assert Chunk.objects.get(document__external_id="doc-7").indexed_prefix == "Compass"
 
 
 def test_a_bad_context_setting_fails_the_run_with_its_reason(compass, retrieval_settings):
@@ -183,7 +229,7 @@ def test_a_bad_context_setting_fails_the_run_with_its_reason(compass, retrieval_
     from retrieval.models import IndexRun
 
     retrieval_settings(CHUNK_CONTEXT={"title": True, "heading": True})
-    with pytest.raises(ImproperlyConfigured, match=r'"headings" \(bool\)'):
+    with pytest.raises(ImproperlyConfigured, match=r'"source" \(bool\), "headings" \(bool\)'):
         compass()
     run = IndexRun.objects.latest()
     assert run.status == "failed" and "CHUNK_CONTEXT" in run.message
@@ -221,4 +267,4 @@ def test_the_api_and_the_admin_show_what_was_indexed(compass, admin_client):
     assert response.json()["indexed_text"] == chunks[1].indexed_text
     page = admin_client.get(f"/admin/retrieval/chunk/{chunks[1].pk}/change/")
     assert page.status_code == 200
-    assert "Compass\nNorth\n\nMagnetic declination" in page.content.decode()
+    assert "Compass\nNorth\ncompass\n\nMagnetic declination" in page.content.decode()
