@@ -9,7 +9,9 @@ middling frequency (as real queries are, once stop words are gone) and real
 SciFact query embeddings. For the same queries it times each retriever of the
 app beside in-process references: bm25s with the same analysis (ranking only,
 like the app's ``rank()``), raw pgvector SQL with the same plan, and a numpy
-exact scan; then whole searches (ranking and loading the chunks). The
+exact scan; then whole searches (ranking and loading the chunks), with the query
+embedded on all cores (the default) and on one (``query_threads=1``), taking turns;
+then searches per second with two clients searching at once, both ways. The
 ingestion part runs real SciFact abstracts through ``ingest()`` with the local
 embedder, beside the embedder alone on the same texts. Figures are printed, with
 ratios; nothing is asserted.
