@@ -58,6 +58,34 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
 CACHE = ROOT / "bench" / ".cache"
 
 
+def run_over_datasets(description: str, run_dataset) -> None:
+    """The main() of a per-dataset bench: ``--datasets`` (default all), Django, the machine."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    args = parser.parse_args()
+    setup_django()
+    print(f"Machine: {machine()}\n")
+    for name in args.datasets:
+        run_dataset(name)
+
+
+def beir_sources(name: str):
+    """Return a shared BEIR dataset's split, the dataset, and its non-empty entries as sources."""
+    from retrieval.services.evaluation import load_beir
+    from retrieval.services.indexing import Source
+
+    split = DATASETS[name]
+    dataset = load_beir(SHARED_DATA / name, split)
+    sources = [
+        Source.from_text(e.text or e.title, external_id=e.id, title=e.title)
+        for e in dataset.corpus()
+        if (e.text or e.title).strip()
+    ]
+    return split, dataset, sources
+
+
 def copy_chunks(cursor, collection_id: int, rows) -> list[int]:
     """Bulk-load one chunk per document by COPY; return the new chunk ids in order.
 

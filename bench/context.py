@@ -11,10 +11,9 @@ Prints Markdown tables of nDCG@10 and Recall@100.
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from common import DATASETS, SHARED_DATA, machine, setup_django, table
+from common import beir_sources, run_over_datasets, table
 
 FUSIONS = {
     "hybrid rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
@@ -36,31 +35,19 @@ FUSIONS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    args = parser.parse_args()
-    setup_django()
-    print(f"Machine: {machine()}\n")
-    for name in args.datasets:
-        run_dataset(name)
+    run_over_datasets(__doc__, run_dataset)
 
 
 def run_dataset(name: str) -> None:
     from django.test.utils import override_settings
 
     from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.evaluation import evaluate, load_beir
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.evaluation import evaluate
+    from retrieval.services.indexing import ingest
     from retrieval.services.scope import Scope
     from retrieval.services.search import search
 
-    split = DATASETS[name]
-    dataset = load_beir(SHARED_DATA / name, split)
-    sources = [
-        Source.from_text(e.text or e.title, external_id=e.id, title=e.title)
-        for e in dataset.corpus()
-        if (e.text or e.title).strip()
-    ]
+    split, dataset, sources = beir_sources(name)
     print(f"## {name} ({split}): {len(sources)} documents, {len(dataset.judged_queries())} queries")
     rows = []
     for label, context in (("off", None), ("title + headings", {})):

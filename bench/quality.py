@@ -10,21 +10,14 @@ dense search over the very vectors the app stored. Prints Markdown tables.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
-from common import DATASETS, SHARED_DATA, machine, setup_django, table
+from common import DATASETS, SHARED_DATA, run_over_datasets, table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    args = parser.parse_args()
-    setup_django()
-    print(f"Machine: {machine()}\n")
-    for name in args.datasets:
-        run_dataset(name)
+    run_over_datasets(__doc__, run_dataset)
 
 
 def run_dataset(name: str) -> None:
