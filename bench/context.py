@@ -50,11 +50,15 @@ def run_dataset(name: str) -> None:
     split, dataset, sources = beir_sources(name)
     print(f"## {name} ({split}): {len(sources)} documents, {len(dataset.judged_queries())} queries")
     rows = []
+    # The cached local embedder: vectors other benches computed for the same texts are reused.
+    embedders = {"cached": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}}
     for label, context in (("off", None), ("title + headings", {})):
         retrieval = {"CHUNK_CONTEXT": context} if context is None else {}
-        with override_settings(RETRIEVAL=retrieval):
+        with override_settings(RETRIEVAL={**retrieval, "EMBEDDERS": embedders}):
             collection, _ = get_or_create_collection(
-                f"bench-context-{name}-{'off' if context is None else 'on'}", chunker="whole"
+                f"bench-context-{name}-{'off' if context is None else 'on'}",
+                chunker="whole",
+                embedder="cached",
             )
             started = time.perf_counter()
             run = ingest(collection, sources)
@@ -68,7 +72,7 @@ def run_dataset(name: str) -> None:
         }
         aliases = ["bm25", "dense", *configs]
         names = ["bm25", "dense", *FUSIONS]
-        with override_settings(RETRIEVAL={"RETRIEVERS": configs}):
+        with override_settings(RETRIEVAL={"RETRIEVERS": configs, "EMBEDDERS": embedders}):
             for alias, retriever_name in zip(aliases, names, strict=True):
                 result = evaluate(
                     lambda q, alias=alias, collection=collection: [
