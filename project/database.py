@@ -16,6 +16,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 DATABASE_NAME = "retrieval"
+# Django's connection pool (psycopg_pool): connections are reused across requests, and a
+# hybrid search borrows a second one to rank its dense leg beside BM25.
+POOL_OPTIONS = {"pool": {"min_size": 4, "max_size": 16, "timeout": 10}}
 
 
 def data_dir() -> Path:
@@ -32,8 +35,8 @@ def database_config() -> dict[str, Any]:
     if url:
         import dj_database_url
 
-        return dj_database_url.parse(url, conn_max_age=0)
-    return _embedded_config()
+        return {**dj_database_url.parse(url, conn_max_age=0), "OPTIONS": POOL_OPTIONS}
+    return {**_embedded_config(), "OPTIONS": POOL_OPTIONS}
 
 
 def _embedded_config() -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 :func:`run_legs` runs several retrievers ("legs", each a query for one retriever) for
 :class:`~retrieval.services.retrievers.hybrid.HybridRetriever` and
-:class:`~retrieval.services.pipelines.Pipeline` alike. Every leg is ranked on the
-caller's connection (so it sees the caller's uncommitted writes), while the legs'
+:class:`~retrieval.services.pipelines.Pipeline` alike. Legs are ranked on the caller's
+connection (so they see the caller's uncommitted writes), while the legs'
 database-free preparations (query analysis, embedding) overlap with the database's
 work: a quick leg's query (BM25) is sent at once in pipeline mode and ranked by the
 database while the caller embeds the dense leg's query; further costly preparations
-run on worker threads. A leg that fails is logged, recorded in the
+run on worker threads. With Django's connection pool, outside transactions, the dense
+leg is then ranked on a second pooled connection while the database may still be
+ranking BM25 on the first. A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
 :meth:`LegResults.fuse` then merges the lists with one of :data:`FUSION_METHODS`.
@@ -231,7 +233,8 @@ def run_legs(
     Quick legs (BM25) are prepared on this thread and their queries sent at once, in
     pipeline mode; while the database ranks them, this thread prepares one leg whose
     preparation is costly (embeds its query) and worker threads prepare the others.
-    Every ranking runs on this thread's connection.
+    Every ranking runs on this thread's connection, but for that one leg, which is
+    ranked on a second connection if :func:`_spare_connection` lends one.
     """
     if not legs:
         raise ValueError("There is no retriever (leg) to run.")
@@ -299,6 +302,15 @@ def _rank_overlapped(
         if own is not None:
             with outcome.leg(own.name):
                 later[own.name] = own.retriever.prepare(own.query, collection=collection)
+            if sent and own.name in later:
+                # The database may still be ranking the sent legs: rank this one beside
+                # them, on a second connection, if the pool has one to spare.
+                with _spare_connection(search_database()) as spare:
+                    if spare:
+                        with outcome.leg(own.name):
+                            outcome.ranked[own.name] = own.retriever.rank_prepared(
+                                later.pop(own.name), **options
+                            )
         for name, fetch in sent.items():
             with outcome.leg(name):
                 outcome.ranked[name] = fetch()
@@ -328,6 +340,33 @@ def _pipeline(alias: str) -> Iterator[None]:
         return
     with pipeline():
         yield
+
+
+@contextmanager
+def _spare_connection(alias: str) -> Iterator[bool]:
+    """Swap a second connection from ``alias``'s pool in for this thread; yield whether one is.
+
+    Only with Django's connection pool (psycopg 3, ``OPTIONS["pool"]``) and one idle in
+    it, never waiting for one, and only in autocommit outside any transaction: what the
+    caller wrote is then committed, so the second connection sees it too.
+    """
+    connection = connections[alias]
+    pool = getattr(connection, "pool", None)
+    if (
+        pool is None
+        or connection.in_atomic_block
+        or not connection.get_autocommit()
+        or not pool.get_stats().get("pool_available")
+    ):
+        yield False
+        return
+    spare = connection.copy()
+    connections[alias] = spare
+    try:
+        yield True
+    finally:
+        connections[alias] = connection
+        spare.close()  # back to the pool
 
 
 def _pipeline_supported() -> bool:

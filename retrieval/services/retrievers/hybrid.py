@@ -24,7 +24,8 @@ class HybridRetriever(BaseRetriever):
     (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
     through :func:`retrieval.services.fusion.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
-    uncommitted writes). A leg that fails is logged and named in each result's
+    uncommitted writes; outside transactions, with Django's connection pool, the dense
+    leg ranks on a second pooled connection beside BM25). A leg that fails is logged and named in each result's
     ``metadata["failed_legs"]``; only if all fail does the search raise.
     """
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
-from retrieval.services.fusion import rrf_fuse
+from retrieval.services.fusion import _spare_connection, rrf_fuse
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.hybrid import HybridRetriever
@@ -135,6 +135,70 @@ def test_a_failing_query_sent_ahead_fails_its_leg_only(compass):
     assert all(set(r.metadata["legs"]) == {"dense"} for r in results)
     assert connection.connection.info.pipeline_status == 0
     assert retrievers["bm25"].rank("north", collection=compass, top_k=3)
+
+
+def backend_pid(wrapper) -> int:
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_dense_leg_ranks_on_a_pooled_second_connection(compass):
+    caller = connections["default"]
+    assert caller.pool is not None  # the example project's database pools its connections
+    caller_pid, seen = backend_pid(caller), []
+    dense = retrievers["dense"]
+    rank_prepared = dense.rank_prepared
+
+    def recording_rank(*args, **kwargs):
+        # The BM25 leg's query is still in flight on the caller's connection.
+        seen.append((backend_pid(connections["default"]), caller.connection.info.pipeline_status))
+        return rank_prepared(*args, **kwargs)
+
+    dense.rank_prepared = recording_rank
+    try:
+        fused = HybridRetriever(retrievers={"bm25": 1.0, "dense": 1.0}).retrieve(
+            "north", collection=compass, top_k=4
+        )
+    finally:
+        del dense.rank_prepared
+    [(pid, status)] = seen
+    assert pid != caller_pid and status == 1
+    assert connections["default"] is caller and caller.connection.info.pipeline_status == 0
+    expected = rrf_fuse(
+        [
+            retrievers["bm25"].rank("north", collection=compass, top_k=100),
+            retrievers["dense"].rank("north", collection=compass, top_k=100),
+        ],
+        top_k=4,
+    )
+    assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
+    assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_second_connection_inside_a_transaction_or_from_an_empty_pool(compass):
+    from django.db import transaction
+
+    caller = connections["default"]
+    with _spare_connection("default") as spare:
+        assert spare and connections["default"] is not caller
+        assert backend_pid(connections["default"]) != backend_pid(caller)
+    assert connections["default"] is caller
+    with transaction.atomic():  # uncommitted writes are seen on this connection only
+        with _spare_connection("default") as spare:
+            assert not spare and connections["default"] is caller
+    pool = caller.pool
+    held = []
+    while pool.get_stats()["pool_available"]:
+        held.append(pool.getconn())
+    try:
+        with _spare_connection("default") as spare:  # never waits for one
+            assert not spare and connections["default"] is caller
+    finally:
+        for borrowed in held:
+            pool.putconn(borrowed)
 
 
 def test_bad_options_and_checks(retrieval_settings):
