@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,17 +59,21 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
 CACHE = ROOT / "bench" / ".cache"
 
 
-def run_over_datasets(description: str, run_dataset) -> None:
-    """The main() of a per-dataset bench: ``--datasets`` (default all), Django, the machine."""
+def run_over_datasets(description: str, run_dataset, *, more: Sequence[str] = ()) -> list:
+    """The main() of a per-dataset bench: ``--datasets`` (default all), Django, the machine.
+
+    ``more`` names sets beyond the BEIR ones that ``run_dataset`` knows; return its
+    answers, in the order the sets were asked for.
+    """
     import argparse
 
+    names = [*DATASETS, *more]
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--datasets", nargs="+", default=names, choices=names)
     args = parser.parse_args()
     setup_django()
     print(f"Machine: {machine()}\n")
-    for name in args.datasets:
-        run_dataset(name)
+    return [run_dataset(name) for name in args.datasets]
 
 
 def beir_sources(name: str):

@@ -36,10 +36,15 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bm25_params import PARAMS, retriever_settings
 from common import CACHE, ROOT, machine, setup_django, table
+
+if TYPE_CHECKING:
+    from retrieval.models import Collection
 
 PROJECT, VERSION = "flask", "3.1.3"
 QUESTIONS = Path(__file__).resolve().parent / "realdocs" / "flask-questions.jsonl"
@@ -81,7 +86,7 @@ def main() -> None:
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # the child process's role
     args = parser.parse_args()
     docs = documents_folder()
-    questions = [json.loads(line) for line in QUESTIONS.open()]
+    questions = load_questions()
     if args.peer:
         sys.path.insert(0, str(ROOT))
         from peers import run_peer
@@ -139,18 +144,41 @@ def rst_files(docs: Path) -> list[Path]:
     return sorted(p for p in docs.rglob("*.rst") if p.is_file())
 
 
+def load_questions() -> list[dict]:
+    """Return the questions, each with its ``question`` and the ``files`` answering it."""
+    with QUESTIONS.open() as f:
+        return [json.loads(line) for line in f]
+
+
 def run_app(
     name: str, docs: Path, questions: list[dict], *, bm25_params: bool = False
 ) -> dict[str, list[list[str]]]:
     """Index the docs with one configuration; return each leg's file rankings."""
     from django.test.utils import override_settings
 
-    from retrieval.conf import DEFAULTS
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.evaluation import document_ranking
-    from retrieval.services.indexing import Source, ingest
     from retrieval.services.scope import Scope
     from retrieval.services.search import search
+
+    extra = [f"{leg} {k1}/{b}" for k1, b in PARAMS[1:] for leg in ("bm25", "hybrid")]
+    with override_settings(RETRIEVAL=app_settings(name, bm25_params=bm25_params)):
+        collection = ingest_app(name, docs)
+        rankings = {}
+        legs = [*LEGS, *(f"fusion-{label}" for label in FUSIONS), *(extra if bm25_params else [])]
+        for leg in legs:
+            rankings[leg] = [
+                file_ranking(
+                    r.chunk.document.external_id
+                    for r in search(q["question"], collection=collection, retriever=leg,
+                                    top_k=DEPTH, scope=Scope.ALL)
+                )
+                for q in questions
+            ]  # fmt: skip
+    return rankings
+
+
+def app_settings(name: str, *, bm25_params: bool = False) -> dict:
+    """The ``RETRIEVAL`` setting of app configuration ``name``, its fusions' retrievers too."""
+    from retrieval.conf import DEFAULTS
 
     options, context = APP_CONFIGS[name]
     chunker = {
@@ -168,40 +196,40 @@ def run_app(
         "CHUNKERS": {"realdocs": chunker},
         "EMBEDDERS": {"realdocs": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}},
     }
-    extra = [f"{leg} {k1}/{b}" for k1, b in PARAMS[1:] for leg in ("bm25", "hybrid")]
     if bm25_params:
         settings["RETRIEVERS"].update(retriever_settings(PARAMS[1:]))
     if context is None:
         settings["CHUNK_CONTEXT"] = None
     elif context:
         settings["CHUNK_CONTEXT"] = {**DEFAULTS["CHUNK_CONTEXT"], **context}
+    return settings
+
+
+def ingest_app(name: str, docs: Path) -> Collection:
+    """Index the docs into configuration ``name``'s collection, under its ``app_settings``."""
+    from retrieval.services.collections import get_or_create_collection
+    from retrieval.services.indexing import Source, ingest
+
     slug = name.replace(" ", "-")
-    with override_settings(RETRIEVAL=settings):
-        collection, _ = get_or_create_collection(
-            f"realdocs-{slug}", chunker="realdocs", embedder="realdocs"
-        )
-        # The ids retrieval_ingest gives: paths relative to the folder's parent.
-        sources = [
-            Source.from_path(path, external_id=path.relative_to(docs.parent).as_posix())
-            for path in rst_files(docs)
-        ]
-        # Forced: a collection of an earlier run may have been indexed with other defaults.
-        run = ingest(collection, sources, force=True)
-        assert run.documents_failed == 0, run.errors
-        rankings = {}
-        legs = [*LEGS, *(f"fusion-{label}" for label in FUSIONS), *(extra if bm25_params else [])]
-        for leg in legs:
-            rankings[leg] = [
-                document_ranking(
-                    [
-                        r.chunk.document.external_id.removeprefix("docs/")
-                        for r in search(q["question"], collection=collection, retriever=leg,
-                                        top_k=DEPTH, scope=Scope.ALL)
-                    ]
-                )
-                for q in questions
-            ]  # fmt: skip
-    return rankings
+    collection, _ = get_or_create_collection(
+        f"realdocs-{slug}", chunker="realdocs", embedder="realdocs"
+    )
+    # The ids retrieval_ingest gives: paths relative to the folder's parent.
+    sources = [
+        Source.from_path(path, external_id=path.relative_to(docs.parent).as_posix())
+        for path in rst_files(docs)
+    ]
+    # Forced: a collection of an earlier run may have been indexed with other defaults.
+    run = ingest(collection, sources, force=True)
+    assert run.documents_failed == 0, run.errors
+    return collection
+
+
+def file_ranking(external_ids: Iterable[str]) -> list[str]:
+    """Collapse a chunk ranking's document ids to files (``docs/`` dropped), best first."""
+    from retrieval.services.evaluation import document_ranking
+
+    return document_ranking([external_id.removeprefix("docs/") for external_id in external_ids])
 
 
 def score(
@@ -217,14 +245,24 @@ def score(
         if (hybrid_only and leg != "hybrid") or leg == skip:
             row.append("")
             continue
-        hits, reciprocal = 0, 0.0
-        for ranking, question in zip(rankings[leg], questions, strict=True):
-            answers = set(question["files"])
-            hits += any(f in answers for f in ranking[:5])
-            rank = next((i for i, f in enumerate(ranking[:10]) if f in answers), None)
-            reciprocal += 0 if rank is None else 1 / (rank + 1)
-        row.append(f"{hits} / {reciprocal / len(questions):.3f}")
+        hits, mrr = hits_and_mrr(rankings[leg], questions)
+        row.append(f"{hits} / {mrr:.3f}")
     return row
+
+
+def hits_and_mrr(rankings: list[list[str]], questions: list[dict]) -> tuple[int, float]:
+    """Return hit@5 (questions answered in the first five files) and MRR@10 of file rankings."""
+    hits, reciprocal = 0, 0.0
+    for ranking, question in zip(rankings, questions, strict=True):
+        hits += any(f in question["files"] for f in ranking[:5])
+        reciprocal += reciprocal_rank(ranking, question["files"])
+    return hits, reciprocal / len(questions)
+
+
+def reciprocal_rank(ranking: list[str], answers: list[str]) -> float:
+    """Return 1 / the rank of the first answering file among the first ten, else 0."""
+    rank = next((i for i, f in enumerate(ranking[:10]) if f in answers), None)
+    return 0.0 if rank is None else 1 / (rank + 1)
 
 
 def ensure_peers_venv() -> None:
