@@ -35,8 +35,11 @@ def database_config() -> dict[str, Any]:
     if url:
         import dj_database_url
 
-        return {**dj_database_url.parse(url, conn_max_age=0), "OPTIONS": POOL_OPTIONS}
-    return {**_embedded_config(), "OPTIONS": POOL_OPTIONS}
+        config = dj_database_url.parse(url, conn_max_age=0)
+    else:
+        config = _embedded_config()
+    config["OPTIONS"] = {**config.get("OPTIONS", {}), **POOL_OPTIONS}
+    return config
 
 
 def _embedded_config() -> dict[str, Any]:
