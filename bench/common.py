@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"scifact": "train", "cranfield": "test"}
+POOL = {"min_size": 4, "max_size": 8}
 
 
 def setup_django() -> None:
@@ -20,7 +21,12 @@ def setup_django() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
+
+    # Django's connection pool, as a production site would run: a hybrid search then
+    # ranks its dense leg on a second connection beside BM25 (README: design notes).
+    settings.DATABASES["default"].setdefault("OPTIONS", {})["pool"] = POOL
 
     call_command("migrate", verbosity=0)
 

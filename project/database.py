@@ -16,9 +16,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 DATABASE_NAME = "retrieval"
-# Django's connection pool (psycopg_pool): connections are reused across requests, and a
-# hybrid search borrows a second one to rank its dense leg beside BM25.
-POOL_OPTIONS = {"pool": {"min_size": 4, "max_size": 16, "timeout": 10}}
 
 
 def data_dir() -> Path:
@@ -35,11 +32,8 @@ def database_config() -> dict[str, Any]:
     if url:
         import dj_database_url
 
-        config = dj_database_url.parse(url, conn_max_age=0)
-    else:
-        config = _embedded_config()
-    config["OPTIONS"] = {**config.get("OPTIONS", {}), **POOL_OPTIONS}
-    return config
+        return dj_database_url.parse(url, conn_max_age=0)
+    return _embedded_config()
 
 
 def _embedded_config() -> dict[str, Any]:

@@ -79,6 +79,21 @@ def keyword_settings(retrieval_settings):
     )
 
 
+@pytest.fixture(scope="session")
+def pooled_database(django_db_setup):
+    """The ``pooled`` alias (tests/settings.py), its pool's connections all opened.
+
+    Its pool is closed before the test database is dropped: open connections would
+    keep ``DROP DATABASE`` from running.
+    """
+    from django.db import connections
+
+    connections["pooled"].pool.open(wait=True)
+    yield "pooled"
+    connections["pooled"].close()
+    connections["pooled"].close_pool()
+
+
 @pytest.fixture
 def sample_docs() -> Path:
     return SAMPLE_DOCS

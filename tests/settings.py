@@ -5,3 +5,14 @@ from project.settings import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.host_app"]  # noqa: F405
 RETRIEVAL = {"TASKS_SYNC": True}
+
+# The same test database through Django's connection pool (psycopg_pool), for the
+# tests of what a pooled site gets (tests/services/retrievers/test_hybrid.py).
+DATABASES = {  # noqa: F405
+    **DATABASES,  # noqa: F405
+    "pooled": {
+        **DATABASES["default"],  # noqa: F405
+        "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": 4}},  # noqa: F405
+        "TEST": {"MIRROR": "default"},
+    },
+}

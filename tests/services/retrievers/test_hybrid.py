@@ -143,17 +143,24 @@ def backend_pid(wrapper) -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_outside_a_transaction_the_dense_leg_ranks_on_a_pooled_second_connection(compass):
-    caller = connections["default"]
-    assert caller.pool is not None  # the example project's database pools its connections
+POOLED = pytest.mark.django_db(transaction=True, databases=["default", "pooled"])
+
+
+@POOLED
+def test_with_a_pool_the_dense_leg_ranks_on_a_second_connection_beside_bm25(
+    compass, pooled_database, retrieval_settings
+):
+    retrieval_settings(SEARCH_DATABASE=pooled_database)  # the same database, pooled
+    caller = connections[pooled_database]
     caller_pid, seen = backend_pid(caller), []
     dense = retrievers["dense"]
     rank_prepared = dense.rank_prepared
 
     def recording_rank(*args, **kwargs):
         # The BM25 leg's query is still in flight on the caller's connection.
-        seen.append((backend_pid(connections["default"]), caller.connection.info.pipeline_status))
+        seen.append(
+            (backend_pid(connections[pooled_database]), caller.connection.info.pipeline_status)
+        )
         return rank_prepared(*args, **kwargs)
 
     dense.rank_prepared = recording_rank
@@ -165,7 +172,9 @@ def test_outside_a_transaction_the_dense_leg_ranks_on_a_pooled_second_connection
         del dense.rank_prepared
     [(pid, status)] = seen
     assert pid != caller_pid and status == 1
-    assert connections["default"] is caller and caller.connection.info.pipeline_status == 0
+    assert connections[pooled_database] is caller
+    assert caller.connection.info.pipeline_status == 0
+    assert caller.pool.get_stats()["pool_available"] >= 1  # the second one went back
     expected = rrf_fuse(
         [
             retrievers["bm25"].rank("north", collection=compass, top_k=100),
@@ -177,28 +186,31 @@ def test_outside_a_transaction_the_dense_leg_ranks_on_a_pooled_second_connection
     assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
 
 
-@pytest.mark.django_db(transaction=True)
-def test_no_second_connection_inside_a_transaction_or_from_an_empty_pool(compass):
+@POOLED
+def test_no_second_connection_in_a_transaction_from_an_empty_pool_or_without_a_pool(
+    pooled_database,
+):
     from django.db import transaction
 
-    caller = connections["default"]
-    with _spare_connection("default") as spare:
-        assert spare and connections["default"] is not caller
-        assert backend_pid(connections["default"]) != backend_pid(caller)
-    assert connections["default"] is caller
-    with transaction.atomic():  # uncommitted writes are seen on this connection only
-        with _spare_connection("default") as spare:
-            assert not spare and connections["default"] is caller
-    pool = caller.pool
-    held = []
+    caller = connections[pooled_database]
+    with _spare_connection(pooled_database) as spare:
+        assert spare and connections[pooled_database] is not caller
+        assert backend_pid(connections[pooled_database]) != backend_pid(caller)
+    assert connections[pooled_database] is caller
+    with transaction.atomic(using=pooled_database):  # its uncommitted writes: this one only
+        with _spare_connection(pooled_database) as spare:
+            assert not spare and connections[pooled_database] is caller
+    pool, held = caller.pool, []
     while pool.get_stats()["pool_available"]:
         held.append(pool.getconn())
     try:
-        with _spare_connection("default") as spare:  # never waits for one
-            assert not spare and connections["default"] is caller
+        with _spare_connection(pooled_database) as spare:  # never waits for one
+            assert not spare and connections[pooled_database] is caller
     finally:
         for borrowed in held:
             pool.putconn(borrowed)
+    with _spare_connection("default") as spare:  # no pool: a connect per search
+        assert not spare
 
 
 def test_bad_options_and_checks(retrieval_settings):
