@@ -68,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
         },
         "hybrid": {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
-            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
+            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_score"},
         },
         # Rewrite -> retrieve -> judge rounds; LLM stages when LLMS has "default",
         # offline ones (pseudo-relevance feedback, coverage judge) otherwise.

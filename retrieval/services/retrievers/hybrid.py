@@ -18,9 +18,10 @@ class HybridRetriever(BaseRetriever):
     """Fuse the rankings of named retrievers ("legs"), each with a weight.
 
     ``retrievers`` maps alias to weight (or lists aliases, all weighted 1).
-    ``method`` is ``"rrf"`` (weighted reciprocal-rank fusion with constant ``k``),
-    ``"relative_score"`` (min-max normalised weighted sum) or ``"dbsf"``
-    (distribution-based score fusion). Each leg returns ``candidates`` results
+    ``method`` is ``"relative_score"`` (each leg's scores min-max normalised, then a
+    weighted sum; the default, chosen by ``bench/fusion.py``), ``"rrf"`` (weighted
+    reciprocal-rank fusion with constant ``k``) or ``"dbsf"`` (distribution-based
+    score fusion). Each leg returns ``candidates`` results
     (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
     through :func:`retrieval.services.fusion.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
@@ -33,7 +34,7 @@ class HybridRetriever(BaseRetriever):
         self,
         *,
         retrievers: Mapping[str, float] | Sequence[str] = ("bm25", "dense"),
-        method: str = "rrf",
+        method: str = "relative_score",
         k: int = 60,
         candidates: int = 100,
     ) -> None:

@@ -9,7 +9,7 @@ from django.db import connection, connections
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
-from retrieval.services.fusion import _spare_connection, rrf_fuse
+from retrieval.services.fusion import _spare_connection, relative_score_fuse
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.hybrid import HybridRetriever
@@ -36,14 +36,14 @@ def compass(keyword_settings, retrieval_settings):
 
 
 @pytest.mark.django_db
-def test_default_hybrid_is_rrf_of_bm25_and_dense(compass):
+def test_default_hybrid_is_relative_score_fusion_of_bm25_and_dense(compass):
     query = "north needle"
     fused = search(
         query, collection=compass, top_k=4, scope=Scope.ALL
     )  # the default retriever is "hybrid"
     bm25 = retrievers["bm25"].rank(query, collection=compass, top_k=100)
     dense = retrievers["dense"].rank(query, collection=compass, top_k=100)
-    expected = rrf_fuse([bm25, dense], [1.0, 1.0], k=60, top_k=4, names=["bm25", "dense"])
+    expected = relative_score_fuse([bm25, dense], [1.0, 1.0], top_k=4, names=["bm25", "dense"])
     assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
     assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
     legs = {r.chunk.document.external_id: r.metadata["legs"] for r in fused}
@@ -107,7 +107,7 @@ def test_bm25_is_ranked_by_the_database_while_the_caller_embeds_the_query(compas
         ("bm25.read", caller, 1),
     ]
     assert connection.connection.info.pipeline_status == 0  # back to normal afterwards
-    expected = rrf_fuse(
+    expected = relative_score_fuse(
         [
             retrievers["bm25"].rank("north", collection=compass, top_k=100),
             retrievers["dense"].rank("north", collection=compass, top_k=100),
@@ -175,7 +175,7 @@ def test_with_a_pool_the_dense_leg_ranks_on_a_second_connection_beside_bm25(
     assert connections[pooled_database] is caller
     assert caller.connection.info.pipeline_status == 0
     assert caller.pool.get_stats()["pool_available"] >= 1  # the second one went back
-    expected = rrf_fuse(
+    expected = relative_score_fuse(
         [
             retrievers["bm25"].rank("north", collection=compass, top_k=100),
             retrievers["dense"].rank("north", collection=compass, top_k=100),
