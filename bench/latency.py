@@ -329,7 +329,7 @@ def query_latency(size: int, n_queries: int) -> None:
         ["bm25 search (rank + load chunks)", *p["bm25 search"], ""],
         ["dense search (embed + rank + load)", *p["dense search"], ""],
         [
-            "hybrid search (rrf of both)",
+            "hybrid search (default fusion of both)",
             *p["hybrid search"],
             f"{p['hybrid search'][0] / slowest:.2f}× slowest leg",
         ],
