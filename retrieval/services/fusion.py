@@ -17,8 +17,8 @@ search raise. A bad filter is the request's fault, not the leg's: it is raised a
 Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChunk` or
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
 by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
-score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based).
-Load them with :func:`retrieval.services.retrievers.base.load_results`.
+score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based),
+best first; among equal scores, the chunk more lists hold comes first. Load them with :func:`retrieval.services.retrievers.base.load_results`.
 """
 
 from __future__ import annotations
@@ -147,7 +147,9 @@ def _fuse(
         ):
             fused[result.chunk_id] = fused.get(result.chunk_id, 0.0) + weight * value
             legs.setdefault(result.chunk_id, {})[name] = {"score": result.score, "rank": rank}
-    order = sorted(fused, key=lambda key: (-fused[key], key))[:top_k]
+    # Equal scores: the chunk more lists hold first (under min-max, one a list ranks last
+    # scores 0 there, as if that list had missed it), then the lower id.
+    order = sorted(fused, key=lambda key: (-fused[key], -len(legs[key]), key))[:top_k]
     return [ScoredChunk(key, fused[key], {"legs": legs[key]}) for key in order]
 
 

@@ -50,6 +50,13 @@ def test_relative_score_by_hand():
     assert scores == pytest.approx({1: 1.0, 2: 0.5, 3: 2.0, 4: 1.5})
 
 
+def test_equal_scores_put_the_chunk_more_lists_hold_first():
+    # bm25 holds chunk 9 alone (min-max: 1); dense ranks 5 first (1) and 9 last (0).
+    fused = relative_score_fuse([ranked((9, 4.0)), ranked((5, 0.9), (6, 0.6), (9, 0.3))])
+    assert ids(fused) == [9, 5, 6]
+    assert [r.score for r in fused] == pytest.approx([1.0, 1.0, 0.5])
+
+
 def test_dbsf_by_hand():
     fused = dbsf_fuse([SPARSE], top_k=10)
     mean, sigma = 6.0, (6.0**0.5)  # population σ of 9, 6, 3
