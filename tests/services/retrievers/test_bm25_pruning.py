@@ -241,3 +241,13 @@ def test_an_overlong_term_is_ranked_exhaustively(zipf):
     full = BM25Retriever(prune=False).score(terms, collection=collection, top_k=10)
     assert ours[0][0] == chunk_id
     assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12)
+
+
+def test_an_ingest_leaves_nothing_pending_in_the_lexeme_index(zipf):
+    # A GIN pending list would be read whole by every top-k look-up until a vacuum.
+    collection, rng = zipf
+    sources = [Source.from_text(t, external_id=k) for k, t in texts(rng, 50, "late").items()]
+    assert ingest(collection, sources).status == "succeeded"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT gin_clean_pending_list('retrieval_bm25_chunk_lexemes'::regclass)")
+        assert cursor.fetchone()[0] == 0  # pending pages merged by this call: none
