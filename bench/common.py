@@ -37,12 +37,13 @@ def machine() -> str:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+            "SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+            "current_setting('shared_buffers')"
         )
-        version, pgvector = cursor.fetchone()
+        version, pgvector, shared_buffers = cursor.fetchone()
     return (
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{version.split(' on ')[0]}, pgvector {pgvector}"
+        f"{version.split(' on ')[0]} (shared_buffers {shared_buffers}), pgvector {pgvector}"
     )
 
 
