@@ -12,7 +12,10 @@ DATABASES = {  # noqa: F405
     **DATABASES,  # noqa: F405
     "pooled": {
         **DATABASES["default"],  # noqa: F405
-        "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": 4}},  # noqa: F405
+        "OPTIONS": {
+            **DATABASES["default"].get("OPTIONS", {}),  # noqa: F405
+            "pool": {"min_size": 2, "max_size": 4},
+        },
         "TEST": {"MIRROR": "default"},
     },
 }

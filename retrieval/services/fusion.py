@@ -18,7 +18,8 @@ Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChu
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
 by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
 score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based),
-best first; among equal scores, the chunk more lists hold comes first. Load them with :func:`retrieval.services.retrievers.base.load_results`.
+best first; among equal scores, the chunk more lists hold comes first. Load them with
+:func:`retrieval.services.retrievers.base.load_results`.
 """
 
 from __future__ import annotations

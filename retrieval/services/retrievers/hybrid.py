@@ -26,8 +26,9 @@ class HybridRetriever(BaseRetriever):
     through :func:`retrieval.services.fusion.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
     uncommitted writes; outside transactions, with Django's connection pool, the dense
-    leg ranks on a second pooled connection beside BM25). A leg that fails is logged and named in each result's
-    ``metadata["failed_legs"]``; only if all fail does the search raise.
+    leg ranks on a second pooled connection beside BM25). A leg that fails is logged and
+    named in each result's ``metadata["failed_legs"]``; only if all fail does the search
+    raise.
     """
 
     def __init__(
