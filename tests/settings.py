@@ -7,15 +7,17 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.host_app"]  # noqa: F405
 RETRIEVAL = {"TASKS_SYNC": True}
 
 # The same test database through Django's connection pool (psycopg_pool), for the
-# tests of what a pooled site gets (tests/services/retrievers/test_hybrid.py).
-DATABASES = {  # noqa: F405
-    **DATABASES,  # noqa: F405
-    "pooled": {
-        **DATABASES["default"],  # noqa: F405
-        "OPTIONS": {
-            **DATABASES["default"].get("OPTIONS", {}),  # noqa: F405
-            "pool": {"min_size": 2, "max_size": 4},
+# tests of what a pooled site gets (tests/services/retrievers/test_hybrid.py). Not
+# when a test runs the site on another engine (DATABASE_URL=sqlite:// in test_checks).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES = {  # noqa: F405
+        **DATABASES,  # noqa: F405
+        "pooled": {
+            **DATABASES["default"],  # noqa: F405
+            "OPTIONS": {
+                **DATABASES["default"].get("OPTIONS", {}),  # noqa: F405
+                "pool": {"min_size": 2, "max_size": 4},
+            },
+            "TEST": {"MIRROR": "default"},
         },
-        "TEST": {"MIRROR": "default"},
-    },
-}
+    }
