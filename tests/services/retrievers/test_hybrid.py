@@ -25,6 +25,15 @@ TEXTS = {
 BROKEN = {"BACKEND": "tests.retrievers.BrokenRetriever"}
 
 
+def fused_legs(query: str, collection) -> list:
+    """The default fusion of BM25's and dense's 100 candidates, top 4: what the hybrid returns."""
+    legs = [
+        retrievers[alias].rank(query, collection=collection, top_k=100)
+        for alias in ("bm25", "dense")
+    ]
+    return relative_score_fuse(legs, top_k=4)
+
+
 @pytest.fixture
 def compass(keyword_settings, retrieval_settings):
     retrieval_settings(
@@ -107,13 +116,7 @@ def test_bm25_is_ranked_by_the_database_while_the_caller_embeds_the_query(compas
         ("bm25.read", caller, 1),
     ]
     assert connection.connection.info.pipeline_status == 0  # back to normal afterwards
-    expected = relative_score_fuse(
-        [
-            retrievers["bm25"].rank("north", collection=compass, top_k=100),
-            retrievers["dense"].rank("north", collection=compass, top_k=100),
-        ],
-        top_k=4,
-    )
+    expected = fused_legs("north", compass)
     assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
 
 
@@ -175,13 +178,7 @@ def test_with_a_pool_the_dense_leg_ranks_on_a_second_connection_beside_bm25(
     assert connections[pooled_database] is caller
     assert caller.connection.info.pipeline_status == 0
     assert caller.pool.get_stats()["pool_available"] >= 1  # the second one went back
-    expected = relative_score_fuse(
-        [
-            retrievers["bm25"].rank("north", collection=compass, top_k=100),
-            retrievers["dense"].rank("north", collection=compass, top_k=100),
-        ],
-        top_k=4,
-    )
+    expected = fused_legs("north", compass)
     assert [r.chunk.pk for r in fused] == [r.chunk_id for r in expected]
     assert [r.score for r in fused] == pytest.approx([r.score for r in expected])
 
