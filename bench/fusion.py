@@ -5,7 +5,10 @@
 Each query is ranked once by each leg of the default hybrid (``bm25`` and ``dense``,
 100 candidates each, through ``run_legs`` as ``HybridRetriever`` ranks them); every
 setting of :data:`SETTINGS` then fuses those lists with the library's own fusion
-(``LegResults.fuse``), so a row is what the hybrid with that setting answers.
+(``LegResults.fuse``), so a row is what the hybrid with that setting answers. A
+setting with fewer ``candidates`` fuses each list's best only, as a hybrid asking its
+legs for fewer does at ``top_k`` 10 (its R@100 is that of those lists' fused top 100,
+not what such a hybrid answers at ``top_k`` 100, which ranks 100 per leg).
 SciFact train and Cranfield are ``context.py``'s ``bench-context-<name>-on``
 collections (one chunk per document, the default ``CHUNK_CONTEXT``), scored by
 nDCG@10 / Recall@100; Flask's docs are ``realdocs.py``'s default configuration,
@@ -36,21 +39,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Fusion:
-    """One hybrid fusion: the method, the dense leg's weight (BM25's is 1) and RRF's k."""
+    """One hybrid fusion: the method, the dense leg's weight (BM25's is 1), RRF's k and
+    how many candidates each leg gives."""
 
     method: str
     dense: float = 1.0
     k: int = 60
+    candidates: int = 100
 
     @property
     def label(self) -> str:
         name = f"rrf k={self.k}" if self.method == "rrf" else self.method.replace("_", " ")
-        return f"{name}, dense {self.dense:g}" + (" (default)" if self == DEFAULT else "")
+        depth = f", {self.candidates} candidates" if self.candidates != 100 else ""
+        return f"{name}, dense {self.dense:g}{depth}" + (" (default)" if self == DEFAULT else "")
 
     def fuse(self, legs: LegResults, top_k: int) -> list[ScoredChunk]:
         """Fuse the legs' lists as a HybridRetriever with this setting does."""
         weights = {name: self.dense if name == "dense" else 1.0 for name in legs.ranked}
-        return replace(legs, weights=weights).fuse(self.method, k=self.k, top_k=top_k)
+        ranked = {name: results[: self.candidates] for name, results in legs.ranked.items()}
+        fusing = replace(legs, weights=weights, ranked=ranked)
+        return fusing.fuse(self.method, k=self.k, top_k=top_k)
 
 
 #: The library's default hybrid (relative score, equal weights; RRF k=60 before this
@@ -60,6 +68,7 @@ WEIGHTS = (0.8, 1.0, 1.25, 1.5)
 SETTINGS = [
     *(Fusion("rrf", dense, k) for k in (1, 5, 10, 20, 30, 60) for dense in WEIGHTS),
     *(Fusion(method, dense) for method in ("relative_score", "dbsf") for dense in WEIGHTS),
+    *(Fusion("relative_score", candidates=depth) for depth in (50, 30, 20)),
 ]
 LEGS_ALONE = ("bm25", "dense")
 
@@ -215,7 +224,12 @@ def sweep(
 
     # The configured hybrid (DEFAULT, unless the site changed it) fused offline, and as it answers.
     started = time.perf_counter()
-    configured = Fusion(hybrid.method, hybrid.legs["dense"] / hybrid.legs["bm25"], hybrid.k)
+    configured = Fusion(
+        hybrid.method,
+        hybrid.legs["dense"] / hybrid.legs["bm25"],
+        hybrid.k,
+        max(hybrid.candidates, top_k),
+    )
     offline = [[s.chunk_id for s in configured.fuse(results, top_k)] for results in legs]
     real = [
         [r.chunk_id for r in search(query, collection=collection, retriever="hybrid",
