@@ -194,3 +194,18 @@ def test_a_site_registers_its_own_parser(collection, retrieval_settings):
     document = Document.objects.get(external_id="dirs.scsv")
     assert (document.title, document.content) == ("semicolons", "north: up\n\neast: right")
     assert document.mime_type == "text/x-semicolon"
+
+
+def test_an_ingest_leaves_nothing_pending_in_the_metadata_indexes(collection):
+    # A GIN pending list would be read whole by every metadata-filtered search until a vacuum.
+    from django.db import connection
+
+    sources = [
+        Source.from_text(f"Note {i}: {TWO_PARAGRAPHS}", external_id=f"{i}.txt", metadata={"n": i})
+        for i in range(20)
+    ]
+    assert ingest(collection, sources).status == IndexRun.Status.SUCCEEDED
+    with connection.cursor() as cursor:
+        for index in ("retrieval_chunk_metadata_gin", "retrieval_doc_metadata_gin"):
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
+            assert cursor.fetchone()[0] == 0, index  # pending pages merged by this call: none
