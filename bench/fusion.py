@@ -33,7 +33,7 @@ from context import EMBEDDERS, context_collection
 
 if TYPE_CHECKING:
     from retrieval.models import Collection
-    from retrieval.services.fusion import LegResults
+    from retrieval.services.legs import LegResults
     from retrieval.services.types import ScoredChunk
 
 
@@ -181,7 +181,7 @@ def sweep(
     Return each row's cell and main figures.
     """
     from retrieval.models import Chunk
-    from retrieval.services.fusion import Leg, run_legs
+    from retrieval.services.legs import Leg, run_legs
     from retrieval.services.registry import retrievers
     from retrieval.services.scope import Scope
     from retrieval.services.search import search

@@ -26,7 +26,7 @@ class BaseRetriever(ABC):
     alias: str = ""
     supports_filters: bool = True
     #: :meth:`prepare` takes real time (it embeds the query): fusion prepares such a leg
-    #: while the database ranks the others (:func:`retrieval.services.fusion.run_legs`).
+    #: while the database ranks the others (:func:`retrieval.services.legs.run_legs`).
     costly_prepare: bool = False
 
     def retrieve(

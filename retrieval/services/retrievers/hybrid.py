@@ -8,7 +8,8 @@ from django.core import checks
 
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.fusion import FUSION_METHODS, Leg, run_legs
+from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.legs import Leg, run_legs
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import ScoredChunk
@@ -23,7 +24,7 @@ class HybridRetriever(BaseRetriever):
     reciprocal-rank fusion with constant ``k``) or ``"dbsf"`` (distribution-based
     score fusion). Each leg returns ``candidates`` results
     (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
-    through :func:`retrieval.services.fusion.run_legs`, as a pipeline's do: prepared
+    through :func:`retrieval.services.legs.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
     uncommitted writes; outside transactions, with Django's connection pool, the dense
     leg ranks on a second pooled connection beside BM25). A leg that fails is logged and

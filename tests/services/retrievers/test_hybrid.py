@@ -9,8 +9,9 @@ from django.db import connection, connections
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.collections import get_or_create_collection
-from retrieval.services.fusion import _spare_connection, relative_score_fuse
+from retrieval.services.fusion import relative_score_fuse
 from retrieval.services.indexing import Source, ingest
+from retrieval.services.legs import _spare_connection
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.hybrid import HybridRetriever
 from retrieval.services.scope import Scope
