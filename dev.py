@@ -16,6 +16,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -85,15 +86,26 @@ def run_demo(port: str) -> int:
         flush=True,
     )
     step("Starting the background indexing worker (django-q2) and the site")
-    worker = subprocess.Popen([*manage, "qcluster"], cwd=ROOT)
+    # On SIGTERM (a process manager, `timeout`) Python would exit at once and leave the
+    # worker running: exit through the `finally` below instead, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, exit_on_signal)
+    started = [subprocess.Popen([*manage, "qcluster"], cwd=ROOT)]
     try:
-        return subprocess.call([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+        started.append(subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"]))
+        return started[-1].wait()
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        # Stopped gently, so the last one out stops the embedded PostgreSQL too.
+        for process in reversed(started):
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def exit_on_signal(signum: int, frame: object) -> None:
+    """Raise ``SystemExit``, so ``finally`` blocks stop the processes this one started."""
+    raise SystemExit(128 + signum)
 
 
 def run_tests(which: str, pytest_args: list[str]) -> int:
