@@ -25,7 +25,8 @@ from retrieval.conf import retrieval_settings
 __all__ = ["ContextOptions", "context_options", "context_prefix", "indexed_text", "source_line"]
 
 _KEYS = {"title", "source", "headings", "metadata_keys"}
-_EXTENSION = re.compile(r"\.\w+$")
+# A file name's extension starts with a letter: "notes.md", not "release-3.1" or "1.2e5".
+_EXTENSION = re.compile(r"\.[^\W\d_]\w*$")
 
 
 class ContextOptions(dict):
@@ -69,8 +70,7 @@ def context_prefix(
     One line each: the title, the heading path joined with `` > `` (headings that
     repeat the title left out), ``key: value`` for each chosen metadata key the
     document has, then ``source`` (the external id of a document read from a file,
-    ``""`` for none) as words: ``docs/patterns/sqlalchemy.rst`` gives
-    ``docs patterns sqlalchemy``.
+    ``""`` for none) as words, if it reads as a path (:func:`source_line`).
     """
     lines = []
     title = " ".join(title.split())
@@ -95,10 +95,14 @@ def context_prefix(
 def source_line(source: str) -> str:
     """Return a file's path as the words of its folders and name, without the extension.
 
-    On the real-documents bench the words, last in the header, ranked better than
-    the path as written (``/``, ``.rst``), a labelled ``file_path: ...`` line, or the
-    words right after the title.
+    ``docs/patterns/sqlalchemy.rst`` gives ``docs patterns sqlalchemy``. An id that
+    does not read as a path (no folder, no extension: ``doc-42``, a UUID) names no
+    topic, so it gives ``""``. On the real-documents bench the words, last in the
+    header, ranked better than the path as written (``/``, ``.rst``), a labelled
+    ``file_path: ...`` line, or the words right after the title.
     """
+    if not ("/" in source or "\\" in source or _EXTENSION.search(source)):
+        return ""
     return " ".join(_EXTENSION.sub("", source).replace("/", " ").replace("\\", " ").split())
 
 

@@ -76,6 +76,22 @@ def test_documents_list_filter_detail_delete(api, atlas):
     assert api.get("/api/chunks/", {"document": "x"}).status_code == 400
 
 
+def test_a_text_document_is_indexed_under_its_title_alone(api, atlas):
+    # The text is kept as a file named after the id, yet the made-up id names no topic.
+    created = api.post(
+        "/api/documents/",
+        {
+            "collection": "atlas",
+            "external_id": "faq-7",
+            "title": "Compass",
+            "text": "Hold it flat.",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert Chunk.objects.get(document__external_id="faq-7").indexed_prefix == "Compass"
+
+
 def test_document_that_cannot_be_indexed_is_a_400(api, atlas):
     empty = api.post(
         "/api/documents/", {"collection": "atlas", "external_id": "z", "text": "   "}, format="json"

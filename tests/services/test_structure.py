@@ -214,6 +214,21 @@ def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
     assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass\nguides compass"}
 
 
+def test_an_opaque_external_id_gives_no_source_line(compass, tmp_path):
+    from retrieval.services.chunk_context import source_line
+
+    for opaque in ("doc-42", "3f2a9b4c-51d0-4e8e-9b1a-7c1d2e3f4a5b", "release-3.1", "12345"):
+        assert source_line(opaque) == ""
+    assert source_line("notes.md") == "notes"
+    collection, _ = compass(value={"headings": False})
+    path = tmp_path / "compass.md"
+    path.write_bytes(COMPASS_MD)
+    # A file uploaded under an id the site made up: the id names no topic.
+    ingest(collection, [Source.from_path(path, external_id="doc-42")])
+    document = Document.objects.get(external_id="doc-42")
+    assert {c.indexed_prefix for c in document.chunks.all()} == {"Compass"}
+
+
 def test_a_text_source_has_no_source_line(keyword_settings):
     from retrieval.models import Chunk
 
