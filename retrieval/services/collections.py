@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils.text import slugify
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import DimensionMismatchError
+from retrieval.exceptions import DimensionMismatchError, RetrievalError
 from retrieval.models import Collection
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
@@ -18,6 +18,7 @@ __all__ = [
     "embedder_for",
     "ensure_vector_index",
     "get_or_create_collection",
+    "lock_embedding_space",
     "vector_index_name",
 ]
 
@@ -97,6 +98,28 @@ def ensure_vector_index(collection: Collection) -> None:
     index = index_for(collection)
     if index.transactional:
         index.ensure_space(collection)
+
+
+def lock_embedding_space(collection: Collection) -> None:
+    """Hold the collection's row in share mode; refuse vectors of a space it left.
+
+    Call inside the transaction writing vectors. A re-embedding swaps the
+    collection's space under an exclusive lock on that row, so it waits for this
+    write, and a write after it sees the new embedder.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT embedder, dimensions FROM retrieval_collection WHERE id = %s FOR SHARE",
+            [collection.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise RetrievalError(f"collection {collection.name!r} was deleted")
+    if tuple(row) != (collection.embedder, collection.dimensions):
+        raise RetrievalError(
+            f"collection {collection.name!r} was re-embedded with {row[0]!r} "
+            "while this document was indexed; index it again"
+        )
 
 
 def drop_vector_index(collection_id: int, index: str = "default") -> None:

@@ -8,13 +8,11 @@ leaves that document's previous chunks searchable.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import itertools
 import logging
 import mimetypes
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,27 +21,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
-from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
-from retrieval.services.chunkers.recursive import only_heading
-from retrieval.services.chunkers.tokens import count_tokens
-from retrieval.services.collections import embedder_for, ensure_vector_index
+from retrieval.services.collections import (
+    embedder_for,
+    ensure_vector_index,
+    lock_embedding_space,
+)
 from retrieval.services.indexes import outbox
-from retrieval.services.parsing import parse
-from retrieval.services.registry import analyzers, chunkers
+from retrieval.services.preparation import Preparation, PreparedDocument, chunker_alias
 from retrieval.services.runs import (
     RunCancelled,
     check_cancelled,
     finish_run,
     save_progress,
 )
-from retrieval.services.sparse.index import bm25_text, write_postings
-from retrieval.services.types import ChunkSpan, ParsedDocument, Section
+from retrieval.services.sparse.index import write_postings
 
 logger = logging.getLogger(__name__)
 
@@ -124,16 +121,6 @@ def listen(callback: Callable[[IngestResult], None]) -> Iterator[None]:
         _listener.reset(token)
 
 
-@dataclass
-class _PreparedDocument:
-    source: Source
-    parsed: ParsedDocument
-    title: str
-    mime_type: str
-    rows: list[Chunk]
-    terms: list[tuple[Counter[str], int]]  # per row: BM25 term frequencies, length
-
-
 def ingest(
     collection: Collection,
     sources: Iterable[Source],
@@ -153,7 +140,7 @@ def ingest(
     """
     options = {
         "collection": collection.name,
-        "chunker": _chunker_alias(collection),
+        "chunker": chunker_alias(collection),
         "embedder": collection.embedder,
         "force": force,
     }
@@ -190,10 +177,6 @@ def ingest(
     return run
 
 
-def _chunker_alias(collection: Collection) -> str:
-    return collection.chunker or retrieval_settings.DEFAULT_CHUNKER
-
-
 class _Indexer:
     """Prepare sources, embed their chunks in shared batches, write documents in groups.
 
@@ -219,16 +202,13 @@ class _Indexer:
         self.run = run
         self.force = force
         self.on_result = on_result or _listener.get()
-        self.chunker = chunkers[_chunker_alias(collection)]
-        self.analyzer = analyzers["default"]
         self.batch_size = int(retrieval_settings.EMBED_BATCH_SIZE)
-        self.encoding = retrieval_settings.TOKEN_ENCODING
-        self.context: ContextOptions | None = None
-        self.pending: list[_PreparedDocument] = []
+        self.preparation: Preparation | None = None
+        self.pending: list[PreparedDocument] = []
         self.last_save = 0.0
 
     def run_all(self, sources: Iterable[Source]) -> None:
-        self.context = context_options()  # a bad setting fails the run, with its reason
+        self.preparation = Preparation.of(self.collection)  # a bad setting fails the run
         iterator = iter(sources)
         while block := list(itertools.islice(iterator, self.LOOKUP_BLOCK)):
             known = {
@@ -253,7 +233,7 @@ class _Indexer:
             self._record(IngestResult(source.external_id, "skipped", existing.pk))
             return
         try:
-            prepared = self._prepare(source)
+            prepared = self.preparation.prepare(source)
         except Exception as e:  # any reason to fail this one document, named for the user
             self._fail(source, e)
             return
@@ -283,42 +263,6 @@ class _Indexer:
             offset += count
         self._write(group)
 
-    def _prepare(self, source: Source) -> _PreparedDocument:
-        parsed, parser = parse(source.data, filename=source.filename, mime_type=source.mime_type)
-        # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
-        text = parsed.text.replace("\x00", "\ufffd")
-        if not text.strip():
-            raise RetrievalError("the file has no text to index")
-        spans = self.chunker.chunk(text, sections=parsed.sections)
-        section_starts = [section.start for section in parsed.sections]
-        rows = [
-            Chunk(
-                collection=self.collection,
-                index=i,
-                content=text[span.start : span.end],
-                start=span.start,
-                end=span.end,
-                token_count=count_tokens(text[span.start : span.end], self.encoding),
-                **_structure_at(text, parsed.sections, section_starts, span),
-            )
-            for i, span in enumerate(spans)
-        ]
-        parsed = ParsedDocument(
-            text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
-        )
-        title = source.title or parsed.title or Path(source.filename or source.external_id).stem
-        metadata = {**parsed.metadata, **source.metadata}
-        # A file's external id is its path (retrieval_ingest: relative to the folder's
-        # parent), which names the topic, as a title does; text sources have none.
-        path = source.external_id if source.source_path or source.filename else ""
-        for row in rows:
-            row.indexed_prefix = context_prefix(
-                title[:1000], row.heading_path, metadata, self.context, source=path
-            )
-        terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
-        mime_type = source.mime_type or parser.default_mime_type
-        return _PreparedDocument(source, parsed, title[:1000], mime_type, rows, terms)
-
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
         parts = []
@@ -333,7 +277,7 @@ class _Indexer:
             )
         return vectors
 
-    def _write(self, group: list[tuple[_PreparedDocument, np.ndarray]]) -> None:
+    def _write(self, group: list[tuple[PreparedDocument, np.ndarray]]) -> None:
         try:
             with transaction.atomic():
                 documents = self._store(group)
@@ -352,9 +296,9 @@ class _Indexer:
                 )
             )
 
-    def _store(self, group: list[tuple[_PreparedDocument, np.ndarray]]) -> dict[str, Document]:
+    def _store(self, group: list[tuple[PreparedDocument, np.ndarray]]) -> dict[str, Document]:
         """Replace the documents and chunks of ``group``; call inside a transaction."""
-        self._lock_embedding_space()
+        lock_embedding_space(self.collection)
         now = timezone.now()
         ids = [prepared.source.external_id for prepared, _ in group]
         documents = {
@@ -405,26 +349,6 @@ class _Indexer:
             ),
         )
         return documents
-
-    def _lock_embedding_space(self) -> None:
-        """Hold the collection's row in share mode; refuse vectors of a space it left.
-
-        A re-embedding swaps the collection's space under an exclusive lock on that
-        row, so it waits for this write, and a write after it sees the new embedder.
-        """
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT embedder, dimensions FROM retrieval_collection WHERE id = %s FOR SHARE",
-                [self.collection.pk],
-            )
-            row = cursor.fetchone()
-        if row is None:
-            raise RetrievalError(f"collection {self.collection.name!r} was deleted")
-        if tuple(row) != (self.collection.embedder, self.collection.dimensions):
-            raise RetrievalError(
-                f"collection {self.collection.name!r} was re-embedded with {row[0]!r} "
-                "while this document was indexed; index it again"
-            )
 
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
@@ -479,25 +403,3 @@ DOCUMENT_FIELDS = [
     "indexed_at",
     "updated_at",
 ]
-
-
-def _structure_at(
-    text: str, sections: Sequence[Section], starts: Sequence[int], span: ChunkSpan
-) -> dict[str, Any]:
-    """Return the page and heading path of the section containing the chunk's start.
-
-    A chunk that starts with sections holding only their heading (a chapter heading
-    right before its first subsection) takes the structure of the section its body
-    is in.
-    """
-    i = bisect.bisect_right(starts, span.start) - 1
-    if i < 0 or span.start >= sections[i].end:
-        return {"page": None, "heading_path": []}
-    while (
-        i + 1 < len(sections)
-        and sections[i + 1].start < span.end
-        and not text[sections[i].end : sections[i + 1].start].strip()
-        and only_heading(text[sections[i].start : sections[i].end], sections[i].heading_path)
-    ):
-        i += 1
-    return {"page": sections[i].page, "heading_path": list(sections[i].heading_path)}

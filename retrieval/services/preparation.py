@@ -1,0 +1,132 @@
+"""Preparing a source for indexing, before the embedder and the database see it.
+
+:meth:`Preparation.prepare` parses the source, chunks its text, gives each chunk its
+page, heading path and contextual header (:mod:`retrieval.services.chunk_context`)
+and analyses what BM25 will index. Nothing is written: a source that fails here
+fails alone, and :mod:`retrieval.services.indexing` embeds and stores the rest.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import RetrievalError
+from retrieval.models import Chunk, Collection
+from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
+from retrieval.services.chunkers.base import BaseChunker
+from retrieval.services.chunkers.recursive import only_heading
+from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.parsing import parse
+from retrieval.services.registry import analyzers, chunkers
+from retrieval.services.sparse.analyzer import Analyzer
+from retrieval.services.sparse.index import bm25_text
+from retrieval.services.types import ChunkSpan, ParsedDocument, Section
+
+if TYPE_CHECKING:
+    from retrieval.services.indexing import Source
+
+
+@dataclass
+class PreparedDocument:
+    """A source parsed and chunked: its chunk rows (not saved) and their BM25 terms."""
+
+    source: Source
+    parsed: ParsedDocument
+    title: str
+    mime_type: str
+    rows: list[Chunk]
+    terms: list[tuple[Counter[str], int]]  # per row: BM25 term frequencies, length
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """How a collection's sources are prepared: its chunker, the BM25 analyzer, the
+    chunk header's options and the encoding chunks' tokens are counted in."""
+
+    collection: Collection
+    chunker: BaseChunker
+    analyzer: Analyzer
+    context: ContextOptions
+    encoding: str
+
+    @classmethod
+    def of(cls, collection: Collection) -> Preparation:
+        """Read the settings now; a bad ``CHUNK_CONTEXT`` raises ImproperlyConfigured."""
+        return cls(
+            collection,
+            chunkers[chunker_alias(collection)],
+            analyzers["default"],
+            context_options(),
+            retrieval_settings.TOKEN_ENCODING,
+        )
+
+    def prepare(self, source: Source) -> PreparedDocument:
+        """Parse and chunk ``source``; raise if it cannot be read or holds no text."""
+        parsed, parser = parse(source.data, filename=source.filename, mime_type=source.mime_type)
+        # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
+        text = parsed.text.replace("\x00", "\ufffd")
+        if not text.strip():
+            raise RetrievalError("the file has no text to index")
+        spans = self.chunker.chunk(text, sections=parsed.sections)
+        section_starts = [section.start for section in parsed.sections]
+        rows = [
+            Chunk(
+                collection=self.collection,
+                index=i,
+                content=text[span.start : span.end],
+                start=span.start,
+                end=span.end,
+                token_count=count_tokens(text[span.start : span.end], self.encoding),
+                **_structure_at(text, parsed.sections, section_starts, span),
+            )
+            for i, span in enumerate(spans)
+        ]
+        parsed = ParsedDocument(
+            text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
+        )
+        title = source.title or parsed.title or Path(source.filename or source.external_id).stem
+        title = title[:1000]
+        metadata = {**parsed.metadata, **source.metadata}
+        # A file's external id is its path (retrieval_ingest: relative to the folder's
+        # parent), which names the topic, as a title does; text sources have none.
+        path = source.external_id if source.source_path or source.filename else ""
+        for row in rows:
+            row.indexed_prefix = context_prefix(
+                title, row.heading_path, metadata, self.context, source=path
+            )
+        terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
+        mime_type = source.mime_type or parser.default_mime_type
+        return PreparedDocument(source, parsed, title, mime_type, rows, terms)
+
+
+def chunker_alias(collection: Collection) -> str:
+    """Return the alias of the chunker that cuts ``collection``'s documents."""
+    return collection.chunker or retrieval_settings.DEFAULT_CHUNKER
+
+
+def _structure_at(
+    text: str, sections: Sequence[Section], starts: Sequence[int], span: ChunkSpan
+) -> dict[str, Any]:
+    """Return the page and heading path of the section containing the chunk's start.
+
+    A chunk that starts with sections holding only their heading (a chapter heading
+    right before its first subsection) takes the structure of the section its body
+    is in.
+    """
+    i = bisect.bisect_right(starts, span.start) - 1
+    if i < 0 or span.start >= sections[i].end:
+        return {"page": None, "heading_path": []}
+    while (
+        i + 1 < len(sections)
+        and sections[i + 1].start < span.end
+        and not text[sections[i].end : sections[i + 1].start].strip()
+        and only_heading(text[sections[i].start : sections[i].end], sections[i].heading_path)
+    ):
+        i += 1
+    return {"page": sections[i].page, "heading_path": list(sections[i].heading_path)}
