@@ -1,23 +1,169 @@
-"""Search views: one query, or a batch of queries run concurrently."""
+"""Search views: one query, or a batch of queries run concurrently, and their serializers."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from retrieval.exceptions import RetrievalError
+from retrieval.conf import retrieval_settings
+from retrieval.exceptions import InvalidFilterError, RetrievalError
 from retrieval.models import Collection
+from retrieval.services.filters import Filters
+from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.search import search, search_batch
 from retrieval.services.types import SearchResults
 
-from . import serializers
+from .serializers import known_component
 from .throttling import SearchThrottleMixin
 from .views import RetrievalAPIMixin
+
+
+class SearchOptionsSerializer(serializers.Serializer):
+    """What a search and a batch of searches share."""
+
+    collection = serializers.CharField(
+        max_length=200, help_text="Collection slug (or name). Unknown or hidden: 404."
+    )
+    pipeline = serializers.CharField(
+        required=False, help_text="Pipeline alias (default: DEFAULT_PIPELINE)."
+    )
+    retriever = serializers.CharField(
+        required=False, help_text="Retriever alias to run alone, instead of a pipeline."
+    )
+    rewrite = serializers.CharField(
+        required=False, help_text="Rewriter alias replacing the pipeline's rewrite step."
+    )
+    rerank = serializers.CharField(
+        required=False, help_text="Reranker alias replacing the pipeline's rerank step."
+    )
+    history = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        max_length=50,
+        help_text='Earlier turns, [{"role": "user", "content": "..."}], for rewriters.',
+    )
+    top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
+    filters = serializers.JSONField(required=False, default=None)
+    max_tokens = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        help_text="Also pack the best results into a context of at most this many tokens.",
+    )
+
+    def validate_retriever(self, value: str) -> str:
+        return known_component(retrievers, value, "retriever")
+
+    def validate_pipeline(self, value: str) -> str:
+        return known_component(retrieval_settings.PIPELINES, value, "pipeline")
+
+    def validate_rewrite(self, value: str) -> str:
+        return known_component(rewriters, value, "rewriter")
+
+    def validate_rerank(self, value: str) -> str:
+        return known_component(rerankers, value, "reranker")
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data.get("pipeline") and data.get("retriever"):
+            raise serializers.ValidationError("Name a pipeline or a retriever, not both.")
+        return data
+
+    def search_options(self) -> dict[str, Any]:
+        """Return the validated options as :func:`retrieval.services.search.search` takes them."""
+        data = self.validated_data
+        return {
+            "pipeline": data.get("pipeline"),
+            "retriever": data.get("retriever"),
+            "rewriter": data.get("rewrite"),
+            "reranker": data.get("rerank"),
+            "history": data.get("history"),
+            "top_k": data["top_k"],
+            "filters": data["filters"],
+            "max_tokens": data.get("max_tokens"),
+        }
+
+    def validate_filters(self, value: Any) -> Filters:
+        try:
+            return Filters.parse(value)
+        except InvalidFilterError as e:
+            raise serializers.ValidationError(str(e)) from e
+
+
+class SearchSerializer(SearchOptionsSerializer):
+    query = serializers.CharField(max_length=10_000)
+
+
+class BatchSearchSerializer(SearchOptionsSerializer):
+    queries = serializers.ListField(
+        child=serializers.CharField(max_length=10_000),
+        min_length=1,
+        help_text="Query texts, run concurrently; at most MAX_BATCH_QUERIES (default 32).",
+    )
+
+    def validate_queries(self, value: list[str]) -> list[str]:
+        limit = int(retrieval_settings.MAX_BATCH_QUERIES)
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"{len(value)} queries; a batch holds at most {limit} (MAX_BATCH_QUERIES)."
+            )
+        return value
+
+
+class SearchResultSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+    document = serializers.CharField(help_text="The document's external id.")
+    title = serializers.CharField()
+    chunk_id = serializers.IntegerField()
+    chunk_index = serializers.IntegerField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    page = serializers.IntegerField(allow_null=True)
+    heading_path = serializers.ListField(child=serializers.CharField())
+    token_count = serializers.IntegerField()
+    text = serializers.CharField()
+    metadata = serializers.DictField(help_text="Includes each fused leg's score and rank.")
+
+
+class CitationSerializer(serializers.Serializer):
+    number = serializers.IntegerField(help_text="The [number] in the context text.")
+    document_id = serializers.IntegerField()
+    document = serializers.CharField(help_text="The document's external id.")
+    title = serializers.CharField()
+    page = serializers.IntegerField(allow_null=True)
+    heading_path = serializers.ListField(child=serializers.CharField())
+    start = serializers.IntegerField(help_text="Offset in the document's text.")
+    end = serializers.IntegerField()
+    chunk_ids = serializers.ListField(child=serializers.IntegerField())
+
+
+class ContextSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="Passages headed [n] title, ready for a prompt.")
+    citations = CitationSerializer(many=True)
+    token_count = serializers.IntegerField()
+    results_used = serializers.IntegerField()
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    results = SearchResultSerializer(many=True)
+    context = ContextSerializer(required=False, help_text="Present when max_tokens was given.")
+    trace = serializers.DictField(
+        help_text="What ran: rewrites, agentic rounds, reranking, LLM calls (tokens, ms)."
+    )
+
+
+class BatchItemSerializer(SearchResponseSerializer):
+    query = serializers.CharField()
+
+
+class BatchSearchResponseSerializer(serializers.Serializer):
+    results = BatchItemSerializer(many=True, help_text="One entry per query, in input order.")
 
 
 def _answer(results: SearchResults) -> dict[str, Any]:
@@ -41,11 +187,11 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Search a collection with a named retriever; optionally pack a context for an LLM."""
 
     @extend_schema(
-        request=serializers.SearchSerializer,
-        responses=serializers.SearchResponseSerializer,
+        request=SearchSerializer,
+        responses=SearchResponseSerializer,
     )
     def post(self, request: Request) -> Response:
-        serializer, collection = _validated(self, serializers.SearchSerializer, request)
+        serializer, collection = _validated(self, SearchSerializer, request)
         data = serializer.validated_data
         try:
             results = search(
@@ -63,11 +209,11 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Run several queries against one collection concurrently; answers in input order."""
 
     @extend_schema(
-        request=serializers.BatchSearchSerializer,
-        responses=serializers.BatchSearchResponseSerializer,
+        request=BatchSearchSerializer,
+        responses=BatchSearchResponseSerializer,
     )
     def post(self, request: Request) -> Response:
-        serializer, collection = _validated(self, serializers.BatchSearchSerializer, request)
+        serializer, collection = _validated(self, BatchSearchSerializer, request)
         data = serializer.validated_data
         try:
             batches = search_batch(

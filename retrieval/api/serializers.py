@@ -7,17 +7,13 @@ from typing import Any
 from rest_framework import serializers
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
 from retrieval.services.access import visible_collections
-from retrieval.services.filters import Filters
 from retrieval.services.registry import (
     chunkers,
     embedders,
     indexes,
-    rerankers,
     retrievers,
-    rewriters,
 )
 
 
@@ -27,7 +23,8 @@ def _json_object(value: Any) -> dict:
     return value
 
 
-def _component(configured, alias: str, kind: str) -> str:
+def known_component(configured, alias: str, kind: str) -> str:
+    """Return ``alias`` if ``configured`` holds it; else a validation error naming what does."""
     if alias not in configured:
         raise serializers.ValidationError(
             f"Unknown {kind} {alias!r}; configured: {', '.join(sorted(configured)) or '(none)'}."
@@ -74,23 +71,23 @@ class CollectionSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 "A collection's embedder cannot change; re-embed it instead."
             )
-        return _component(embedders, value, "embedder")
+        return known_component(embedders, value, "embedder")
 
     def validate_chunker(self, value: str) -> str:
-        return _component(chunkers, value, "chunker") if value else value
+        return known_component(chunkers, value, "chunker") if value else value
 
     def validate_index(self, value: str) -> str:
         if self.instance is not None and value != self.instance.index:
             raise serializers.ValidationError(
                 "A collection's index cannot change; create a new collection instead."
             )
-        return _component(indexes, value, "index")
+        return known_component(indexes, value, "index")
 
     def validate_default_retriever(self, value: str) -> str:
-        return _component(retrievers, value, "retriever") if value else value
+        return known_component(retrievers, value, "retriever") if value else value
 
     def validate_default_pipeline(self, value: str) -> str:
-        return _component(retrieval_settings.PIPELINES, value, "pipeline") if value else value
+        return known_component(retrieval_settings.PIPELINES, value, "pipeline") if value else value
 
 
 class DocumentSerializer(serializers.ModelSerializer):
@@ -243,178 +240,3 @@ class TripleSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = fields
-
-
-class NeighbourhoodQuerySerializer(serializers.Serializer):
-    collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
-    entity = serializers.CharField(max_length=500, help_text="An entity's name, key or alias.")
-    hops = serializers.IntegerField(default=1, min_value=1, max_value=4)
-    predicates = serializers.CharField(
-        required=False, help_text="Comma-separated predicates to follow (default: all)."
-    )
-    min_confidence = serializers.FloatField(default=0.0, min_value=0.0, max_value=1.0)
-
-
-class NeighbourhoodSerializer(serializers.Serializer):
-    entity = serializers.CharField()
-    nodes = serializers.ListField(child=serializers.DictField())
-    edges = serializers.ListField(
-        child=serializers.DictField(), help_text="Triples, each with its source chunk id."
-    )
-
-
-class SearchOptionsSerializer(serializers.Serializer):
-    """What a search and a batch of searches share."""
-
-    collection = serializers.CharField(
-        max_length=200, help_text="Collection slug (or name). Unknown or hidden: 404."
-    )
-    pipeline = serializers.CharField(
-        required=False, help_text="Pipeline alias (default: DEFAULT_PIPELINE)."
-    )
-    retriever = serializers.CharField(
-        required=False, help_text="Retriever alias to run alone, instead of a pipeline."
-    )
-    rewrite = serializers.CharField(
-        required=False, help_text="Rewriter alias replacing the pipeline's rewrite step."
-    )
-    rerank = serializers.CharField(
-        required=False, help_text="Reranker alias replacing the pipeline's rerank step."
-    )
-    history = serializers.ListField(
-        child=serializers.DictField(child=serializers.CharField()),
-        required=False,
-        max_length=50,
-        help_text='Earlier turns, [{"role": "user", "content": "..."}], for rewriters.',
-    )
-    top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
-    filters = serializers.JSONField(required=False, default=None)
-    max_tokens = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=1_000_000,
-        help_text="Also pack the best results into a context of at most this many tokens.",
-    )
-
-    def validate_retriever(self, value: str) -> str:
-        return _component(retrievers, value, "retriever")
-
-    def validate_pipeline(self, value: str) -> str:
-        return _component(retrieval_settings.PIPELINES, value, "pipeline")
-
-    def validate_rewrite(self, value: str) -> str:
-        return _component(rewriters, value, "rewriter")
-
-    def validate_rerank(self, value: str) -> str:
-        return _component(rerankers, value, "reranker")
-
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        if data.get("pipeline") and data.get("retriever"):
-            raise serializers.ValidationError("Name a pipeline or a retriever, not both.")
-        return data
-
-    def search_options(self) -> dict[str, Any]:
-        """Return the validated options as :func:`retrieval.services.search.search` takes them."""
-        data = self.validated_data
-        return {
-            "pipeline": data.get("pipeline"),
-            "retriever": data.get("retriever"),
-            "rewriter": data.get("rewrite"),
-            "reranker": data.get("rerank"),
-            "history": data.get("history"),
-            "top_k": data["top_k"],
-            "filters": data["filters"],
-            "max_tokens": data.get("max_tokens"),
-        }
-
-    def validate_filters(self, value: Any) -> Filters:
-        try:
-            return Filters.parse(value)
-        except InvalidFilterError as e:
-            raise serializers.ValidationError(str(e)) from e
-
-
-class SearchSerializer(SearchOptionsSerializer):
-    query = serializers.CharField(max_length=10_000)
-
-
-class BatchSearchSerializer(SearchOptionsSerializer):
-    queries = serializers.ListField(
-        child=serializers.CharField(max_length=10_000),
-        min_length=1,
-        help_text="Query texts, run concurrently; at most MAX_BATCH_QUERIES (default 32).",
-    )
-
-    def validate_queries(self, value: list[str]) -> list[str]:
-        limit = int(retrieval_settings.MAX_BATCH_QUERIES)
-        if len(value) > limit:
-            raise serializers.ValidationError(
-                f"{len(value)} queries; a batch holds at most {limit} (MAX_BATCH_QUERIES)."
-            )
-        return value
-
-
-class SearchResultSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    score = serializers.FloatField()
-    document = serializers.CharField(help_text="The document's external id.")
-    title = serializers.CharField()
-    chunk_id = serializers.IntegerField()
-    chunk_index = serializers.IntegerField()
-    start = serializers.IntegerField()
-    end = serializers.IntegerField()
-    page = serializers.IntegerField(allow_null=True)
-    heading_path = serializers.ListField(child=serializers.CharField())
-    token_count = serializers.IntegerField()
-    text = serializers.CharField()
-    metadata = serializers.DictField(help_text="Includes each fused leg's score and rank.")
-
-
-class CitationSerializer(serializers.Serializer):
-    number = serializers.IntegerField(help_text="The [number] in the context text.")
-    document_id = serializers.IntegerField()
-    document = serializers.CharField(help_text="The document's external id.")
-    title = serializers.CharField()
-    page = serializers.IntegerField(allow_null=True)
-    heading_path = serializers.ListField(child=serializers.CharField())
-    start = serializers.IntegerField(help_text="Offset in the document's text.")
-    end = serializers.IntegerField()
-    chunk_ids = serializers.ListField(child=serializers.IntegerField())
-
-
-class ContextSerializer(serializers.Serializer):
-    text = serializers.CharField(help_text="Passages headed [n] title, ready for a prompt.")
-    citations = CitationSerializer(many=True)
-    token_count = serializers.IntegerField()
-    results_used = serializers.IntegerField()
-
-
-class SearchResponseSerializer(serializers.Serializer):
-    results = SearchResultSerializer(many=True)
-    context = ContextSerializer(required=False, help_text="Present when max_tokens was given.")
-    trace = serializers.DictField(
-        help_text="What ran: rewrites, agentic rounds, reranking, LLM calls (tokens, ms)."
-    )
-
-
-class BatchItemSerializer(SearchResponseSerializer):
-    query = serializers.CharField()
-
-
-class BatchSearchResponseSerializer(serializers.Serializer):
-    results = BatchItemSerializer(many=True, help_text="One entry per query, in input order.")
-
-
-class ToolListSerializer(serializers.Serializer):
-    tools = serializers.ListField(
-        child=serializers.DictField(),
-        help_text='OpenAI function-calling specs: {"type": "function", "function": {...}}.',
-    )
-
-
-class ToolCallSerializer(serializers.Serializer):
-    collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
-    name = serializers.CharField(max_length=200, help_text="The tool's name.")
-    arguments = serializers.JSONField(
-        required=False, default=None, help_text="The model's arguments: a JSON string or object."
-    )

@@ -6,6 +6,7 @@ import json
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,9 +14,23 @@ from rest_framework.views import APIView
 
 from retrieval.services.tools import collection_tools
 
-from . import serializers
 from .throttling import SearchThrottleMixin
 from .views import RetrievalAPIMixin
+
+
+class ToolListSerializer(serializers.Serializer):
+    tools = serializers.ListField(
+        child=serializers.DictField(),
+        help_text='OpenAI function-calling specs: {"type": "function", "function": {...}}.',
+    )
+
+
+class ToolCallSerializer(serializers.Serializer):
+    collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
+    name = serializers.CharField(max_length=200, help_text="The tool's name.")
+    arguments = serializers.JSONField(
+        required=False, default=None, help_text="The model's arguments: a JSON string or object."
+    )
 
 
 class ToolListView(RetrievalAPIMixin, APIView):
@@ -26,7 +41,7 @@ class ToolListView(RetrievalAPIMixin, APIView):
         parameters=[
             OpenApiParameter("collection", str, required=True, description="Collection slug.")
         ],
-        responses=serializers.ToolListSerializer,
+        responses=ToolListSerializer,
     )
     def get(self, request: Request) -> Response:
         name = request.query_params.get("collection")
@@ -45,7 +60,7 @@ class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """
 
     @extend_schema(
-        request=serializers.ToolCallSerializer,
+        request=ToolCallSerializer,
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT, description='The tool\'s result, or {"error": message}.'
@@ -53,7 +68,7 @@ class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        serializer = serializers.ToolCallSerializer(data=request.data)
+        serializer = ToolCallSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         collection = self.collection_or_404(data["collection"])

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import feedback, search, tools, views
+from . import feedback, graph, search, tools, views
 
 app_name = "retrieval-api"
 
@@ -13,7 +13,7 @@ router.register("collections", views.CollectionViewSet, basename="collection")
 router.register("documents", views.DocumentViewSet, basename="document")
 router.register("chunks", views.ChunkViewSet, basename="chunk")
 router.register("index-runs", views.IndexRunViewSet, basename="indexrun")
-router.register("triples", views.TripleViewSet, basename="triple")
+router.register("triples", graph.TripleViewSet, basename="triple")
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import DataError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils.text import slugify
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -27,10 +27,8 @@ from rest_framework.settings import api_settings
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
-from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
+from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
-from retrieval.services.graph.entities import entity_key
-from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
@@ -264,69 +262,6 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
                 raise ValidationError({"document": ["A document id is an integer."]})
             chunks = chunks.filter(document_id=int(params["document"]))
         return chunks
-
-
-class TripleViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
-    """Knowledge-graph triples: filter by collection, entity, predicate, confidence, chunk."""
-
-    queryset = Triple.objects.select_related("collection", "chunk__document").order_by("pk")
-    serializer_class = serializers.TripleSerializer
-    document_path = "chunk__document"
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("collection", str, description="Collection slug."),
-            OpenApiParameter("entity", str, description="Subject or object (any spelling)."),
-            OpenApiParameter("predicate", str),
-            OpenApiParameter("min_confidence", float),
-            OpenApiParameter("chunk", int),
-        ]
-    )
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().list(request, *args, **kwargs)
-
-    def get_queryset(self) -> QuerySet:
-        triples = self.visible(super().get_queryset())
-        params = self.request.query_params
-        if "collection" in params:
-            triples = triples.filter(collection__slug=params["collection"])
-        if "entity" in params:
-            key = entity_key(params["entity"])
-            triples = triples.filter(Q(subject_key=key) | Q(object_key=key))
-        if "predicate" in params:
-            triples = triples.filter(predicate__iexact=params["predicate"].strip())
-        if "min_confidence" in params:
-            try:
-                triples = triples.filter(confidence__gte=float(params["min_confidence"]))
-            except ValueError as e:
-                raise ValidationError({"min_confidence": ["A number from 0 to 1."]}) from e
-        if "chunk" in params:
-            if not params["chunk"].isdigit():
-                raise ValidationError({"chunk": ["A chunk id is an integer."]})
-            triples = triples.filter(chunk_id=int(params["chunk"]))
-        return triples
-
-    @extend_schema(
-        parameters=[serializers.NeighbourhoodQuerySerializer],
-        responses=serializers.NeighbourhoodSerializer,
-    )
-    @action(detail=False, methods=["get"])
-    def neighbourhood(self, request: Request) -> Response:
-        """An entity's neighbourhood: nodes, and edges (triples) with their source chunks."""
-        query = serializers.NeighbourhoodQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        data = query.validated_data
-        collection = self.collection_or_404(data["collection"])
-        predicates = [p.strip() for p in data.get("predicates", "").split(",") if p.strip()]
-        graph = neighbourhood(
-            collection,
-            data["entity"],
-            scope=self.scope,
-            hops=data["hops"],
-            predicates=predicates or None,
-            min_confidence=data["min_confidence"],
-        )
-        return Response(graph)
 
 
 class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
