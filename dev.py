@@ -86,21 +86,41 @@ def run_demo(port: str) -> int:
         flush=True,
     )
     step("Starting the background indexing worker (django-q2) and the site")
-    # On SIGTERM (a process manager, `timeout`) Python would exit at once and leave the
-    # worker running: exit through the `finally` below instead, as Ctrl-C does.
+    return run_until_stopped(
+        [
+            [*manage, "qcluster"],
+            [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+        ]
+    )
+
+
+def run_until_stopped(commands: list[list[str]], grace: float = 15.0) -> int:
+    """Run ``commands`` until the last one exits or this process is stopped; then stop
+    every one still running, last first, with one SIGTERM each (SIGKILL after ``grace`` s).
+
+    Stopped gently, the last user of the embedded PostgreSQL stops it too. Each command
+    runs in its own session, so a signal to this process's group (Ctrl-C, ``timeout``)
+    reaches this process alone: django-q2's cluster hangs if a second SIGTERM comes while
+    it stops. A SIGTERM here exits through the ``finally`` as Ctrl-C does, and further
+    signals are ignored until every command is stopped.
+    """
     signal.signal(signal.SIGTERM, exit_on_signal)
-    started = [subprocess.Popen([*manage, "qcluster"], cwd=ROOT)]
+    started: list[subprocess.Popen] = []
     try:
-        started.append(subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"]))
+        for command in commands:
+            started.append(subprocess.Popen(command, cwd=ROOT, start_new_session=True))
         return started[-1].wait()
     finally:
-        # Stopped gently, so the last one out stops the embedded PostgreSQL too.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         for process in reversed(started):
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()
 
 
 def exit_on_signal(signum: int, frame: object) -> None:
