@@ -1,6 +1,7 @@
 """Query latency versus corpus size, and ingestion rate versus the embedder's raw rate.
 
     python bench/latency.py [--sizes 10000 100000] [--queries 200] [--ingest 600]
+    python bench/latency.py --sizes 100000 --long-queries 8 16 32 100
 
 Synthetic corpora are bulk-loaded into a collection per size: Zipf-distributed
 words for BM25, and for dense search real SciFact abstract embeddings (local
@@ -54,6 +55,13 @@ def main() -> None:
         help="instead of the latency table: dense recall@10 and p50 for each ef_search value",
     )
     parser.add_argument(
+        "--long-queries",
+        nargs="+",
+        type=int,
+        help="instead of the latency table: BM25 p50 for queries of these many distinct terms, "
+        "the app's default beside the top-k function and the exhaustive plan",
+    )
+    parser.add_argument(
         "--bm25-only",
         action="store_true",
         help="BM25 rows only, on a collection without vectors (loads in a fraction of the time)",
@@ -68,9 +76,11 @@ def main() -> None:
             bm25_latency(size, args.queries)
         elif args.ef_search:
             ef_search_sweep(size, args.ef_search, args.queries)
+        elif args.long_queries:
+            long_query_latency(size, args.long_queries)
         else:
             query_latency(size, args.queries)
-    if args.load_only or args.ef_search or args.bm25_only:
+    if args.load_only or args.ef_search or args.bm25_only or args.long_queries:
         return
     if args.ingest:
         ingestion_rate(args.ingest)
@@ -468,6 +478,59 @@ def bm25_latency(size: int, n_queries: int) -> None:
         f"\nBM25 top-10 identical to bm25s: {same // 2}/{n}, "
         f"to the exhaustive ranking: {same_full // 2}/{n}\n"
     )
+
+
+def long_query_latency(size: int, lengths: list[int], trials: int = 15) -> None:
+    """BM25 p50 for queries of many distinct terms (a pasted paragraph, an expanded query).
+
+    Each query draws words from the bench's own queries, so frequent and rare words mix
+    as they do there; past ``MAX_PRUNED_TERMS`` the app takes the exhaustive plan.
+    """
+    import random
+    from functools import partial
+
+    from retrieval.services.retrievers.bm25 import MAX_PRUNED_TERMS, BM25Retriever
+    from retrieval.services.sparse.ranking import TOP_K_SQL
+
+    collection, _, queries = load(size)
+    app, exhaustive = bm25_plans()[0], BM25Retriever(prune=False)
+    analyzer, pool = BM25Retriever().prepare, [w for q in queries for w in q.split()]
+    rng = random.Random(size)
+
+    def top_k_function(terms: list[str]) -> object:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(TOP_K_SQL, [collection.pk, terms, app.k1, app.b, 10])
+            return cursor.fetchall()
+
+    rows = []
+    for length in lengths:
+        samples: dict[str, list[float]] = {}
+        for _ in range(trials):
+            words: dict[str, None] = {}
+            while len(words) < length:
+                words[rng.choice(pool)] = None
+            query = " ".join(words)
+            terms = analyzer(query, collection=collection)
+            scope = {"collection": collection, "top_k": 10}
+            plans = {
+                "app": partial(app.rank, query, **scope),
+                "top-k function": partial(top_k_function, terms),
+                "exhaustive": partial(exhaustive.rank, query, **scope),
+            }
+            for rank in plans.values():  # warm: whichever ran first would read the disk
+                rank()
+            for name, rank in plans.items():
+                samples.setdefault(name, []).append(timed(rank))
+        p50 = {name: percentiles(values)[0] for name, values in samples.items()}
+        rows.append([length, *(f"{p50[n]:.1f}" for n in ("app", "top-k function", "exhaustive"))])
+    print(
+        f"### {size:,} chunks: BM25 top 10 for long queries, p50 of {trials} queries each "
+        f"(the app prunes up to {MAX_PRUNED_TERMS} distinct terms)"
+    )
+    print(table(["distinct terms", "app ms", "top-k function ms", "exhaustive ms"], rows))
+    print()
 
 
 def bm25_plans():

@@ -8,11 +8,12 @@ from collections import Counter
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Document
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.retrievers.bm25 import BM25Retriever
+from retrieval.services.retrievers.bm25 import MAX_PRUNED_TERMS, BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import write_postings
 
@@ -241,6 +242,23 @@ def test_an_overlong_term_is_ranked_exhaustively(zipf):
     full = BM25Retriever(prune=False).score(terms, collection=collection, top_k=10)
     assert ours[0][0] == chunk_id
     assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12)
+
+
+def test_a_query_of_many_terms_reads_every_posting(zipf):
+    """Past MAX_PRUNED_TERMS distinct terms, the search over term pairs would cost more
+    than reading every posting: such a query takes the exhaustive plan, same ranking."""
+    collection, rng = zipf
+    terms = Analyzer().terms(" ".join(rng.sample(VOCABULARY[:80], MAX_PRUNED_TERMS + 1)))
+    ranked = {}
+    for name, searched in (("short", terms[:MAX_PRUNED_TERMS] * 2), ("long", terms)):
+        assert len(set(searched)) == len(searched) // (2 if name == "short" else 1)
+        with CaptureQueriesContext(connection) as statements:
+            ranked[name] = BM25Retriever().score(searched, collection=collection, top_k=10)
+        uses_top_k = "retrieval_bm25_top_k" in statements[-1]["sql"]
+        assert uses_top_k == (name == "short"), name
+        full = BM25Retriever(prune=False).score(searched, collection=collection, top_k=10)
+        assert [s for _, s in ranked[name]] == pytest.approx([s for _, s in full], rel=1e-12)
+    assert ranked["long"] != ranked["short"]
 
 
 def test_an_ingest_leaves_nothing_pending_in_the_lexeme_index(zipf):
