@@ -33,20 +33,20 @@ while not stopping or time.monotonic() - stopping[0] < 0.5:  # stopping takes a 
 """
 
 
-def _start(commands: str) -> subprocess.Popen:
+def _start(commands: list[list[str]]) -> subprocess.Popen:
     """Start a parent (its own process group) running ``run_until_stopped(commands)``."""
     code = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r}); import dev; "
-        f"sys.exit(dev.run_until_stopped({commands}, grace=10))"
+        f"sys.exit(dev.run_until_stopped({commands!r}, grace=10))"
     )
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
-def _child(tmp_path: Path, name: str) -> tuple[str, Path]:
+def _child(tmp_path: Path, name: str) -> tuple[list[str], Path]:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     log = tmp_path / f"{name}.log"
-    return f"[{sys.executable!r}, {str(script)!r}, {str(log)!r}]", log
+    return [sys.executable, str(script), str(log)], log
 
 
 def _wait_up(logs: list[Path]) -> list[int]:
@@ -68,7 +68,7 @@ def _alive(pid: int) -> bool:
 def test_sigterms_to_the_whole_group_stop_each_child_once(tmp_path):
     worker, worker_log = _child(tmp_path, "worker")
     site, site_log = _child(tmp_path, "site")
-    parent = _start(f"[{worker}, {site}]")
+    parent = _start([worker, site])
     pids = _wait_up([worker_log, site_log])
     try:
         # A signal to the whole group (`timeout` sends one there after one to its child;
@@ -88,7 +88,13 @@ def test_sigterms_to_the_whole_group_stop_each_child_once(tmp_path):
 
 def test_when_the_last_command_exits_the_others_are_stopped(tmp_path):
     worker, worker_log = _child(tmp_path, "worker")
-    parent = _start(f"[{worker}, [{sys.executable!r}, '-c', 'exit(3)']]")
+    # The last command exits with 3 once the worker is up (its SIGTERM handler set).
+    up = (
+        f"import pathlib, time\nlog = pathlib.Path({str(worker_log)!r})\n"
+        "while not (log.exists() and log.read_text().startswith('up ')):\n"
+        "    time.sleep(0.02)\nexit(3)"
+    )
+    parent = _start([worker, [sys.executable, "-c", up]])
     (pid,) = _wait_up([worker_log])
     try:
         assert parent.wait(timeout=30) == 3
