@@ -494,7 +494,7 @@ def long_query_latency(size: int, lengths: list[int], trials: int = 15) -> None:
 
     collection, _, queries = load(size)
     app, exhaustive = bm25_plans()[0], BM25Retriever(prune=False)
-    analyzer, pool = BM25Retriever().prepare, [w for q in queries for w in q.split()]
+    pool = [w for q in queries for w in q.split()]
     rng = random.Random(size)
 
     def top_k_function(terms: list[str]) -> object:
@@ -512,7 +512,7 @@ def long_query_latency(size: int, lengths: list[int], trials: int = 15) -> None:
             while len(words) < length:
                 words[rng.choice(pool)] = None
             query = " ".join(words)
-            terms = analyzer(query, collection=collection)
+            terms = app.prepare(query, collection=collection)
             scope = {"collection": collection, "top_k": 10}
             plans = {
                 "app": partial(app.rank, query, **scope),

@@ -41,10 +41,9 @@ LIMIT %s
 
 
 # Queries of more distinct terms than this are ranked exhaustively: the top-k function's
-# search over term pairs grows with the square of their number (measured with random
-# Zipf-mixed words, top 10: at 100k chunks 16 ms pruned against 20 exhaustive at 16
-# terms, 52 against 31 at 24, 2.9 s against 72 ms at 100; at 1M, 265 against 380 ms at
-# 16 terms and 1.1 s against 0.75 s at 24).
+# search over term pairs grows with the square of their number. Past 16 terms it loses
+# at 1M chunks too (`bench/latency.py --long-queries`; figures in the README's design
+# notes, *BM25 top k without reading every posting*).
 MAX_PRUNED_TERMS = 16
 
 
