@@ -31,6 +31,13 @@ class DimensionMismatchError(EmbeddingError):
     """An embedder's dimension differs from its collection's."""
 
 
+class IndexUnavailableError(RetrievalError):
+    """An external index engine did not answer a search (down, unreachable, or it failed).
+
+    PostgreSQL still holds every vector; writes wait in the outbox until the engine is back.
+    """
+
+
 class InvalidFilterError(RetrievalError, ValueError):
     """A retrieval filter is malformed (unknown key, wrong type)."""
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import InvalidFilterError, RetrievalError
+from retrieval.exceptions import IndexUnavailableError, InvalidFilterError, RetrievalError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.registry import rerankers, retrievers, rewriters
@@ -183,12 +183,29 @@ def _validated(
     return serializer, view.collection_or_404(serializer.validated_data["collection"])
 
 
+class IndexUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "An external index engine did not answer."
+    default_code = "index_unavailable"
+
+
+#: Documented beside each search endpoint's 200.
+UNAVAILABLE = OpenApiResponse(description="An external index engine did not answer; try later.")
+
+
+def _refused(error: Exception) -> APIException:
+    """The answer to a search the service refused: 503 if an engine did not answer, else 400."""
+    if isinstance(error, IndexUnavailableError):
+        return IndexUnavailable(str(error))
+    return ValidationError(str(error))
+
+
 class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Search a collection with a named retriever; optionally pack a context for an LLM."""
 
     @extend_schema(
         request=SearchSerializer,
-        responses=SearchResponseSerializer,
+        responses={200: SearchResponseSerializer, 503: UNAVAILABLE},
     )
     def post(self, request: Request) -> Response:
         serializer, collection = _validated(self, SearchSerializer, request)
@@ -201,7 +218,7 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
                 **serializer.search_options(),
             )
         except (RetrievalError, ValueError) as e:
-            raise ValidationError(str(e)) from e
+            raise _refused(e) from e
         return Response(_answer(results))
 
 
@@ -210,7 +227,7 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
 
     @extend_schema(
         request=BatchSearchSerializer,
-        responses=BatchSearchResponseSerializer,
+        responses={200: BatchSearchResponseSerializer, 503: UNAVAILABLE},
     )
     def post(self, request: Request) -> Response:
         serializer, collection = _validated(self, BatchSearchSerializer, request)
@@ -223,7 +240,7 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
                 **serializer.search_options(),
             )
         except (RetrievalError, ValueError) as e:
-            raise ValidationError(str(e)) from e
+            raise _refused(e) from e
         answers = [
             {"query": query, **_answer(results)}
             for query, results in zip(data["queries"], batches, strict=True)

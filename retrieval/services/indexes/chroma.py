@@ -1,6 +1,7 @@
 """Chroma as an external index, through ``chromadb.HttpClient`` (a ``chroma run`` server).
 
-OPTIONS: ``host`` and ``port`` of the server (``ssl``, ``headers`` optional), or
+OPTIONS: ``host`` and ``port`` of the server (``ssl``, ``headers``, ``timeout`` in seconds
+per request, default 10, optional), or
 ``path`` for an embedded PersistentClient (one process only: it is not
 process-safe). Needs ``pip install "django-retrieval[chroma]"``.
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
@@ -24,6 +27,24 @@ from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_d
 SCALARS = (str, int, float, bool)
 #: Ids Chroma returns per page when listing a space.
 PAGE = 5000
+
+
+def bound_requests(client: Any, seconds: float) -> None:
+    """Give the HTTP client's requests a timeout (chromadb offers no option for it).
+
+    chromadb builds its ``httpx.Client`` with ``timeout=None``, so a server that stops
+    answering would hold every search forever. The session is chromadb's private
+    attribute: if a release moves it, fail loudly rather than run unbounded.
+    """
+    import httpx  # chromadb's own HTTP library
+
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is None or not hasattr(session, "timeout"):
+        raise ImproperlyConfigured(
+            "This chromadb release hides its HTTP session; the Chroma index cannot bound "
+            "its requests. Pin chromadb to a 1.5 release."
+        )
+    session.timeout = httpx.Timeout(seconds)
 
 
 class ChromaIndex(ExternalIndex):
@@ -57,9 +78,20 @@ class ChromaIndex(ExternalIndex):
             if self.path is not None:
                 self._client = chromadb.PersistentClient(path=self.path)
             else:
-                self._client = chromadb.HttpClient(
+                import httpx  # chromadb's own HTTP library
+
+                # The client's first request, made while it is built, is still unbounded.
+                scheme = "https" if self.ssl else "http"
+                httpx.get(
+                    f"{scheme}://{self.host}:{self.port}/api/v2/heartbeat",
+                    headers=self.headers,
+                    timeout=self.timeout,
+                ).raise_for_status()
+                client = chromadb.HttpClient(
                     host=self.host, port=self.port, ssl=self.ssl, headers=self.headers
                 )
+                bound_requests(client, self.timeout)
+                self._client = client
         return self._client
 
     def check(self) -> list:

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connections
 
-from retrieval.exceptions import DimensionMismatchError
+from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection
 from retrieval.services.filters import Filters
 from retrieval.services.indexes.base import BaseIndex, VectorRow
@@ -38,13 +38,20 @@ class ExternalIndex(BaseIndex):
     #: The most hits one engine query may return.
     max_fetch = 16384
 
-    def __init__(self, *, prefix: str = "retrieval", overfetch: int = 3) -> None:
+    def __init__(
+        self, *, prefix: str = "retrieval", overfetch: int = 3, timeout: float = 10.0
+    ) -> None:
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,40}", prefix):
             raise ValueError(f"prefix must be letters, digits and _, a letter first: {prefix!r}.")
         if overfetch < 1:
             raise ValueError(f"overfetch must be >= 1, not {overfetch!r}.")
+        if not (isinstance(timeout, int | float) and timeout > 0):
+            raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}.")
         self.prefix = prefix
         self.overfetch = overfetch
+        #: Seconds to wait for the engine's answer: a search of an engine that stopped
+        #: answering (frozen, or cut off by the network) fails instead of hanging.
+        self.timeout = float(timeout)
 
     # Engine primitives ------------------------------------------------------
 
@@ -189,9 +196,12 @@ class ExternalIndex(BaseIndex):
         while True:
             try:
                 hits = self._search(name, collection.pk, vector, fetch, engine_filters)
-            except Exception:
+            except Exception as e:  # the engine's own errors, whatever its client raises
                 self.reset()
-                raise
+                raise IndexUnavailableError(
+                    f"Index {self.alias!r} ({type(self).__name__}) did not answer the search "
+                    f"of collection {collection.name!r}: {e.__class__.__name__}: {e}"
+                ) from e
             if score_threshold is not None:
                 hits = [(i, s) for i, s in hits if s >= score_threshold]
             confirmed = confirm(collection, [i for i, _ in hits], filters)

@@ -2,7 +2,8 @@
 
 OPTIONS: ``uri`` (a Milvus server or cluster URL; for Milvus Lite a local file path,
 or ``http://127.0.0.1:PORT`` of ``milvus-lite server`` when several processes share
-it), optional ``token`` and ``db_name``. Needs ``pip install "django-retrieval[milvus]"``.
+it), optional ``token``, ``db_name`` and ``timeout`` (seconds to connect, load a space or
+search; default 10). Needs ``pip install "django-retrieval[milvus]"``.
 
 Each space is one Milvus collection: primary key the chunk id, the retrieval
 collection id as partition key, the document id, the chunk metadata as JSON, and a
@@ -70,6 +71,7 @@ class MilvusIndex(ExternalIndex):
                 token=self.token,
                 db_name=self.db_name,
                 grpc_options=self.grpc_options,
+                timeout=self.timeout,  # to connect
                 dedicated=True,  # a shared connection keeps the options of whoever opened it
             )
         return self._client
@@ -124,7 +126,7 @@ class MilvusIndex(ExternalIndex):
 
     def _ready(self, name: str):
         if name not in self._loaded:
-            self.client.load_collection(name)
+            self.client.load_collection(name, timeout=self.timeout)
             self._loaded.add(name)
         return self.client
 
@@ -183,6 +185,7 @@ class MilvusIndex(ExternalIndex):
             limit=limit,
             filter=expression,
             output_fields=["id"],
+            timeout=self.timeout,
         )
         return [(int(hit["id"]), float(hit["distance"])) for hit in found[0]]
 

@@ -1,12 +1,23 @@
-"""The outbox on committed transactions: an engine that is down loses nothing."""
+"""The outbox on committed transactions: an engine that is down loses nothing, and a
+search it cannot answer is refused with its reason on every face."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import threading
+
 import numpy as np
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.urls import reverse
+from django.utils.html import escape
+from rest_framework.test import APIClient
 
+from retrieval.exceptions import IndexUnavailableError
 from retrieval.models import Chunk, Collection, Document, IndexOperation
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import index_for, outbox
@@ -101,3 +112,75 @@ def test_a_deleted_collection_s_space_is_dropped(engine):
     assert not IndexOperation.objects.exists()
     assert space not in index._names()
     assert outbox.pending(collection.pk or 0)["count"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_while_the_engine_is_down_is_refused_clearly_on_every_face(
+    engine, client, retrieval_settings
+):
+    retrieval_settings(DEFAULT_RETRIEVER="dense")  # for the tool and the search page
+    collection, _ = get_or_create_collection("compass", index="ext")
+    ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
+    user = get_user_model().objects.create_user(username="reader", password="x")
+    api = APIClient(raise_request_exception=False)
+    api.force_authenticate(user)
+    client.force_login(user)
+    client.raise_request_exception = False
+    engine.stop()
+    kind = BACKENDS[engine.kind].rsplit(".", 1)[1]
+    named = f"Index 'ext' ({kind}) did not answer the search of collection 'compass'"
+
+    with pytest.raises(IndexUnavailableError, match=re.escape(named)):
+        search("north", collection=collection, retriever="dense", scope=Scope.ALL)
+    for url, body in (
+        ("/api/search/", {"query": "north"}),
+        ("/api/search/batch/", {"queries": ["north", "east"]}),
+    ):
+        answer = api.post(url, {"collection": "compass", "retriever": "dense", **body})
+        assert answer.status_code == 503 and named in answer.json()["detail"], answer.content
+    call = {"collection": "compass", "name": "retrieve", "arguments": {"query": "north"}}
+    assert named in api.post("/api/tools/call/", call, format="json").json()["error"]
+    page = client.get(reverse("retrieval:search"), {"collection": "compass", "q": "north"})
+    assert page.status_code == 200 and escape(named) in page.content.decode()
+    with pytest.raises(CommandError, match=re.escape(named)):
+        call_command("retrieval_search", "north", collection="compass", retriever="dense")
+
+    # The hybrid answers from its BM25 leg and names the one that failed.
+    hybrid = {"collection": "compass", "query": "north", "retriever": "hybrid"}
+    answer = api.post("/api/search/", hybrid)
+    assert answer.status_code == 200, answer.content
+    results = answer.json()["results"]
+    assert results and all(set(r["metadata"]["legs"]) == {"bm25"} for r in results)
+    assert named in results[0]["metadata"]["failed_legs"]["dense"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_of_an_engine_that_stopped_answering_times_out(engine, retrieval_settings):
+    options = {**engine.options, "timeout": 2}
+    retrieval_settings(INDEXES={"ext": {"BACKEND": BACKENDS[engine.kind], "OPTIONS": options}})
+    collection, _ = get_or_create_collection("compass", index="ext")
+    ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
+    expected = exact_ranking(collection, "north", 10)
+
+    def dense(query: str) -> list[int]:
+        found = search(query, collection=collection, retriever="dense", scope=Scope.ALL)
+        return [r.chunk.pk for r in found]
+
+    assert dense("north") == expected  # connected before the engine freezes
+    group = os.getpgid(engine.process.pid)
+    os.killpg(group, signal.SIGSTOP)  # it keeps its connections and answers nothing
+    thaw = threading.Timer(120, os.killpg, (group, signal.SIGCONT))  # if the search hangs
+    thaw.start()
+    try:
+        with pytest.raises(IndexUnavailableError, match="did not answer"):
+            dense("north")
+        options["timeout"] = 1  # a new index instance: it connects while the engine is frozen
+        retrieval_settings(INDEXES={"ext": {"BACKEND": BACKENDS[engine.kind], "OPTIONS": options}})
+        with pytest.raises(IndexUnavailableError, match="did not answer"):
+            dense("north")
+        hybrid = search("north", collection=collection, retriever="hybrid", scope=Scope.ALL)
+        assert hybrid and "dense" in hybrid[0].metadata["failed_legs"]
+    finally:
+        thaw.cancel()
+        os.killpg(group, signal.SIGCONT)
+    assert dense("north") == expected  # and the next search reconnects
