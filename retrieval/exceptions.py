@@ -23,19 +23,30 @@ class UnsupportedFileType(ParseError):
     """No configured parser accepts this MIME type or file extension."""
 
 
-class EmbeddingError(RetrievalError):
-    """The embedder failed or returned vectors of the wrong shape."""
+class ServiceUnavailableError(RetrievalError):
+    """A service the app calls did not answer (down, unreachable, timed out, overloaded).
+
+    The request itself was fine: the same call may succeed later (the API answers 503).
+    """
 
 
-class DimensionMismatchError(EmbeddingError):
-    """An embedder's dimension differs from its collection's."""
-
-
-class IndexUnavailableError(RetrievalError):
+class IndexUnavailableError(ServiceUnavailableError):
     """An external index engine did not answer a search (down, unreachable, or it failed).
 
     PostgreSQL still holds every vector; writes wait in the outbox until the engine is back.
     """
+
+
+class EmbeddingError(RetrievalError):
+    """The embedder failed or returned vectors of the wrong shape."""
+
+
+class EmbeddingUnavailableError(EmbeddingError, ServiceUnavailableError):
+    """The embedding service did not answer: refused, timed out, or 429/5xx after retries."""
+
+
+class DimensionMismatchError(EmbeddingError):
+    """An embedder's dimension differs from its collection's."""
 
 
 class InvalidFilterError(RetrievalError, ValueError):

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import IndexUnavailableError, InvalidFilterError, RetrievalError
+from retrieval.exceptions import InvalidFilterError, RetrievalError, ServiceUnavailableError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.registry import rerankers, retrievers, rewriters
@@ -183,20 +183,23 @@ def _validated(
     return serializer, view.collection_or_404(serializer.validated_data["collection"])
 
 
-class IndexUnavailable(APIException):
+class ServiceUnavailable(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "An external index engine did not answer."
-    default_code = "index_unavailable"
+    default_detail = "A service the search needs did not answer."
+    default_code = "service_unavailable"
 
 
 #: Documented beside each search endpoint's 200.
-UNAVAILABLE = OpenApiResponse(description="An external index engine did not answer; try later.")
+UNAVAILABLE = OpenApiResponse(
+    description="A service the search needs (an index engine, the embedding endpoint) did not "
+    "answer; the message names it. Try again later."
+)
 
 
 def _refused(error: Exception) -> APIException:
-    """The answer to a search the service refused: 503 if an engine did not answer, else 400."""
-    if isinstance(error, IndexUnavailableError):
-        return IndexUnavailable(str(error))
+    """The answer to a search the service refused: 503 if a service did not answer, else 400."""
+    if isinstance(error, ServiceUnavailableError):
+        return ServiceUnavailable(str(error))
     return ValidationError(str(error))
 
 

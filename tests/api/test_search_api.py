@@ -11,6 +11,9 @@ from retrieval.models import Document
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from tests.openai_server import OpenAIServer, status_fault
+
+OPENAI_EMBEDDER = "retrieval.services.embedders.openai.OpenAIEmbedder"
 
 pytestmark = pytest.mark.django_db
 
@@ -155,6 +158,24 @@ def test_tool_specs_and_calls_over_http(api, atlas):
     unknown = api.post("/api/tools/call/", {**call, "name": "rm"}, format="json")
     assert unknown.status_code == 400
     assert unknown.json() == {"name": ["Unknown tool 'rm'; available: retrieve, index_document."]}
+
+
+def test_a_search_whose_embedding_service_does_not_answer_is_a_503(api, retrieval_settings):
+    with OpenAIServer(models=("test-embedding",)) as server:
+        options = {"model": "test-embedding", "base_url": server.base_url, "dimensions": 16}
+        remote = {"BACKEND": OPENAI_EMBEDDER, "OPTIONS": {**options, "max_retries": 0}}
+        retrieval_settings(EMBEDDERS={"remote": remote})
+        get_or_create_collection("remote", embedder="remote")
+        body = {"query": "north", "collection": "remote", "retriever": "dense"}
+        assert api.post("/api/search/", body, format="json").status_code == 200
+        server.fail_next(status_fault(500))
+        answer = api.post("/api/search/", body, format="json")
+        assert answer.status_code == 503, answer.content
+        detail = answer.json()["detail"]
+        assert "'test-embedding'" in detail and "did not answer" in detail
+        server.fail_next(status_fault(500))
+        batch = {"queries": ["north"], "collection": "remote", "retriever": "dense"}
+        assert api.post("/api/search/batch/", batch, format="json").status_code == 503
 
 
 def test_schema_covers_the_new_endpoints(api):

@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 from django.core import checks
 
-from retrieval.exceptions import DimensionMismatchError, EmbeddingError
+from retrieval.exceptions import (
+    DimensionMismatchError,
+    EmbeddingError,
+    EmbeddingUnavailableError,
+)
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.openai_client import build_client, resolve_api_key
 
@@ -161,6 +165,10 @@ class OpenAIEmbedder(BaseEmbedder):
             response = client.embeddings.create(**params)
             items = sorted(response.data, key=lambda item: item.index)
             vectors = [item.embedding for item in items]
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e:
+            raise EmbeddingUnavailableError(
+                f"{self._where()} did not answer (max_retries={self.max_retries}): {e}"
+            ) from e
         except openai.OpenAIError as e:
             raise self._error(f"failed (max_retries={self.max_retries}): {e}") from e
         except (AttributeError, TypeError, ValueError) as e:

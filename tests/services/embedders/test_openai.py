@@ -14,7 +14,13 @@ import numpy as np
 import openai
 import pytest
 
-from retrieval.exceptions import DimensionMismatchError, EmbeddingError, InvalidComponentError
+from retrieval.exceptions import (
+    DimensionMismatchError,
+    EmbeddingError,
+    EmbeddingUnavailableError,
+    InvalidComponentError,
+    ServiceUnavailableError,
+)
 from retrieval.services.embedders.openai import PROBE_TEXT, OpenAIEmbedder
 from tests.openai_server import (
     OpenAIServer,
@@ -73,7 +79,7 @@ def test_rate_limit_is_retried(openai_server: OpenAIServer) -> None:
 def test_persistent_server_error_raises_after_retries(openai_server: OpenAIServer) -> None:
     openai_server.fail_next(*[status_fault(500)] * 10)
     embedder = make_embedder(openai_server, max_retries=3)
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(EmbeddingUnavailableError) as caught:
         embedder.embed_batch(["hello"])
     assert len(embedding_requests(openai_server)) == 4
     assert isinstance(caught.value.__cause__, openai.InternalServerError)
@@ -85,7 +91,7 @@ def test_timeout_raises_embedding_error(openai_server: OpenAIServer) -> None:
     openai_server.fail_next(delay_fault(10))
     embedder = make_embedder(openai_server, timeout=0.3, max_retries=0)
     started = time.monotonic()
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(EmbeddingUnavailableError) as caught:
         embedder.embed_batch(["hello"])
     assert time.monotonic() - started < 3
     assert isinstance(caught.value.__cause__, openai.APITimeoutError)
@@ -103,15 +109,16 @@ def test_connection_error_raises_embedding_error() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     embedder = OpenAIEmbedder(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(EmbeddingUnavailableError) as caught:
         embedder.embed_batch(["hello"])
     assert isinstance(caught.value.__cause__, openai.APIConnectionError)
 
 
 def test_malformed_json_raises_embedding_error(openai_server: OpenAIServer) -> None:
     openai_server.fail_next(malformed_json_fault())
-    with pytest.raises(EmbeddingError, match="malformed"):
+    with pytest.raises(EmbeddingError, match="malformed") as caught:
         make_embedder(openai_server).embed_batch(["hello"])
+    assert not isinstance(caught.value, ServiceUnavailableError)  # it answered, wrongly
 
 
 def test_wrong_dimension_raises(openai_server: OpenAIServer) -> None:
