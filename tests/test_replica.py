@@ -66,6 +66,16 @@ class Servers:
         pg_ctl = self.bin / "pg_ctl"
         self.run(pg_ctl, "-D", self.data(name), "-w", "-o", options, "-l", log, "start")
 
+    def running(self, name: str) -> bool:
+        status = subprocess.run(
+            [self.bin / "pg_ctl", "-D", self.data(name), "status"],
+            user=self.user,
+            group=self.user,
+            capture_output=True,
+            timeout=120,
+        )
+        return status.returncode == 0
+
     def stop(self, name: str) -> None:
         subprocess.run(
             [self.bin / "pg_ctl", "-D", self.data(name), "-w", "-m", "fast", "stop"],
@@ -156,3 +166,23 @@ def test_searches_read_the_replica_and_survive_the_primary_stopping(servers):
 
     refused = step(servers, "write")["refused"]
     assert refused is not None and "read-only transaction" in refused, refused
+
+
+def test_searches_read_the_primary_while_the_replica_is_down(servers):
+    if not servers.running("primary"):  # the test above stops it
+        servers.start("primary")
+    # Its checks would fail once the test above left a collection on the tests' embedder.
+    migrate = ("migrate", "--noinput", "--skip-checks")
+    migrated = manage(*migrate, env={"DATABASE_URL": servers.url("primary")})
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    written = step(servers, "ingest")
+    assert step(servers, "wait", written["lsn"])["replayed"] is not None
+    before = step(servers, "facade")
+    assert before["read_primary"] == []  # the replica answered
+    assert before["results"]["bm25"]["river market"] == ["e"]
+
+    servers.stop("standby")
+    after = step(servers, "facade")
+    assert after["results"] == before["results"]
+    (reason,) = after["read_primary"]
+    assert "search database 'replica' unreachable, read 'default'" in reason, reason

@@ -6,18 +6,22 @@ runs) stays on the primary that Django's router picks. A replica replays the
 primary's WAL a little later (milliseconds on a quiet LAN, more under load), so a
 search right after an ingest may not see it yet. Reads go to the primary instead
 inside :func:`read_primary`, and whenever the caller is inside a transaction on
-the primary (it must see its own uncommitted writes).
+the primary (it must see its own uncommitted writes). A search whose replica cannot be
+reached reads the primary too (:func:`primary_if_unreachable`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.db import connections, router
+from django.db import OperationalError, connections, router
 
 from retrieval.conf import retrieval_settings
+
+logger = logging.getLogger(__name__)
 
 _read_primary: ContextVar[bool] = ContextVar("retrieval_read_primary", default=False)
 
@@ -49,3 +53,26 @@ def read_primary() -> Iterator[None]:
         yield
     finally:
         _read_primary.reset(token)
+
+
+@contextmanager
+def primary_if_unreachable() -> Iterator[str | None]:
+    """Read the primary in this block if the search database cannot be connected to.
+
+    Yields the reason when it falls back (``None`` otherwise). A connection that breaks
+    later, mid-search, still fails that search: Django drops it when the request ends
+    (``CONN_HEALTH_CHECKS`` checks a kept connection before each request).
+    """
+    alias = search_database()
+    if alias == primary_database():
+        yield None
+        return
+    try:
+        connections[alias].ensure_connection()
+    except OperationalError as e:
+        reason = f"search database {alias!r} unreachable, read {primary_database()!r}: {e}"
+        logger.warning("Searching the primary: %s", reason)
+        with read_primary():
+            yield reason.strip()
+        return
+    yield None

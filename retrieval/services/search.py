@@ -19,6 +19,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.context import pack_context
+from retrieval.services.databases import primary_if_unreachable
 from retrieval.services.filters import Filters
 from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
@@ -119,7 +120,9 @@ def search(
     chosen = pipeline_for(
         target, pipeline=pipeline, retriever=retriever, rewriter=rewriter, reranker=reranker
     )
-    with traced() as trace:
+    with traced() as trace, primary_if_unreachable() as fallback:
+        if fallback:
+            trace.record("read_primary", reason=fallback)
         results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
     answer = SearchResults(results, trace=trace.to_dict(), context=context)

@@ -1,6 +1,7 @@
 """Steps of the replica test, run in a child process on the primary + replica settings.
 
-``python -m tests.replica.scenario ingest|search|write`` prints one JSON object.
+``python -m tests.replica.scenario ingest|wait LSN|search|facade|write`` prints one JSON
+object.
 """
 
 from __future__ import annotations
@@ -41,6 +42,22 @@ def searches() -> dict:
     return {name: {q: ids(name, q) for q in QUERIES} for name in ("bm25", "dense", "hybrid")}
 
 
+def facade_searches() -> dict:
+    """Every retriever's answers through ``search()``, and why it read the primary, if so."""
+    from retrieval.services.scope import Scope
+    from retrieval.services.search import search
+
+    answers, fallbacks = {}, set()
+    for name in ("bm25", "dense", "hybrid"):
+        answers[name] = {}
+        for query in QUERIES:
+            found = search(query, collection="replicated", retriever=name, scope=Scope.ALL)
+            answers[name][query] = [r.chunk.document.external_id for r in found]
+            events = found.trace["events"]
+            fallbacks.update(e["reason"] for e in events if e["stage"] == "read_primary")
+    return {"results": answers, "read_primary": sorted(fallbacks)}
+
+
 def replay_lsn(alias: str) -> str:
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT pg_last_wal_replay_lsn()::text")
@@ -72,6 +89,8 @@ def main(step: str) -> dict:
         return {"replayed": None}
     if step == "search":
         return {"results": searches(), "alias": search_database()}
+    if step == "facade":
+        return facade_searches()
     if step == "write":
         try:
             Collection.objects.using("replica").create(name="nope", slug="nope")
