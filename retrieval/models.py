@@ -11,6 +11,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from .querysets import ChunkQuerySet
+from .services.storable import validate_storable_metadata
 
 
 class Collection(models.Model):
@@ -44,7 +45,7 @@ class Collection(models.Model):
     # An external index's active space (engine collection name); a rebuild fills a new
     # space and switches this name in one UPDATE.
     index_space = models.CharField(max_length=200, blank=True, editable=False)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -76,7 +77,7 @@ class Document(models.Model):
     mime_type = models.CharField(max_length=200, blank=True)
     content = models.TextField(blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -15,11 +15,13 @@ from retrieval.services.registry import (
     indexes,
     retrievers,
 )
+from retrieval.services.storable import refuse_nul
 
 
 def _json_object(value: Any) -> dict:
     if not isinstance(value, dict):
         raise serializers.ValidationError("Must be a JSON object.")
+    refuse_nul(value, "metadata", serializers.ValidationError)
     return value
 
 

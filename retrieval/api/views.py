@@ -34,6 +34,7 @@ from retrieval.services.parsing import parser_for
 from retrieval.services.runs import ACTIVE, cancel_run
 from retrieval.services.scope import Scope
 from retrieval.services.search import CollectionNotFound
+from retrieval.services.storable import refuse_nul
 from retrieval.tasks import enqueue, index_document, retry
 
 from . import serializers
@@ -353,4 +354,5 @@ def _json_object(raw: str, name: str) -> dict[str, Any]:
         raise ValidationError({name: [f"Not valid JSON: {e}"]}) from e
     if not isinstance(value, dict):
         raise ValidationError({name: ["Must be a JSON object."]})
+    refuse_nul(value, name, lambda message: ValidationError({name: [message]}))
     return value

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 
 from retrieval.exceptions import InvalidFilterError
+from retrieval.services.storable import refuse_nul
 
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
 
@@ -64,6 +65,8 @@ class Filters:
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise InvalidFilterError("filters.metadata must be a JSON object.")
+        refuse_nul(documents, "filters.documents", InvalidFilterError)
+        refuse_nul(metadata, "filters.metadata", InvalidFilterError)
         return cls(document_ids=document_ids, documents=documents, metadata=dict(metadata))
 
     def __bool__(self) -> bool:

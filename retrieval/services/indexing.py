@@ -41,6 +41,7 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import write_postings
+from retrieval.services.storable import NUL, refuse_nul
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class Source:
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     source_path: str = ""
+
+    def __post_init__(self) -> None:
+        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
 
     @classmethod
     def from_path(
@@ -84,6 +88,11 @@ class Source:
             title=title,
             metadata=metadata or {},
         )
+
+    @property
+    def fallback_title(self) -> str:
+        """The title of a document whose source and parser name none: its file's stem."""
+        return Path(self.filename or self.external_id).stem
 
     @property
     def content_hash(self) -> str:
@@ -353,10 +362,11 @@ class _Indexer:
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
         logger.warning("Could not index %s: %s", source.external_id, reason)
+        title = source.title or source.fallback_title
         document, created = Document.objects.get_or_create(
             collection=self.collection,
             external_id=source.external_id,
-            defaults={"title": source.title or Path(source.filename or source.external_id).stem},
+            defaults={"title": title.replace(NUL, "\ufffd")[:1000]},  # storable, whatever failed
         )
         # An indexed document keeps its content, hash and chunks: only the status says
         # the last attempt failed, and a retry with the same bytes is not skipped.

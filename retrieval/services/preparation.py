@@ -12,7 +12,6 @@ import bisect
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval.conf import retrieval_settings
@@ -26,6 +25,7 @@ from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
+from retrieval.services.storable import NUL, refuse_nul
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Preparation:
         """Parse and chunk ``source``; raise if it cannot be read or holds no text."""
         parsed, parser = parse(source.data, filename=source.filename, mime_type=source.mime_type)
         # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
-        text = parsed.text.replace("\x00", "\ufffd")
+        text = parsed.text.replace(NUL, "\ufffd")
         if not text.strip():
             raise RetrievalError("the file has no text to index")
         spans = self.chunker.chunk(text, sections=parsed.sections)
@@ -90,9 +90,11 @@ class Preparation:
         parsed = ParsedDocument(
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
-        title = source.title or parsed.title or Path(source.filename or source.external_id).stem
+        title = source.title or parsed.title or source.fallback_title
         title = title[:1000]
         metadata = {**parsed.metadata, **source.metadata}
+        refuse_nul(title, "The title", RetrievalError)
+        refuse_nul(metadata, "The metadata", RetrievalError)
         # A file's external id is its path (retrieval_ingest: relative to the folder's
         # parent), which names the topic, as a title does; text sources have none.
         path = source.external_id if source.source_path or source.filename else ""

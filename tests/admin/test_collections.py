@@ -37,6 +37,15 @@ def test_an_unknown_embedder_is_a_form_error(admin_client, keyword_settings):
     assert response.status_code == 200 and not Collection.objects.exists()
 
 
+def test_metadata_holding_a_nul_is_a_form_error(admin_client, keyword_settings):
+    response = admin_client.post(
+        reverse("admin:retrieval_collection_add"),
+        {"name": "Maps", "slug": "maps", "embedder": "default", "metadata": '{"k": "v\\u0000"}'},
+    )
+    assert response.status_code == 200 and not Collection.objects.exists()
+    assert "metadata.k contains a NUL character" in response.content.decode()
+
+
 def test_reindex_action_indexes_every_document_again(admin_client, atlas):
     Chunk.objects.all().delete()
     response = admin_client.post(

@@ -131,11 +131,29 @@ def test_search_returns_explained_results(api, atlas):
         ({"query": "x", "collection": "atlas", "filters": {"colour": 1}}, "filters"),
         ({"query": "x", "collection": "atlas", "top_k": 0}, "top_k"),
         ({"collection": "atlas"}, "query"),
+        ({"query": "x", "collection": "atlas", "filters": {"documents": ["n\x00"]}}, "filters"),
+        ({"query": "x", "collection": "atlas", "filters": {"metadata": {"a": "\x00"}}}, "filters"),
     ],
 )
 def test_bad_search_input_is_a_400_naming_the_field(api, atlas, body, field):
     response = api.post("/api/search/", body, format="json")
     assert response.status_code == 400 and field in response.json()
+
+
+def test_metadata_holding_a_nul_is_a_400_and_nothing_is_written(api, atlas):
+    documents = Document.objects.count()
+    for url, body in (
+        ("/api/documents/", {"collection": "atlas", "external_id": "z", "text": "north"}),
+        ("/api/collections/", {"name": "Globe"}),
+    ):
+        for metadata in ({"axis": "n\x00"}, {"ax\x00is": "n"}):
+            answer = api.post(url, {**body, "metadata": metadata}, format="json")
+            assert answer.status_code == 400, answer.content
+            assert "contains a NUL character" in answer.json()["metadata"][0]
+    listed = api.get("/api/documents/", {"metadata": '{"axis": "n\\u0000"}'})
+    assert listed.status_code == 400 and "NUL" in listed.json()["metadata"][0]
+    assert Document.objects.count() == documents
+    assert not Collection.objects.filter(name="Globe").exists()
 
 
 def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(

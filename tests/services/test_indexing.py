@@ -157,6 +157,27 @@ def test_nul_characters_are_stored_without_shifting_offsets(collection):
         assert chunk.content == document.content[chunk.start : chunk.end]
 
 
+def test_a_nul_in_a_title_or_metadata_fails_that_document_alone(collection):
+    sources = [
+        Source.from_text("north", external_id="first"),
+        Source.from_text("north", external_id="titled", title="North\x00Pole"),
+        Source.from_text("north", external_id="tagged", metadata={"tags": ["a", "b\x00"]}),
+        Source.from_text("east", external_id="last"),
+    ]
+    run = ingest(collection, sources)  # a NUL title used to end the whole run
+    assert (run.documents_indexed, run.documents_failed, run.documents_done) == (2, 2, 4)
+    errors = {e["document"]: e["error"] for e in run.errors}
+    assert errors == {
+        "titled": "The title contains a NUL character (\\u0000), which PostgreSQL cannot store.",
+        "tagged": "The metadata.tags[1] contains a NUL character (\\u0000), which PostgreSQL "
+        "cannot store.",
+    }
+    states = dict(Document.objects.values_list("external_id", "status"))
+    assert states == {"first": "indexed", "titled": "failed", "tagged": "failed", "last": "indexed"}
+    with pytest.raises(ValueError, match="external_id contains a NUL"):
+        Source.from_text("north", external_id="a\x00b")
+
+
 def test_deleting_a_document_removes_its_chunks(collection):
     ingest(
         collection,
