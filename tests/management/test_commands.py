@@ -98,6 +98,24 @@ def test_ingest_of_missing_path_or_unsupported_file_fails_after_the_rest(keyword
     assert Document.objects.get(external_id="north.txt").status == "indexed"
 
 
+def test_a_file_that_cannot_be_read_fails_alone(tmp_path):
+    from retrieval.management.commands.retrieval_ingest import read_sources
+
+    (tmp_path / "kept.txt").write_text("north")
+    (tmp_path / "folder.txt").mkdir()  # became a folder since it was listed
+    listed = [(tmp_path / name, name) for name in ("gone.txt", "folder.txt", "kept.txt")]
+    unreadable = []
+    sources = list(read_sources(listed, {"k": "v"}, on_unreadable=unreadable.append))
+    assert [(s.external_id, s.data, s.metadata) for s in sources] == [
+        ("kept.txt", b"north", {"k": "v"})
+    ]
+    reasons = {r.external_id: (r.outcome, r.error) for r in unreadable}
+    assert reasons == {
+        "gone.txt": ("failed", "cannot read the file: No such file or directory"),
+        "folder.txt": ("failed", "cannot read the file: Is a directory"),
+    }
+
+
 def test_ingest_refuses_bad_options(keyword_settings, library):
     with pytest.raises(CommandError, match="--metadata is not valid JSON"):
         run("retrieval_ingest", str(library), "--collection", "atlas", "--metadata", "{nope")

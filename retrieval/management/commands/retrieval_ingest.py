@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,6 @@ class Command(BaseCommand):
         results: list[IngestResult] = [
             IngestResult(str(path), "failed", error="no such file or folder") for path in missing
         ]
-        sources = (
-            Source.from_path(path, external_id=external_id, metadata=metadata)
-            for path, external_id in files
-        )
         with progress_bar() as bar:
             task = bar.add_task("Indexing", total=len(files))
 
@@ -68,6 +65,7 @@ class Command(BaseCommand):
                 results.append(result)
                 bar.advance(task)
 
+            sources = read_sources(files, metadata, on_unreadable=on_result)
             run = ingest(
                 collection, sources, total=len(files), force=options["force"], on_result=on_result
             )
@@ -117,6 +115,22 @@ def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]
         else:
             missing.append(path)
     return files, missing
+
+
+def read_sources(
+    files: list[tuple[Path, str]],
+    metadata: dict[str, Any],
+    *,
+    on_unreadable: Callable[[IngestResult], None],
+) -> Iterator[Source]:
+    """Yield each file as a :class:`Source`; one that cannot be read (permissions, gone
+    since it was listed) is reported to ``on_unreadable`` and the others go on."""
+    for path, external_id in files:
+        try:
+            yield Source.from_path(path, external_id=external_id, metadata=metadata)
+        except OSError as e:
+            reason = f"cannot read the file: {e.strerror or e}"
+            on_unreadable(IngestResult(external_id, "failed", error=reason))
 
 
 def _parseable(path: Path) -> bool:
