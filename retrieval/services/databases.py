@@ -70,9 +70,9 @@ def primary_if_unreachable() -> Iterator[str | None]:
     try:
         connections[alias].ensure_connection()
     except OperationalError as e:
-        reason = f"search database {alias!r} unreachable, read {primary_database()!r}: {e}"
+        reason = f"search database {alias!r} unreachable, read {primary_database()!r}: {e}".strip()
         logger.warning("Searching the primary: %s", reason)
         with read_primary():
-            yield reason.strip()
+            yield reason
         return
     yield None

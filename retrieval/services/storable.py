@@ -8,7 +8,7 @@ from typing import Any
 NUL = "\x00"
 
 
-def nul_at(value: Any, where: str) -> str | None:
+def _nul_at(value: Any, where: str) -> str | None:
     """Return where in ``value`` (a string, or JSON of objects and arrays) a NUL is, or None."""
     if isinstance(value, str):
         return where if NUL in value else None
@@ -16,12 +16,12 @@ def nul_at(value: Any, where: str) -> str | None:
         for key, item in value.items():
             if NUL in str(key):
                 return f"{where}: key {str(key)!r}"
-            found = nul_at(item, f"{where}.{key}")
+            found = _nul_at(item, f"{where}.{key}")
             if found:
                 return found
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
-            found = nul_at(item, f"{where}[{position}]")
+            found = _nul_at(item, f"{where}[{position}]")
             if found:
                 return found
     return None
@@ -29,7 +29,7 @@ def nul_at(value: Any, where: str) -> str | None:
 
 def refuse_nul(value: Any, where: str, error: Callable[[str], Exception] = ValueError) -> None:
     """Raise ``error(message)`` naming where ``value`` holds a NUL character, if it does."""
-    found = nul_at(value, where)
+    found = _nul_at(value, where)
     if found:
         raise error(f"{found} contains a NUL character (\\u0000), which PostgreSQL cannot store.")
 

@@ -29,15 +29,24 @@ SCALARS = (str, int, float, bool)
 PAGE = 5000
 
 
-def bound_requests(client: Any, seconds: float) -> None:
-    """Give the HTTP client's requests a timeout (chromadb offers no option for it).
+def bounded_http_client(
+    host: str, port: int, *, ssl: bool, headers: dict[str, str], seconds: float
+) -> Any:
+    """Return a ``chromadb.HttpClient`` whose requests time out (chromadb has no option for it).
 
     chromadb builds its ``httpx.Client`` with ``timeout=None``, so a server that stops
-    answering would hold every search forever. The session is chromadb's private
-    attribute: if a release moves it, fail loudly rather than run unbounded.
+    answering would hold every search forever. Its first request, made while it is
+    built, is preceded by a heartbeat within ``seconds``; then the timeout is set on
+    its session, a private attribute: if a release moves it, fail loudly rather than
+    run unbounded.
     """
+    import chromadb
     import httpx  # chromadb's own HTTP library
 
+    scheme = "https" if ssl else "http"
+    url = f"{scheme}://{host}:{port}/api/v2/heartbeat"
+    httpx.get(url, headers=headers, timeout=seconds).raise_for_status()
+    client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers)
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is None or not hasattr(session, "timeout"):
         raise ImproperlyConfigured(
@@ -45,6 +54,7 @@ def bound_requests(client: Any, seconds: float) -> None:
             "its requests. Pin chromadb to a 1.5 release."
         )
     session.timeout = httpx.Timeout(seconds)
+    return client
 
 
 class ChromaIndex(ExternalIndex):
@@ -78,20 +88,9 @@ class ChromaIndex(ExternalIndex):
             if self.path is not None:
                 self._client = chromadb.PersistentClient(path=self.path)
             else:
-                import httpx  # chromadb's own HTTP library
-
-                # The client's first request, made while it is built, is still unbounded.
-                scheme = "https" if self.ssl else "http"
-                httpx.get(
-                    f"{scheme}://{self.host}:{self.port}/api/v2/heartbeat",
-                    headers=self.headers,
-                    timeout=self.timeout,
-                ).raise_for_status()
-                client = chromadb.HttpClient(
-                    host=self.host, port=self.port, ssl=self.ssl, headers=self.headers
+                self._client = bounded_http_client(
+                    self.host, self.port, ssl=self.ssl, headers=self.headers, seconds=self.timeout
                 )
-                bound_requests(client, self.timeout)
-                self._client = client
         return self._client
 
     def check(self) -> list:
