@@ -43,7 +43,8 @@ LIMIT %s
 # Queries of more distinct terms than this are ranked exhaustively: the top-k function's
 # search over term pairs grows with the square of their number. Past 16 terms it loses
 # at 1M chunks too (`bench/latency.py --long-queries`; figures in the README's design
-# notes, *BM25 top k without reading every posting*).
+# notes, *BM25 top k without reading every posting*). The function itself scores at most
+# 16 (migration 0015) and ranks a longer query exhaustively.
 MAX_PRUNED_TERMS = 16
 
 

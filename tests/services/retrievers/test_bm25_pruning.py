@@ -16,6 +16,7 @@ from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.bm25 import MAX_PRUNED_TERMS, BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import write_postings
+from retrieval.services.sparse.ranking import TOP_K_SQL
 
 pytestmark = pytest.mark.django_db
 
@@ -269,3 +270,16 @@ def test_an_ingest_leaves_nothing_pending_in_the_lexeme_index(zipf):
     with connection.cursor() as cursor:
         cursor.execute("SELECT gin_clean_pending_list('retrieval_bm25_chunk_lexemes'::regclass)")
         assert cursor.fetchone()[0] == 0  # pending pages merged by this call: none
+
+
+def test_the_function_ranks_a_query_of_more_terms_than_it_scores_exhaustively(zipf):
+    """``retrieval_bm25_top_k`` scores a chunk's row for at most 16 distinct terms; called
+    with more (``BM25Retriever`` never does), it reads every posting: same ranking."""
+    collection, rng = zipf
+    terms = Analyzer().terms(" ".join(rng.sample(VOCABULARY[:120], 24)))
+    assert len(set(terms)) > MAX_PRUNED_TERMS
+    with connection.cursor() as cursor:
+        cursor.execute(TOP_K_SQL, [collection.pk, terms, 1.2, 0.75, 10])
+        ours = [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+    full = BM25Retriever(prune=False).score(terms, collection=collection, top_k=10)
+    assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12)
