@@ -108,7 +108,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
         if Collection.objects.filter(name=data["name"]).exists():
             raise ValidationError({"name": ["A collection with this name exists."]})
         try:
-            collection, _ = get_or_create_collection(
+            collection, created = get_or_create_collection(
                 data["name"],
                 embedder=data.get("embedder"),
                 retriever=data.get("default_retriever") or None,
@@ -117,6 +117,8 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
             )
         except RetrievalError as e:
             raise ValidationError(str(e)) from e
+        if not created:  # created by a concurrent request since the check above
+            raise ValidationError({"name": ["A collection with this name exists."]})
         for field in ("description", "metadata"):
             if field in data:
                 setattr(collection, field, data[field])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils.text import slugify
 
 from retrieval.conf import retrieval_settings
@@ -21,6 +21,9 @@ __all__ = [
     "lock_embedding_space",
     "vector_index_name",
 ]
+
+# A slug taken by a concurrent creation is replaced by the next free one this many times.
+CREATE_ATTEMPTS = 3
 
 
 def get_or_create_collection(
@@ -48,24 +51,35 @@ def get_or_create_collection(
         chunkers[chunker]
     index_alias = index or "default"
     external = not indexes[index_alias].transactional  # InvalidComponentError names the choices
-    with transaction.atomic():
-        collection = Collection.objects.create(
-            name=name,
-            slug=_unique_slug(name),
-            embedder=embedder_alias,
-            model_name=instance.model_name,
-            dimensions=instance.dimension,
-            default_retriever=retriever or "",
-            chunker=chunker or "",
-            index=index_alias,
-            external_index=external,
-        )
-        if external:
-            from retrieval.services.indexes import outbox
+    attempts = CREATE_ATTEMPTS
+    while True:
+        try:
+            with transaction.atomic():
+                collection = Collection.objects.create(
+                    name=name,
+                    slug=_unique_slug(name),
+                    embedder=embedder_alias,
+                    model_name=instance.model_name,
+                    dimensions=instance.dimension,
+                    default_retriever=retriever or "",
+                    chunker=chunker or "",
+                    index=index_alias,
+                    external_index=external,
+                )
+                if external:
+                    from retrieval.services.indexes import outbox
 
-            outbox.ensure_schedule()
-        ensure_vector_index(collection)
-    return collection, True
+                    outbox.ensure_schedule()
+                ensure_vector_index(collection)
+            return collection, True
+        except IntegrityError:
+            # A concurrent call created it (the name is unique), or took its slug.
+            existing = Collection.objects.filter(name=name).first()
+            if existing is not None:
+                return existing, False
+            attempts -= 1
+            if not attempts:
+                raise
 
 
 def _unique_slug(name: str) -> str:
