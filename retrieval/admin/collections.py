@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -16,7 +15,7 @@ from django.utils.html import format_html
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
-from retrieval.services.collections import ensure_vector_index
+from retrieval.services.collections import create_collection
 from retrieval.services.indexes import outbox
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import enqueue, extract_graph, reembed_collection
@@ -217,14 +216,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        embedder = embedders[obj.embedder]  # built once already by the form's check
-        obj.model_name, obj.dimensions = embedder.model_name, embedder.dimension
-        obj.external_index = not indexes[obj.index].transactional
-        with transaction.atomic():
-            super().save_model(request, obj, form, change)
-            ensure_vector_index(obj)
-            if obj.external_index:
-                outbox.ensure_schedule()
+        create_collection(obj)
 
     def get_urls(self) -> list:
         playground = path(

@@ -17,6 +17,7 @@ __all__ = [
     "drop_vector_index",
     "embedder_for",
     "ensure_vector_index",
+    "create_collection",
     "get_or_create_collection",
     "lock_embedding_space",
     "vector_index_name",
@@ -44,34 +45,25 @@ def get_or_create_collection(
     if existing is not None:
         return existing, False
     embedder_alias = embedder or retrieval_settings.DEFAULT_EMBEDDER
-    instance = embedders[embedder_alias]  # raises InvalidComponentError naming the choices
+    embedders[embedder_alias]  # raises InvalidComponentError naming the choices
     if retriever is not None:
         retrievers[retriever]  # raises InvalidComponentError naming the choices
     if chunker is not None:
         chunkers[chunker]
     index_alias = index or "default"
-    external = not indexes[index_alias].transactional  # InvalidComponentError names the choices
+    indexes[index_alias]  # raises InvalidComponentError naming the choices
     attempts = CREATE_ATTEMPTS
     while True:
+        collection = Collection(
+            name=name,
+            slug=_unique_slug(name),
+            embedder=embedder_alias,
+            default_retriever=retriever or "",
+            chunker=chunker or "",
+            index=index_alias,
+        )
         try:
-            with transaction.atomic():
-                collection = Collection.objects.create(
-                    name=name,
-                    slug=_unique_slug(name),
-                    embedder=embedder_alias,
-                    model_name=instance.model_name,
-                    dimensions=instance.dimension,
-                    default_retriever=retriever or "",
-                    chunker=chunker or "",
-                    index=index_alias,
-                    external_index=external,
-                )
-                if external:
-                    from retrieval.services.indexes import outbox
-
-                    outbox.ensure_schedule()
-                ensure_vector_index(collection)
-            return collection, True
+            return create_collection(collection), True
         except IntegrityError:
             # A concurrent call created it (the name is unique), or took its slug.
             existing = Collection.objects.filter(name=name).first()
@@ -80,6 +72,22 @@ def get_or_create_collection(
             attempts -= 1
             if not attempts:
                 raise
+
+
+def create_collection(collection: Collection) -> Collection:
+    """Save a new, unsaved collection in one transaction: its embedder's model name and
+    dimensions, and its space in its index (an external index's outbox scheduled)."""
+    embedder = embedders[collection.embedder]  # raises InvalidComponentError naming the choices
+    collection.model_name, collection.dimensions = embedder.model_name, embedder.dimension
+    collection.external_index = not indexes[collection.index].transactional
+    with transaction.atomic():
+        collection.save(force_insert=True)
+        if collection.external_index:
+            from retrieval.services.indexes import outbox
+
+            outbox.ensure_schedule()
+        ensure_vector_index(collection)
+    return collection
 
 
 def _unique_slug(name: str) -> str:
