@@ -105,8 +105,6 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
-        if Collection.objects.filter(name=data["name"]).exists():
-            raise ValidationError({"name": ["A collection with this name exists."]})
         try:
             collection, created = get_or_create_collection(
                 data["name"],
@@ -117,7 +115,7 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
             )
         except RetrievalError as e:
             raise ValidationError(str(e)) from e
-        if not created:  # created by a concurrent request since the check above
+        if not created:  # it exists (the serializer's check missed a concurrent request)
             raise ValidationError({"name": ["A collection with this name exists."]})
         for field in ("description", "metadata"):
             if field in data:

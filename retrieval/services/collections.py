@@ -14,10 +14,10 @@ from retrieval.services.indexes.pgvector import vector_index_name
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 
 __all__ = [
+    "create_collection",
     "drop_vector_index",
     "embedder_for",
     "ensure_vector_index",
-    "create_collection",
     "get_or_create_collection",
     "lock_embedding_space",
     "vector_index_name",
@@ -44,23 +44,19 @@ def get_or_create_collection(
     existing = Collection.objects.filter(name=name).first()
     if existing is not None:
         return existing, False
-    embedder_alias = embedder or retrieval_settings.DEFAULT_EMBEDDER
-    embedders[embedder_alias]  # raises InvalidComponentError naming the choices
     if retriever is not None:
         retrievers[retriever]  # raises InvalidComponentError naming the choices
     if chunker is not None:
         chunkers[chunker]
-    index_alias = index or "default"
-    indexes[index_alias]  # raises InvalidComponentError naming the choices
     attempts = CREATE_ATTEMPTS
     while True:
         collection = Collection(
             name=name,
             slug=_unique_slug(name),
-            embedder=embedder_alias,
+            embedder=embedder or retrieval_settings.DEFAULT_EMBEDDER,
             default_retriever=retriever or "",
             chunker=chunker or "",
-            index=index_alias,
+            index=index or "default",
         )
         try:
             return create_collection(collection), True
