@@ -27,6 +27,10 @@ import os
 # Single-threaded BLAS for the numpy reference: idle BLAS threads spin and would slow
 # whatever is timed next.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# numpy 2's AVX-512 argpartition is slow on arrays of many equal values, as bm25s's scores
+# are (mostly 0): at 100k chunks its top-10 selection took 14.4 ms a query on this machine,
+# 2.9 on numpy's AVX2 kernels (README: Latency). The references run on those, their fastest.
+os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")
 import time
 from collections.abc import Callable
 
@@ -68,7 +72,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     setup_django()
-    print(f"Machine: {machine()}\n")
+    print(
+        f"Machine: {machine()}; numpy {np.__version__}, "
+        f"NPY_DISABLE_CPU_FEATURES={os.environ['NPY_DISABLE_CPU_FEATURES']!r}\n"
+    )
     for size in args.sizes:
         if args.load_only:
             load(size, dense=not args.bm25_only)
