@@ -27,14 +27,21 @@ POSTINGS = chunk_terms.POSTINGS
 # (``v_terms``, ``v_weights``, at most this many) looked up once; a term the chunk lacks,
 # or past the query's last, gives NULL, counted as 0.
 MAX_SCORED_TERMS = 16
-SCORE = (
-    "("
-    + "\n + ".join(
-        f"coalesce(v_weights[{i}] / (1 + (v_a + v_b * d.dl) / (d.tfs -> v_terms[{i}])::integer), 0)"
-        for i in range(1, MAX_SCORED_TERMS + 1)
+
+
+def score(slots: int) -> str:
+    """The score of a chunk's row over the query's first ``slots`` terms."""
+    return (
+        "("
+        + "\n + ".join(
+            f"coalesce(v_weights[{i}] / (1 + (v_a + v_b * d.dl) / (d.tfs -> v_terms[{i}])::integer), 0)"
+            for i in range(1, slots + 1)
+        )
+        + ")"
     )
-    + ")"
-)
+
+
+SCORE = score(MAX_SCORED_TERMS)
 
 # 0011's θ from the highest-bound term's postings, merged with step 1's scores.
 THETA_FROM_POSTINGS = f"""        SELECT coalesce((SELECT y.s FROM (

@@ -1,4 +1,4 @@
-"""Exact BM25 top-k that reads a fraction of the postings (migrations 0010, 0011, 0015).
+"""Exact BM25 top-k that reads a fraction of the postings (migrations 0010, 0011, 0015, 0016).
 
 ``retrieval_bm25_top_k``, a PL/pgSQL function (its plans are cached per connection),
 ranks a whole collection. A term's contribution ``w · tf / (tf + a + b' · dl)`` is
@@ -23,6 +23,9 @@ Everything else provably scores below θ, so the result is the exhaustive rankin
 (same scores; chunks of equal score may swap). When step 1 leaves θ at 0 (fewer than
 k chunks hold the highest-bound term), a query of more than four terms reads every
 posting instead, as a filtered search does (``BM25Retriever.score``).
+
+A chunk's row is scored in one expression over 4, 8 or 16 term slots, the fewest
+that hold the query's terms.
 """
 
 from __future__ import annotations

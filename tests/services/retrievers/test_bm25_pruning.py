@@ -283,3 +283,19 @@ def test_the_function_ranks_a_query_of_more_terms_than_it_scores_exhaustively(zi
         ours = [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
     full = BM25Retriever(prune=False).score(terms, collection=collection, top_k=10)
     assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12)
+
+
+@pytest.mark.parametrize("pilot", [False, True])
+def test_top_k_equals_exhaustive_at_every_query_length(zipf, pilot):
+    """A chunk's row is scored over as many term slots as the query needs (4, 8 or 16,
+    migration 0016): queries of 1 to 16 frequent terms, each held by many chunks, every
+    term counted; with step 1 made to run (``pilot``) and without."""
+    collection, rng = zipf
+    searches = [rng.sample(VOCABULARY[:40], length) for length in range(1, MAX_PRUNED_TERMS + 1)]
+    with connection.cursor() as cursor:
+        cursor.execute("SET retrieval.bm25_pilot_df_per_k = %s", ["0" if pilot else "1000"])
+    try:
+        assert_same_rankings(collection, rng, searches=searches)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET retrieval.bm25_pilot_df_per_k")
