@@ -98,8 +98,10 @@ class BM25Retriever(BaseRetriever):
         cursor.execute(sql, params)
 
         def fetch() -> list[ScoredChunk]:
-            with cursor:
-                return [ScoredChunk(chunk_id, float(score)) for chunk_id, score in cursor]
+            with cursor:  # fetchall: one call for the rows, not a pipeline fetch each
+                return [
+                    ScoredChunk(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()
+                ]
 
         return fetch
 
