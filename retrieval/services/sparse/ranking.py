@@ -1,4 +1,4 @@
-"""Exact BM25 top-k that reads a fraction of the postings (migrations 0010, 0011, 0015, 0016).
+"""Exact BM25 top-k that reads a fraction of the postings (migrations 0010, 0011, 0015–0017).
 
 ``retrieval_bm25_top_k``, a PL/pgSQL function (its plans are cached per connection),
 ranks a whole collection. A term's contribution ``w · tf / (tf + a + b' · dl)`` is
@@ -25,7 +25,8 @@ k chunks hold the highest-bound term), a query of more than four terms reads eve
 posting instead, as a filtered search does (``BM25Retriever.score``).
 
 A chunk's row is scored in one expression over 4, 8 or 16 term slots, the fewest
-that hold the query's terms.
+that hold the query's terms, its ``tfs`` decompressed once (PostgreSQL compresses a
+long chunk's).
 """
 
 from __future__ import annotations
