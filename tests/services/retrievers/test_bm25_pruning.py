@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection
@@ -127,6 +129,18 @@ def bounds_hold(collection) -> bool:
         return cursor.fetchone()[0]
 
 
+@contextmanager
+def pilot_df_per_k(value: int) -> Iterator[None]:
+    """Set the top-k function's step-1 threshold (``retrieval.bm25_pilot_df_per_k``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET retrieval.bm25_pilot_df_per_k = %s", [str(value)])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET retrieval.bm25_pilot_df_per_k")
+
+
 def test_top_k_equals_exhaustive(zipf):
     collection, rng = zipf
     assert bounds_hold(collection)
@@ -144,13 +158,8 @@ def test_top_k_equals_exhaustive_when_theta_starts_from_gin(zipf, searches):
     """Step 1 (θ from chunks holding three of the top four terms) runs only for frequent
     terms in a large collection; here it is made to run on every query."""
     collection, rng = zipf
-    with connection.cursor() as cursor:
-        cursor.execute("SET retrieval.bm25_pilot_df_per_k = 0")
-    try:
+    with pilot_df_per_k(0):
         assert_same_rankings(collection, rng, searches=searches(rng, 60))
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET retrieval.bm25_pilot_df_per_k")
 
 
 def test_top_k_reads_a_fraction_of_the_postings(zipf):
@@ -292,13 +301,8 @@ def test_top_k_equals_exhaustive_at_every_query_length(zipf, pilot):
     term counted; with step 1 made to run (``pilot``) and without."""
     collection, rng = zipf
     searches = [rng.sample(VOCABULARY[:40], length) for length in range(1, MAX_PRUNED_TERMS + 1)]
-    with connection.cursor() as cursor:
-        cursor.execute("SET retrieval.bm25_pilot_df_per_k = %s", ["0" if pilot else "1000"])
-    try:
+    with pilot_df_per_k(0 if pilot else 1000):
         assert_same_rankings(collection, rng, searches=searches)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET retrieval.bm25_pilot_df_per_k")
 
 
 def test_top_k_equals_exhaustive_on_chunks_whose_terms_are_compressed(zipf):
