@@ -6,9 +6,10 @@ Each query is ranked once by each leg of the default hybrid (``bm25`` and ``dens
 100 candidates each, through ``run_legs`` as ``HybridRetriever`` ranks them); every
 setting of :data:`SETTINGS` then fuses those lists with the library's own fusion
 (``LegResults.fuse``), so a row is what the hybrid with that setting answers. A
-setting with fewer ``candidates`` fuses each list's best only, as a hybrid asking its
-legs for fewer does at ``top_k`` 10 (its R@100 is that of those lists' fused top 100,
-not what such a hybrid answers at ``top_k`` 100, which ranks 100 per leg).
+setting with fewer ``candidates`` fuses each list's best only (with
+``dense_candidates``, the dense list's alone), as a hybrid asking its legs for fewer
+does at ``top_k`` 10 (its R@100 is that of those lists' fused top 100, not what such a
+hybrid answers at ``top_k`` 100, which ranks 100 per leg).
 SciFact train and Cranfield are ``context.py``'s ``bench-context-<name>-on``
 collections (one chunk per document, the default ``CHUNK_CONTEXT``), scored by
 nDCG@10 / Recall@100; Flask's docs are ``realdocs.py``'s default configuration,
@@ -31,34 +32,54 @@ import realdocs
 from common import beir_sources, run_over_datasets, table
 from context import EMBEDDERS, context_collection
 
+from retrieval.services.types import ScoredChunk
+
 if TYPE_CHECKING:
     from retrieval.models import Collection
     from retrieval.services.legs import LegResults
-    from retrieval.services.types import ScoredChunk
 
 
 @dataclass(frozen=True)
 class Fusion:
     """One hybrid fusion: the method, the dense leg's weight (BM25's is 1), RRF's k and
-    how many candidates each leg gives."""
+    how many candidates each leg gives (the dense leg fewer, if ``dense_candidates``);
+    the legs in ``zero_floor`` are scaled by their best score alone under relative-score
+    fusion (as if each list ended with a score of 0), not min-max."""
 
     method: str
     dense: float = 1.0
     k: int = 60
     candidates: int = 100
+    dense_candidates: int | None = None
+    zero_floor: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         name = f"rrf k={self.k}" if self.method == "rrf" else self.method.replace("_", " ")
         depth = f", {self.candidates} candidates" if self.candidates != 100 else ""
+        if self.dense_candidates is not None:
+            depth += f", dense leg {self.dense_candidates} candidates"
+        if self.zero_floor:
+            depth += f", {' and '.join(self.zero_floor)} floor 0"
         return f"{name}, dense {self.dense:g}{depth}" + (" (default)" if self == DEFAULT else "")
 
     def fuse(self, legs: LegResults, top_k: int) -> list[ScoredChunk]:
         """Fuse the legs' lists as a HybridRetriever with this setting does."""
         weights = {name: self.dense if name == "dense" else 1.0 for name in legs.ranked}
-        ranked = {name: results[: self.candidates] for name, results in legs.ranked.items()}
+        ranked = {name: results[: self.depth(name)] for name, results in legs.ranked.items()}
+        # A floor of 0: the list ends with a score of 0 for a chunk id no chunk has (-1),
+        # which min-max then maps to 0; it is dropped from the fused list.
+        for name in self.zero_floor:
+            ranked[name] = [*ranked[name], ScoredChunk(-1, 0.0)]
         fusing = replace(legs, weights=weights, ranked=ranked)
-        return fusing.fuse(self.method, k=self.k, top_k=top_k)
+        fused = fusing.fuse(self.method, k=self.k, top_k=top_k + len(self.zero_floor))
+        return [s for s in fused if s.chunk_id != -1][:top_k]
+
+    def depth(self, leg: str) -> int:
+        """How many of ``leg``'s candidates this setting fuses."""
+        if leg == "dense" and self.dense_candidates is not None:
+            return self.dense_candidates
+        return self.candidates
 
 
 #: The library's default hybrid (relative score, equal weights; RRF k=60 before this
@@ -69,6 +90,13 @@ SETTINGS = [
     *(Fusion("rrf", dense, k) for k in (1, 5, 10, 20, 30, 60) for dense in WEIGHTS),
     *(Fusion(method, dense) for method in ("relative_score", "dbsf") for dense in WEIGHTS),
     *(Fusion("relative_score", candidates=depth) for depth in (50, 30, 20)),
+    *(Fusion("relative_score", dense_candidates=depth) for depth in (50, 30, 20)),
+    *(Fusion("relative_score", zero_floor=legs) for legs in (("bm25",), ("bm25", "dense"))),
+    *(
+        Fusion("relative_to_best", dense, candidates=depth)
+        for depth in (100, 20)
+        for dense in (*WEIGHTS, 2.0)
+    ),
 ]
 LEGS_ALONE = ("bm25", "dense")
 

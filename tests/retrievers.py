@@ -53,3 +53,19 @@ class UnfilterableRetriever(BaseRetriever):
         from retrieval.exceptions import InvalidFilterError
 
         raise InvalidFilterError("this engine cannot filter on metadata.colour")
+
+
+class RankOnlyRetriever(BaseRetriever):
+    """BM25's ranking from a retriever that cannot score given chunks (the default)."""
+
+    def _rank(self, query, *, collection, top_k, filters):
+        from retrieval.services.registry import retrievers
+
+        return retrievers["bm25"].rank(query, collection=collection, top_k=top_k, filters=filters)
+
+
+class FailingScorerRetriever(RankOnlyRetriever):
+    """BM25's ranking, but scoring given chunks fails."""
+
+    def score_chunks(self, prepared, chunk_ids, *, collection):
+        raise RetrievalError("scores are down")

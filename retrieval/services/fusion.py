@@ -4,9 +4,11 @@ Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChu
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
 by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
 score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based),
-best first; among equal scores, the chunk more lists hold comes first. Load them with
-:func:`retrieval.services.retrievers.base.load_results`. The lists come from
-:func:`retrieval.services.legs.run_legs`.
+best first; among equal scores, the chunk more lists hold comes first. A list may end
+with scores its retriever gave another list's candidates (``metadata[SCORED_FOR_FUSION]``,
+see :data:`SCORES_EVERY_CANDIDATE`): those keep their score and have no rank. Load the
+fused chunks with :func:`retrieval.services.retrievers.base.load_results`. The lists
+come from :func:`retrieval.services.legs.run_legs`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ class Scored(Protocol):
 
 
 RankedLists = Sequence[Sequence[Scored]]
+
+#: The metadata key marking a score a retriever gave a chunk it did not rank itself.
+SCORED_FOR_FUSION = "scored_for_fusion"
 
 
 def rrf_fuse(
@@ -62,6 +67,22 @@ def relative_score_fuse(
     return _fuse(ranked_lists, weights, top_k, names, _min_max)
 
 
+def relative_to_best_fuse(
+    ranked_lists: RankedLists,
+    weights: Sequence[float] | None = None,
+    top_k: int = 10,
+    *,
+    names: Sequence[str] | None = None,
+) -> list[ScoredChunk]:
+    """Each list's scores divided by its best (a floor of 0), weighted sum.
+
+    A list whose best score is not positive adds nothing. Fused with every candidate
+    scored by every leg (:data:`SCORES_EVERY_CANDIDATE`), a chunk's fused score no longer
+    depends on how deep each leg's list went.
+    """
+    return _fuse(ranked_lists, weights, top_k, names, _ratio_to_best)
+
+
 def dbsf_fuse(
     ranked_lists: RankedLists,
     weights: Sequence[float] | None = None,
@@ -79,6 +100,11 @@ def _min_max(results: Sequence[Scored]) -> list[float]:
     if high == low:
         return [1.0] * len(scores)
     return [(s - low) / (high - low) for s in scores]
+
+
+def _ratio_to_best(results: Sequence[Scored]) -> list[float]:
+    best = max((r.score for r in results), default=0.0)
+    return [r.score / best if best > 0 else 0.0 for r in results]
 
 
 def _three_sigma(results: Sequence[Scored]) -> list[float]:
@@ -116,11 +142,24 @@ def _fuse(
             zip(unique, contribution(unique), strict=True), start=1
         ):
             fused[result.chunk_id] = fused.get(result.chunk_id, 0.0) + weight * value
-            legs.setdefault(result.chunk_id, {})[name] = {"score": result.score, "rank": rank}
+            ranked = not getattr(result, "metadata", {}).get(SCORED_FOR_FUSION)
+            legs.setdefault(result.chunk_id, {})[name] = (
+                {"score": result.score, "rank": rank} if ranked else {"score": result.score}
+            )
     # Equal scores: the chunk more lists hold first (under min-max, one a list ranks last
     # scores 0 there, as if that list had missed it), then the lower id.
     order = sorted(fused, key=lambda key: (-fused[key], -len(legs[key]), key))[:top_k]
     return [ScoredChunk(key, fused[key], {"legs": legs[key]}) for key in order]
 
 
-FUSION_METHODS = {"rrf": rrf_fuse, "relative_score": relative_score_fuse, "dbsf": dbsf_fuse}
+FUSION_METHODS = {
+    "rrf": rrf_fuse,
+    "relative_score": relative_score_fuse,
+    "relative_to_best": relative_to_best_fuse,
+    "dbsf": dbsf_fuse,
+}
+
+#: Methods whose legs first score every other leg's candidates they can
+#: (:meth:`retrieval.services.legs.LegResults.fuse`), so that no candidate counts as 0
+#: in a leg merely because that leg's list stopped above it.
+SCORES_EVERY_CANDIDATE = frozenset({"relative_to_best"})

@@ -13,7 +13,9 @@ ranking BM25 on the first. A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
 :meth:`LegResults.fuse` then merges the lists with one of
-:data:`~retrieval.services.fusion.FUSION_METHODS`.
+:data:`~retrieval.services.fusion.FUSION_METHODS`, having first, for the methods in
+:data:`~retrieval.services.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
+of the other legs' candidates (one round trip).
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
 from retrieval.services.databases import search_database
-from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.fusion import FUSION_METHODS, SCORED_FOR_FUSION, SCORES_EVERY_CANDIDATE
 from retrieval.services.tracing import current_trace, run_in_context
 from retrieval.services.types import ScoredChunk
 
@@ -63,18 +65,52 @@ class LegResults:
     # Each answering leg's preparing plus ranking time; for a leg sent ahead, the time its
     # sending and reading took this thread (the database ranked it meanwhile).
     ms: dict[str, float]
+    # What scoring other legs' candidates needs: each answering leg's leg and prepared query.
+    legs: dict[str, Leg] = field(default_factory=dict)
+    prepared: dict[str, Any] = field(default_factory=dict)
+    collection: Collection | None = None
 
     def fuse(self, method: str, *, k: int = 60, top_k: int = 10) -> list[ScoredChunk]:
         """Fuse the lists with ``method``; name failed legs in ``metadata["failed_legs"]``."""
         options: dict[str, Any] = {"k": k} if method == "rrf" else {}
+        lists = self.scored_for_fusion() if method in SCORES_EVERY_CANDIDATE else self.ranked
         fused = FUSION_METHODS[method](
-            list(self.ranked.values()),
+            list(lists.values()),
             [self.weights[name] for name in self.ranked],
             top_k=top_k,
             names=list(self.ranked),
             **options,
         )
         return self.mark(fused)
+
+    def scored_for_fusion(self) -> dict[str, list[ScoredChunk]]:
+        """Each leg's list, then its scores of the other legs' candidates it can score.
+
+        The candidates came from legs that applied the search's scope and filters, and
+        each leg scores them within the collection only. A leg that cannot score given
+        chunks (``score_chunks`` returns ``None``), or fails to, leaves them out: 0 there.
+        """
+        candidates = {s.chunk_id for results in self.ranked.values() for s in results}
+        lists = {}
+        for name, results in self.ranked.items():
+            missing = sorted(candidates - {s.chunk_id for s in results})
+            scores: dict[int, float] | None = None
+            if missing and name in self.prepared and self.collection is not None:
+                try:
+                    scores = self.legs[name].retriever.score_chunks(
+                        self.prepared[name], missing, collection=self.collection
+                    )
+                except Exception as e:
+                    logger.warning("Leg %r could not score the other legs' candidates: %s",
+                                   name, e, exc_info=True)  # fmt: skip
+            lists[name] = [
+                *results,
+                *(
+                    ScoredChunk(chunk_id, score, {SCORED_FOR_FUSION: True})
+                    for chunk_id, score in sorted((scores or {}).items(), key=lambda x: -x[1])
+                ),
+            ]
+        return lists
 
     def mark(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
         """Name the failed legs in each result's ``metadata["failed_legs"]``."""
@@ -134,7 +170,9 @@ def run_legs(
         # Nothing to overlap (or already on a worker: never wait on the pool from inside it).
         for leg in legs:
             with outcome.leg(leg.name):
-                prepared = leg.retriever.prepare(leg.query, collection=collection)
+                prepared = outcome.prepared[leg.name] = leg.retriever.prepare(
+                    leg.query, collection=collection
+                )
                 outcome.ranked[leg.name] = leg.retriever.rank_prepared(
                     prepared, collection=collection, top_k=top_k, filters=filters
                 )
@@ -156,6 +194,9 @@ def run_legs(
         {name: by_name[name].weight for name in order},
         outcome.failed,
         {name: round(outcome.seconds[name] * 1000, 2) for name in order},
+        {name: by_name[name] for name in order},
+        {name: outcome.prepared[name] for name in order if name in outcome.prepared},
+        collection,
     )
 
 
@@ -176,7 +217,9 @@ def _rank_overlapped(
     with _pipeline(search_database()):
         for leg in quick:
             with outcome.leg(leg.name):
-                prepared = leg.retriever.prepare(leg.query, collection=collection)
+                prepared = outcome.prepared[leg.name] = leg.retriever.prepare(
+                    leg.query, collection=collection
+                )
                 fetch = leg.retriever.send_rank(prepared, **options)
                 if fetch is None:
                     later[leg.name] = prepared
@@ -190,7 +233,9 @@ def _rank_overlapped(
         }
         if own is not None:
             with outcome.leg(own.name):
-                later[own.name] = own.retriever.prepare(own.query, collection=collection)
+                later[own.name] = outcome.prepared[own.name] = own.retriever.prepare(
+                    own.query, collection=collection
+                )
             if sent and own.name in later:
                 # The database may still be ranking the sent legs: rank this one beside
                 # them, on a second connection, if the pool has one to spare.
@@ -211,6 +256,7 @@ def _rank_overlapped(
         leg = futures[future]
         with outcome.leg(leg.name):
             prepared, preparing = future.result()
+            outcome.prepared[leg.name] = prepared
             outcome.seconds[leg.name] = preparing
             outcome.ranked[leg.name] = leg.retriever.rank_prepared(prepared, **options)
 
@@ -275,6 +321,7 @@ class _Outcome:
         self.ranked: dict[str, list[ScoredChunk]] = {}
         self.failed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
+        self.prepared: dict[str, Any] = {}
         self.errors: list[Exception] = []
 
     @contextmanager

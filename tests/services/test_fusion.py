@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk
-from retrieval.services.fusion import dbsf_fuse, relative_score_fuse, rrf_fuse
+from retrieval.services.fusion import (
+    SCORED_FOR_FUSION,
+    dbsf_fuse,
+    relative_score_fuse,
+    relative_to_best_fuse,
+    rrf_fuse,
+)
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
@@ -48,6 +54,28 @@ def test_relative_score_by_hand():
     scores = {r.chunk_id: r.score for r in fused}
     # bm25 min-max: 1 -> 1, 2 -> 0.5, 3 -> 0; dense: 3 -> 1, 4 -> 0.75, 1 -> 0.
     assert scores == pytest.approx({1: 1.0, 2: 0.5, 3: 2.0, 4: 1.5})
+
+
+def test_relative_to_best_by_hand():
+    fused = relative_to_best_fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10, names=["bm25", "dense"])
+    scores = {r.chunk_id: r.score for r in fused}
+    # bm25 / 9: 1 -> 1, 2 -> 2/3, 3 -> 1/3; dense / 0.9: 3 -> 1, 4 -> 8/9, 1 -> 5/9.
+    assert scores == pytest.approx({1: 1 + 10 / 9, 2: 2 / 3, 3: 1 / 3 + 2, 4: 16 / 9})
+    assert ids(fused) == [3, 1, 4, 2]
+
+
+def test_relative_to_best_scores_from_another_list_have_no_rank():
+    # Dense's score of chunk 2, which it did not rank itself, counts as any other.
+    dense = [*DENSE, ScoredChunk(2, 0.45, {SCORED_FOR_FUSION: True})]
+    fused = relative_to_best_fuse([SPARSE, dense], names=["bm25", "dense"])
+    two = next(r for r in fused if r.chunk_id == 2)
+    assert two.score == pytest.approx(6 / 9 + 0.5)
+    assert two.metadata["legs"] == {"bm25": {"score": 6.0, "rank": 2}, "dense": {"score": 0.45}}
+
+
+def test_relative_to_best_a_list_without_a_positive_score_adds_nothing():
+    fused = relative_to_best_fuse([SPARSE, ranked((4, -0.2), (1, -0.5))])
+    assert {r.chunk_id: r.score for r in fused} == pytest.approx({1: 1.0, 2: 2 / 3, 3: 1 / 3, 4: 0})
 
 
 def test_equal_scores_put_the_chunk_more_lists_hold_first():

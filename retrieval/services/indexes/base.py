@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.types import ScoredChunk
@@ -95,3 +96,12 @@ class BaseIndex(ABC):
     @abstractmethod
     def rebuild(self, collection: Collection) -> None:
         """Build the collection's space anew from PostgreSQL's vectors, then switch to it."""
+
+
+def check_query_dimensions(vector: Sequence[float], collection: Collection) -> None:
+    """Refuse a query vector whose length is not the collection's dimensions."""
+    if len(vector) != collection.dimensions:
+        raise DimensionMismatchError(
+            f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
+            f"holds {collection.dimensions}."
+        )

@@ -24,7 +24,7 @@ from django.db import connections
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection
 from retrieval.services.filters import Filters
-from retrieval.services.indexes.base import BaseIndex, VectorRow
+from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.
@@ -182,11 +182,7 @@ class ExternalIndex(BaseIndex):
         score_threshold: float | None = None,
         **hints: Any,
     ) -> list[ScoredChunk]:
-        if len(vector) != collection.dimensions:
-            raise DimensionMismatchError(
-                f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
-                f"holds {collection.dimensions}."
-            )
+        check_query_dimensions(vector, collection)
         filters = Filters.parse(filters)
         engine_filters = self.translate(filters, collection)  # refuses what it cannot express
         name = self._space(collection)

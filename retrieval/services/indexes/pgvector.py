@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
-from retrieval.exceptions import DimensionMismatchError
 from retrieval.models import Chunk, Collection
 from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
-from retrieval.services.indexes.base import BaseIndex, VectorRow
+from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)
@@ -180,11 +179,7 @@ class PgvectorIndex(BaseIndex):
 
         The cast matches the collection's partial HNSW index.
         """
-        if len(vector) != collection.dimensions:
-            raise DimensionMismatchError(
-                f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
-                f"holds {collection.dimensions}."
-            )
+        check_query_dimensions(vector, collection)
         ef_search = int(hints.get("ef_search") or self.ef_search)
         exact_scan_limit = hints.get("exact_scan_limit")
         exact_scan_limit = self.exact_scan_limit if exact_scan_limit is None else exact_scan_limit

@@ -84,6 +84,18 @@ class BaseRetriever(ABC):
         """
         return None
 
+    def score_chunks(
+        self, prepared: Any, chunk_ids: Sequence[int], *, collection: Collection
+    ) -> dict[int, float] | None:
+        """Return this retriever's scores of the given chunks of ``collection``, or ``None``.
+
+        Fusion that scores every candidate with every leg
+        (:data:`~retrieval.services.fusion.SCORES_EVERY_CANDIDATE`) asks each leg for the
+        other legs' candidates; a chunk left out of the answer scores 0 there. ``None``,
+        the default: this retriever cannot score given chunks.
+        """
+        return None
+
     @abstractmethod
     def _rank(
         self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import connections
 
@@ -14,11 +14,9 @@ from retrieval.services.retrievers.base import BaseRetriever, check_top_k
 from retrieval.services.sparse.ranking import TOP_K_SQL
 from retrieval.services.types import ScoredChunk
 
-# The exhaustive plan, for filtered searches (the top-k function ranks whole
-# collections): the per-query constants (idf as float8, length normalisation) are
-# computed once for the few query terms; then each term's posting list is read by an
-# index-only scan of the primary key, joined to its term, and summed in float8.
-SCORE_SQL = """
+# The per-query constants (idf as float8, length normalisation), computed once for the
+# few query terms: ``n`` and the terms' weights ``q``, shared by the statements below.
+WEIGHTS_SQL = """
 WITH n AS MATERIALIZED (
     SELECT %s::float8 * (1 - %s::float8) AS a,
            %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
@@ -30,7 +28,13 @@ q AS MATERIALIZED (
     FROM n, (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
     JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
 )
-SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + n.a + n.b * p.dl)) AS score
+"""
+# The exhaustive plan, for filtered searches (the top-k function ranks whole
+# collections): each term's posting list is read by an index-only scan of the primary
+# key, joined to its term, and summed in float8.
+SCORE_SQL = (
+    WEIGHTS_SQL
+    + """SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + n.a + n.b * p.dl)) AS score
 FROM n, q, retrieval_bm25_posting p
 WHERE p.collection_id = %s AND p.term = q.term
 {filter}
@@ -38,6 +42,21 @@ GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
 LIMIT %s
 """
+)
+
+# Given chunks scored from their own rows (``retrieval_bm25_chunk.tfs``, decompressed
+# once), as the top-k function scores them: one look-up per chunk, not per posting.
+CHUNKS_SCORE_SQL = (
+    WEIGHTS_SQL
+    + """SELECT d.chunk_id, sum(q.w * f.tf / (f.tf + n.a + n.b * d.dl)) AS score
+FROM n, retrieval_bm25_chunk d
+CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
+CROSS JOIN q
+CROSS JOIN LATERAL (SELECT (t.tfs -> q.term)::integer AS tf) AS f
+WHERE d.chunk_id = ANY(%s) AND d.collection_id = %s AND f.tf IS NOT NULL
+GROUP BY d.chunk_id
+"""
+)
 
 
 # Queries of more distinct terms than this are ranked exhaustively: the top-k function's
@@ -119,6 +138,17 @@ class BM25Retriever(BaseRetriever):
             cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
 
+    def score_chunks(
+        self, terms: list[str], chunk_ids: Sequence[int], *, collection: Collection
+    ) -> dict[int, float]:
+        """Return the BM25 scores of the given chunks (those holding none of the terms: 0)."""
+        if not terms or not chunk_ids:
+            return {}
+        params = [*self._weights_params(terms, collection), list(chunk_ids), collection.pk]
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(CHUNKS_SCORE_SQL, params)
+            return {chunk_id: float(score) for chunk_id, score in cursor.fetchall()}
+
     def _query(
         self, terms: list[str], collection: Collection, top_k: int, filters: Filters
     ) -> tuple[str, list]:
@@ -136,6 +166,10 @@ class BM25Retriever(BaseRetriever):
             sql, params = TOP_K_SQL, [collection.pk, list(terms), self.k1, self.b, top_k]
         else:
             sql = SCORE_SQL.format(filter=filter_sql)
-            params = [self.k1, self.b, self.k1, self.b, collection.pk, list(terms)]
-            params += [collection.pk, collection.pk, *filter_params, top_k]
+            params = [*self._weights_params(terms, collection), collection.pk]
+            params += [*filter_params, top_k]
         return sql, params
+
+    def _weights_params(self, terms: list[str], collection: Collection) -> list:
+        """The parameters of ``WEIGHTS_SQL``."""
+        return [self.k1, self.b, self.k1, self.b, collection.pk, list(terms), collection.pk]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from django.db import connections
 
 from retrieval.models import Collection
 from retrieval.services.collections import embedder_for
+from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.indexes import index_for
-from retrieval.services.indexes.pgvector import _check_search_options
+from retrieval.services.indexes.base import check_query_dimensions
+from retrieval.services.indexes.pgvector import _check_search_options, vector_literal
 from retrieval.services.retrievers.base import BaseRetriever, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -69,6 +74,29 @@ class DenseRetriever(BaseRetriever):
             score_threshold=self.score_threshold,
             **self._hints(),
         )
+
+    def score_chunks(
+        self, vector, chunk_ids: Sequence[int], *, collection: Collection
+    ) -> dict[int, float]:
+        """Return the cosine similarities of the given chunks to ``vector``.
+
+        Computed from the vectors PostgreSQL keeps, whatever the collection's index; a
+        chunk without a vector, or below ``score_threshold``, is left out.
+        """
+        if not chunk_ids:
+            return {}
+        check_query_dimensions(vector, collection)
+        similarity = f"1 - ((c.embedding::vector({int(collection.dimensions)})) <=> %s::vector)"
+        with connections[search_database()].cursor() as cursor:
+            cursor.execute(
+                f"SELECT c.id, {similarity} FROM retrieval_chunk c "
+                "WHERE c.collection_id = %s AND c.id = ANY(%s) AND c.embedding IS NOT NULL",
+                [vector_literal(vector), collection.pk, list(chunk_ids)],
+            )
+            scores = {chunk_id: float(score) for chunk_id, score in cursor.fetchall()}
+        if self.score_threshold is None:
+            return scores
+        return {i: score for i, score in scores.items() if score >= self.score_threshold}
 
     def search_vector(
         self, vector, *, collection: Collection, top_k: int, filters: Filters | None = None

@@ -7,15 +7,20 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import DimensionMismatchError, RetrievalError
+from retrieval.models import Chunk
 from retrieval.services.collections import get_or_create_collection
+from retrieval.services.filters import Filters
 from retrieval.services.fusion import relative_score_fuse
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.legs import _spare_connection
+from retrieval.services.legs import Leg, _spare_connection, run_legs
 from retrieval.services.registry import retrievers
+from retrieval.services.retrievers.dense import DenseRetriever
 from retrieval.services.retrievers.hybrid import HybridRetriever
 from retrieval.services.scope import Scope
 from retrieval.services.search import search
+from tests.conftest import collection_of
+from tests.retrievers import FailingScorerRetriever, RankOnlyRetriever
 
 TEXTS = {
     "a": "North winds blow over the pole.",
@@ -231,3 +236,98 @@ def test_bad_options_and_checks(retrieval_settings):
         "Hybrid retriever 'loop' fuses 'loop', which is itself.",
         "Hybrid retriever 'loop' fuses 'ghost', which is not in RETRIEVERS.",
     ]
+
+
+def full_scores(query: str, collection) -> dict[str, dict[int, float]]:
+    """Every chunk's BM25 score (those holding a query term) and dense similarity."""
+    return {
+        alias: {
+            s.chunk_id: s.score
+            for s in retrievers[alias].rank(query, collection=collection, top_k=100)
+        }
+        for alias in ("bm25", "dense")
+    }
+
+
+@pytest.mark.django_db
+def test_each_leg_scores_given_chunks_as_it_ranks_them_within_the_collection(compass):
+    other = collection_of("elsewhere", {"x": "north north needle"})
+    query = "north needle"
+    full = full_scores(query, compass)
+    ids = sorted(Chunk.objects.filter(collection=compass).values_list("pk", flat=True))
+    stranger = Chunk.objects.get(collection=other).pk  # holds both terms, in another collection
+    bm25, dense = retrievers["bm25"], retrievers["dense"]
+    terms, vector = (r.prepare(query, collection=compass) for r in (bm25, dense))
+    scored = bm25.score_chunks(terms, [*ids, stranger], collection=compass)
+    assert scored == pytest.approx(full["bm25"])  # "b" holds neither term: left out, 0
+    assert len(full["bm25"]) == 3
+    similarities = dense.score_chunks(vector, [*ids, stranger], collection=compass)
+    assert similarities == pytest.approx(full["dense"]) and set(similarities) == set(ids)
+    with pytest.raises(DimensionMismatchError):
+        dense.score_chunks([1.0, 0.0], ids, collection=compass)
+    threshold = DenseRetriever(score_threshold=0.5).score_chunks(vector, ids, collection=compass)
+    assert threshold == pytest.approx({i: s for i, s in full["dense"].items() if s >= 0.5})
+    assert len(threshold) == 3  # "b" (east, up) is orthogonal to "north"
+
+
+@pytest.mark.django_db
+def test_relative_to_best_scores_every_candidate_with_every_leg(compass):
+    query = "north needle"  # BM25 ranks "c" first (both terms), dense "a" ("north" alone)
+    legs = [Leg("bm25", retrievers["bm25"], query), Leg("dense", retrievers["dense"], query, 2.0)]
+    ranked = run_legs(legs, collection=compass, top_k=1, filters=Filters.parse(None))
+    fused = ranked.fuse("relative_to_best", top_k=10)
+    full = full_scores(query, compass)
+    pk = {c.document.external_id: c.pk for c in Chunk.objects.filter(collection=compass)}
+    a, c = pk["a"], pk["c"]
+    assert [s.chunk_id for s in ranked.ranked["bm25"]] == [c]
+    assert [s.chunk_id for s in ranked.ranked["dense"]] == [a]
+    best = {alias: max(scores.values()) for alias, scores in full.items()}
+    expected = {
+        i: full["bm25"][i] / best["bm25"] + 2.0 * full["dense"][i] / best["dense"] for i in (a, c)
+    }
+    assert {s.chunk_id: s.score for s in fused} == pytest.approx(expected)
+    legs_of = {s.chunk_id: s.metadata["legs"] for s in fused}
+    assert legs_of[c] == {
+        "bm25": {"score": pytest.approx(full["bm25"][c]), "rank": 1},
+        "dense": {"score": pytest.approx(full["dense"][c])},  # scored for fusion: no rank
+    }
+    assert legs_of[a] == {
+        "bm25": {"score": pytest.approx(full["bm25"][a])},
+        "dense": {"score": pytest.approx(1.0), "rank": 1},
+    }
+
+
+@pytest.mark.django_db
+def test_a_leg_that_cannot_score_given_chunks_or_fails_to_counts_them_as_zero(compass, caplog):
+    query = "north needle"
+    full = full_scores(query, compass)
+    pk = {c.document.external_id: c.pk for c in Chunk.objects.filter(collection=compass)}
+    for sparse in (RankOnlyRetriever(), FailingScorerRetriever()):
+        legs = [Leg("sparse", sparse, query), Leg("dense", retrievers["dense"], query)]
+        ranked = run_legs(legs, collection=compass, top_k=1, filters=Filters.parse(None))
+        fused = {s.chunk_id: s for s in ranked.fuse("relative_to_best", top_k=10)}
+        # "a", dense's only candidate, has no sparse score; "c" gets dense's.
+        assert set(fused[pk["a"]].metadata["legs"]) == {"dense"}
+        assert fused[pk["a"]].score == pytest.approx(1.0)
+        assert fused[pk["c"]].score == pytest.approx(1.0 + full["dense"][pk["c"]])
+    assert "could not score the other legs' candidates" in caplog.text  # the failing one
+
+
+@pytest.mark.django_db
+def test_hybrid_relative_to_best_fuses_its_legs_candidates_with_every_score(compass):
+    query = "north needle"  # one candidate each: "c" from BM25, "a" from dense
+    hybrid = HybridRetriever(
+        retrievers={"bm25": 1.0, "dense": 1.25}, method="relative_to_best", candidates=1
+    )
+    [fused] = hybrid.retrieve(query, collection=compass, top_k=1)
+    full = full_scores(query, compass)
+    best = {alias: max(scores.values()) for alias, scores in full.items()}
+    expected = {
+        s.chunk_id: full["bm25"][s.chunk_id] / best["bm25"]
+        + 1.25 * full["dense"][s.chunk_id] / best["dense"]
+        for alias in ("bm25", "dense")
+        for s in retrievers[alias].rank(query, collection=compass, top_k=1)
+    }
+    # Each scored by both legs, "c" wins (1 + 1.25 · 0.71); by its own leg only, "a" would (1.25).
+    assert fused.chunk.document.external_id == "c"
+    assert fused.score == pytest.approx(max(expected.values()))
