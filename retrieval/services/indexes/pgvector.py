@@ -209,16 +209,23 @@ class PgvectorIndex(BaseIndex):
         if score_threshold is not None:
             where += f" AND {distance} <= %s"
             params += [literal, 1.0 - score_threshold]
+        # Ordered by the output column: the index still orders the scan, and the vector's
+        # literal is sent and parsed once less.
         sql = (
             f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
-            f"WHERE {where} ORDER BY {distance} LIMIT %s"
+            f"WHERE {where} ORDER BY distance LIMIT %s"
         )
-        return sql, [*params, literal, top_k]
+        return sql, [*params, top_k]
 
 
 def vector_literal(vector: Sequence[float]) -> str:
-    """Return pgvector's text form of ``vector`` (float32, as stored)."""
-    return "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+    """Return pgvector's text form of ``vector`` (float32, as stored).
+
+    Nine significant digits, the fewest that give every float32 back exactly: a third
+    shorter than Python's float repr, and quicker to build and to parse.
+    """
+    values = np.asarray(vector, dtype=np.float32).tolist()
+    return "[" + ("%.9g," * len(values) % tuple(values))[:-1] + "]"
 
 
 def _check_search_options(ef_search: int, exact_scan_limit: int) -> None:

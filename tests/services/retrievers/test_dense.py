@@ -15,6 +15,7 @@ from retrieval.services.collections import (
     get_or_create_collection,
     vector_index_name,
 )
+from retrieval.services.indexes.pgvector import vector_literal
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.dense import PgvectorRetriever
 from retrieval.services.scope import Scope
@@ -195,3 +196,15 @@ def test_wide_filter_walks_the_index_iteratively_until_top_k_match():
     expected = set(tagged[np.argsort(-(vectors[tagged] @ query))[:10]].tolist())
     assert len(expected & {r.chunk.index for r in results}) >= 8
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+
+def test_the_query_vector_reaches_postgresql_exactly():
+    # Nine significant digits give every float32 back, tiny, huge and negative ones too.
+    rng = np.random.default_rng(7)
+    with connection.cursor() as cursor:
+        for scale in (1e-30, 1e-8, 1e-3, 1.0, 1e3, 1e8, 1e30):
+            vector = (rng.normal(size=384) * scale).astype(np.float32)
+            cursor.execute("SELECT (%s::vector)::real[]", [vector_literal(vector)])
+            parsed = np.array(cursor.fetchone()[0], dtype=np.float32)
+            assert np.array_equal(parsed, vector)
+    assert vector_literal([]) == "[]" and vector_literal([0.5, -2]) == "[0.5,-2]"
