@@ -91,7 +91,7 @@ def test_a_filter_a_leg_cannot_express_is_raised_not_dropped(compass, path):
         through(path, ["bm25", "unfilterable"], compass)
 
 
-@pytest.mark.parametrize("method", ["rrf", "relative_score", "dbsf"])
+@pytest.mark.parametrize("method", ["rrf", "relative_score", "relative_to_best", "dbsf"])
 def test_both_paths_fuse_the_same_inputs_into_the_same_order(compass, method):
     legs = {"bm25": 1.0, "dense": 0.5}
     options = {"fusion": method, "k": 5, "candidates": 4, "top_k": 4}

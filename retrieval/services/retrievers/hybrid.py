@@ -21,8 +21,9 @@ class HybridRetriever(BaseRetriever):
     ``retrievers`` maps alias to weight (or lists aliases, all weighted 1).
     ``method`` is ``"relative_score"`` (each leg's scores min-max normalised, then a
     weighted sum; the default, chosen by ``bench/fusion.py``), ``"rrf"`` (weighted
-    reciprocal-rank fusion with constant ``k``) or ``"dbsf"`` (distribution-based
-    score fusion). Each leg returns ``candidates`` results
+    reciprocal-rank fusion with constant ``k``), ``"dbsf"`` (distribution-based
+    score fusion) or ``"relative_to_best"`` (every candidate scored by every leg that
+    can, each leg's scores divided by its best). Each leg returns ``candidates`` results
     (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
     through :func:`retrieval.services.legs.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
