@@ -15,7 +15,7 @@ search raise. A bad filter is the request's fault, not the leg's: it is raised a
 :meth:`LegResults.fuse` then merges the lists with one of
 :data:`~retrieval.services.fusion.FUSION_METHODS`, having first, for the methods in
 :data:`~retrieval.services.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
-of the other legs' candidates (one round trip).
+of the other legs' candidates (one statement per leg).
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ class LegResults:
                         self.prepared[name], missing, collection=self.collection
                     )
                 except Exception as e:
-                    logger.warning("Leg %r could not score the other legs' candidates: %s",
-                                   name, e, exc_info=True)  # fmt: skip
+                    message = "Leg %r could not score the other legs' candidates: %s"
+                    logger.warning(message, name, e, exc_info=True)
             lists[name] = [
                 *results,
                 *(
