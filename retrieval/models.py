@@ -10,7 +10,6 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
-from .querysets import ChunkQuerySet
 from .services.storable import validate_storable_metadata
 
 
@@ -128,8 +127,6 @@ class Chunk(models.Model):
     # A re-embedding's new vectors, built beside ``embedding`` and swapped in at once
     # when the whole collection has them (services.reembedding).
     embedding_next = VectorField(null=True, blank=True, editable=False)
-
-    objects = ChunkQuerySet.as_manager()
 
     class Meta:
         ordering = ["document", "index"]

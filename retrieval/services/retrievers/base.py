@@ -6,7 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from retrieval.models import Chunk, Collection
+from retrieval.models import Collection
+from retrieval.querysets import load_chunks
 from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
@@ -121,11 +122,14 @@ def load_results(
     A chunk outside the access scope carried by ``filters`` is never loaded.
     """
     db = search_database()
-    chunks = Chunk.objects.using(db).for_results()
     within = Filters.parse(filters).documents_within
-    if within is not None:
-        chunks = chunks.filter(document_id__in=within.using(db).order_by().values("pk"))
-    chunks = chunks.in_bulk([s.chunk_id for s in scored])
+    conditions, params = (
+        Filters(documents_within=within.using(db)).sql("c", collection_id=0)
+        if within is not None
+        else ([], [])
+    )
+    ids = [s.chunk_id for s in scored]
+    chunks = load_chunks(ids, using=db, conditions=conditions, params=params)
     # Absent: deleted since it was ranked, or outside the scope.
     present = [s for s in scored if s.chunk_id in chunks]
     return [
