@@ -123,6 +123,7 @@ def load_results(
     """
     db = search_database()
     within = Filters.parse(filters).documents_within
+    # The scope's condition, as ranking applies it (it names no collection).
     conditions, params = (
         Filters(documents_within=within.using(db)).sql("c", collection_id=0)
         if within is not None
