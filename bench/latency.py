@@ -252,7 +252,8 @@ def query_latency(size: int, n_queries: int) -> None:
     samples: dict[str, list[float]] = {}
     raw_sql = (
         "SELECT c.id, (c.embedding::vector(384)) <=> %s::vector AS distance FROM retrieval_chunk c "
-        "WHERE c.collection_id = %s ORDER BY distance LIMIT 10"
+        "WHERE c.collection_id = %s AND vector_dims(c.embedding) = 384 "
+        "ORDER BY distance LIMIT 10"
     )
 
     def time_it(name: str, function: Callable[..., object], *args, **kwargs) -> object:

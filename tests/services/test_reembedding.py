@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -12,6 +13,7 @@ from retrieval.services.reembedding import reembed
 from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.tasks import enqueue, reembed_collection
+from tests.processes import database_url
 
 pytestmark = pytest.mark.django_db
 
@@ -125,3 +127,29 @@ def test_reembed_task_and_cancel_keep_the_old_space(collection, retrieval_settin
     assert not Chunk.objects.filter(embedding_next__isnull=False).exists()
     unknown = enqueue(reembed_collection, collection.pk, "nope", collection=collection)
     assert unknown.status == IndexRun.Status.FAILED and "nope" in unknown.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_new_space_is_indexed_while_an_older_snapshot_still_sees_the_old_vectors(
+    collection,
+):
+    # Another session's transaction took its snapshot before the switch (and holds no
+    # lock on the chunks): the 3-dimensional rows the switch replaces are still visible
+    # to it, so the new index's build meets them too.
+    # Rows as large as real chunks' (a few of them fill a page), so that the switch's
+    # updates cannot keep a row's versions on its page (not HOT) and the build reads
+    # the old versions themselves.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = jsonb_build_object('padding', "
+            "(SELECT string_agg(md5(random()::text || i), '') FROM generate_series(1, 48) i))"
+        )
+    with psycopg.connect(database_url(connection.settings_dict)) as reader:
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute("SELECT 1")
+        run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
+        reembed(collection, "wide", run=run)
+        assert run.status == IndexRun.Status.SUCCEEDED
+        assert "vector(5)" in index_definition(collection.pk)
+        reader.execute("ROLLBACK")
+    assert dense("south") == ["s"]

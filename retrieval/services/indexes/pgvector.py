@@ -2,7 +2,12 @@
 
 Vectors live in ``retrieval_chunk.embedding``, written with the chunks (so
 :meth:`PgvectorIndex.write` has nothing to do); each collection has a partial
-HNSW index over ``embedding::vector(n)`` (the table holds several dimensions).
+HNSW index over ``embedding::vector(n)`` (the table holds several dimensions),
+of the rows whose vectors have ``n`` dimensions: a build never casts a vector of
+another space, such as the row versions a re-embedding replaced, which a
+transaction begun before it may still see. Queries repeat both conditions, so
+the planner can use the index (and an index built before the second condition
+existed as well).
 """
 
 from __future__ import annotations
@@ -84,9 +89,8 @@ class PgvectorIndex(BaseIndex):
     def swap_space(self, collection: Collection) -> None:
         """Drop the old HNSW index; build the new one once the swap commits.
 
-        Not in the swap's transaction: CREATE INDEX also reads the row versions the
-        swap replaced, whose vectors the new dimension's cast refuses. Searches scan
-        exactly until the index exists; ingestion retries creating it if this fails.
+        Searches scan exactly until the index exists; ingestion retries creating it
+        if this fails.
         """
         self.drop_space(collection.pk)
         transaction.on_commit(lambda: self._index_new_space(collection))
@@ -94,7 +98,7 @@ class PgvectorIndex(BaseIndex):
     def _index_new_space(self, collection: Collection) -> None:
         try:
             self.ensure_space(collection)
-        except DatabaseError as e:  # e.g. an old snapshot still sees the replaced vectors
+        except DatabaseError as e:
             logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
 
     def rebuild(self, collection: Collection) -> None:
@@ -187,8 +191,8 @@ class PgvectorIndex(BaseIndex):
         filter_conditions, filter_params = Filters.parse(filters).sql(
             "c", collection_id=collection.pk
         )
-        where = " AND ".join(["c.collection_id = %s", *filter_conditions])
-        where_params = [collection.pk, *filter_params]
+        where = " AND ".join([space_condition(collection, "c"), *filter_conditions])
+        where_params = list(filter_params)
         settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
         if filter_conditions:
             cursor.execute(
@@ -242,5 +246,17 @@ def _create_hnsw(collection: Collection) -> None:
             f"CREATE INDEX IF NOT EXISTS {vector_index_name(collection.pk)} "
             f"ON retrieval_chunk USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-            f"WHERE collection_id = {int(collection.pk)}"
+            f"WHERE {space_condition(collection)}"
         )
+
+
+def space_condition(collection: Collection, alias: str = "") -> str:
+    """Return the SQL condition of the collection's HNSW index: its rows, in its space.
+
+    Written out, not bound, so that the planner can match it to the index's predicate.
+    """
+    column = f"{alias}." if alias else ""
+    return (
+        f"{column}collection_id = {int(collection.pk)} "
+        f"AND vector_dims({column}embedding) = {int(collection.dimensions)}"
+    )

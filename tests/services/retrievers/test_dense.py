@@ -168,6 +168,26 @@ def test_collections_of_different_dimensions_each_use_their_hnsw_index():
         assert len(found & set(exact.tolist())) >= 9  # approximate index, near-exact recall
 
 
+def test_an_index_built_without_the_dimension_condition_is_still_used():
+    # Indexes built before the space condition held ``vector_dims`` (upgraded sites).
+    collection = _new_collection("older-index", 8)
+    vectors = _fill(collection, 1500, seed=5)
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # CREATE INDEX refuses pending checks
+        cursor.execute(f"DROP INDEX {vector_index_name(collection.pk)}")
+        cursor.execute(
+            f"CREATE INDEX {vector_index_name(collection.pk)} ON retrieval_chunk "
+            "USING hnsw ((embedding::vector(8)) vector_cosine_ops) "
+            f"WHERE collection_id = {collection.pk}"
+        )
+        cursor.execute("SET LOCAL enable_sort = off")  # as in the test above
+    retriever = PgvectorRetriever()
+    plan = retriever.explain(vectors[3], collection=collection, top_k=10)
+    assert vector_index_name(collection.pk) in plan, plan
+    results = retriever.search_vector(vectors[3], collection=collection, top_k=10)
+    assert results[0].chunk.index == 3
+
+
 def test_small_filter_is_ranked_by_an_exact_scan():
     collection = _new_collection("sparse-tags", 8)
     vectors = _fill(collection, 3000, rare_every=150, seed=3)  # 20 rare chunks
