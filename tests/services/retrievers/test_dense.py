@@ -168,6 +168,34 @@ def test_collections_of_different_dimensions_each_use_their_hnsw_index():
         assert len(found & set(exact.tolist())) >= 9  # approximate index, near-exact recall
 
 
+def test_a_chunk_keeps_its_vector_in_its_row_when_the_row_is_too_long():
+    # A 384-dimensional vector (1.5 KB) beside 1,500 characters: past the ~2 KB a row
+    # holds before PostgreSQL moves values out of line. Ranking reads the vector of every
+    # row it returns, the load the text of the final few: the text goes.
+    collection = _new_collection("long-rows", 384)
+    rng = np.random.default_rng(7)
+    text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz "), 1500))
+    document = Document.objects.create(collection=collection, external_id="long", content=text)
+    chunk = Chunk.objects.create(
+        collection=collection,
+        document=document,
+        index=0,
+        content=text,
+        start=0,
+        end=len(text),
+        embedding=rng.normal(size=384).astype(np.float32),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_toast_chunk_id(embedding), pg_column_toast_chunk_id(content), "
+            "pg_column_size(content) FROM retrieval_chunk WHERE id = %s",
+            [chunk.pk],
+        )
+        vector_out_of_line, text_out_of_line, text_size = cursor.fetchone()
+    assert vector_out_of_line is None
+    assert text_out_of_line is not None or text_size < 1500  # out of line, or compressed
+
+
 def test_an_index_built_without_the_dimension_condition_is_still_used():
     # Indexes built before the space condition held ``vector_dims`` (upgraded sites).
     collection = _new_collection("older-index", 8)
