@@ -57,9 +57,9 @@ PEER_PACKAGES = [
 DEPTH = 50  # chunks asked of each retriever; enough for ten distinct files
 LEGS = ("bm25", "dense", "hybrid")
 
-#: Fusions tried beside the default hybrid (RRF k=60, equal weights) on each collection.
+#: Fusions tried beside the default hybrid (relative score, equal weights) on each collection.
 FUSIONS = {
-    "relative score": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_score"},
+    "rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
     "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
 }
