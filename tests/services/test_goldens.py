@@ -82,7 +82,8 @@ def test_a_run_scores_each_query_and_the_whole_set(golden):
     rankings = {query_id: item["ranking"] for query_id, item in run.per_query.items()}
     expected = score_run(rankings, goldens.qrels(golden))
     assert {name: run.metrics[name] for name in expected} == pytest.approx(expected)
-    assert 0 < run.metrics["latency_ms_p50"] <= run.metrics["latency_ms_p95"]
+    percentiles = run.metrics["latency_ms_p50"], run.metrics["latency_ms_p95"]
+    assert 0 < percentiles[0] <= percentiles[1]  # stored and ordered (not a speed target)
 
     semantic = create_eval_run(golden, "semantic", sync=True)
     assert semantic.per_query["q1"]["ranking"][0] == "mix"  # the constant vector's neighbour

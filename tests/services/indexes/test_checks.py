@@ -45,9 +45,10 @@ def test_bad_index_options_are_reported(retrieval_settings):
     errors = [m for m in check_components() if m.id == "retrieval.E003"]
     assert any("either host" in m.msg for m in errors)
     milvus = "retrieval.services.indexes.milvus.MilvusIndex"
+    refused = "timeout must be a number of seconds > 0"
     for timeout in (0, -1, "10"):
         retrieval_settings(
             INDEXES={"bad": {"BACKEND": milvus, "OPTIONS": {"uri": "x", "timeout": timeout}}}
         )
         errors = [m for m in check_components() if m.id == "retrieval.E003"]
-        assert any("timeout must be a number of seconds > 0" in m.msg for m in errors), timeout
+        assert any(refused in m.msg for m in errors), timeout
