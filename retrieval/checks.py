@@ -12,7 +12,8 @@
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
-- ``retrieval.E014``: ``COLLECTION_ACCESS`` or ``DOCUMENT_ACCESS`` does not import to a
+- ``retrieval.E014``: an access hook (``COLLECTION_ACCESS``, ``COLLECTION_WRITE_ACCESS``,
+  ``DOCUMENT_ACCESS``) is blank or does not import to a
   function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 - ``retrieval.E016``: a collection's index is not configured, or changed between
@@ -214,14 +215,14 @@ def _check_collection_index(collection: Any) -> list:
 
 @checks.register()
 def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
-    """The access hooks must import: a typo would otherwise fail every search."""
-    from .services.access import access_hook
-    from .services.scope import document_hook
+    """The access hooks must import: a typo or a blank value would fail every search, or
+    worse, open what it should close."""
+    from .services.access import HOOKS, hook
 
     errors = []
-    for hook, returns in ((access_hook, "collections"), (document_hook, "a Q on Document")):
+    for key, returns in HOOKS.items():
         try:
-            hook()
+            hook(key)
         except InvalidComponentError as e:
             errors.append(
                 checks.Error(

@@ -127,6 +127,10 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
+    # naming the collections a user may change (None: those they may see). Writes also
+    # need Django's model permission and seeing every document of the collection.
+    "COLLECTION_WRITE_ACCESS": None,
     # Dotted path to a function (user) -> Q on Document | QuerySet[Document] | None (None:
     # every document of the visible collections) restricting every search leg, tool and
     # graph walk to the documents a user may see; unset, no document restriction.

@@ -31,6 +31,17 @@ def collection_of(name: str, texts: dict[str, str]):
     return collection
 
 
+def editor(username: str = "editor", **fields: Any):
+    """A user holding every model permission of the app (not a superuser)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    model = get_user_model()
+    user = model.objects.create_user(username=username, password="x", **fields)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="retrieval"))
+    return model.objects.get(pk=user.pk)  # no stale permission cache
+
+
 def chunk_ids() -> dict[str, list[int]]:
     """Each document's chunk ids, by external id, in chunk order."""
     from retrieval.models import Chunk

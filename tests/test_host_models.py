@@ -7,7 +7,7 @@ from django.db import transaction
 
 from retrieval import indexing
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services.scope import Scope
+from retrieval.services.access import Scope
 from retrieval.services.search import search
 from retrieval.tasks import enqueue, reindex_collection
 from tests.host_app.models import Article

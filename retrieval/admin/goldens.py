@@ -49,6 +49,7 @@ def evaluate_sets(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> HttpResponse | None:
     """Ask for a pipeline, then queue one evaluation run per set."""
+    modeladmin.authorize_rows(request, queryset, "change")
     form = EvaluateForm(request.POST if "apply" in request.POST else None)
     if form.is_bound and form.is_valid():
         for eval_set in queryset.select_related("collection"):
@@ -148,6 +149,8 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         try:
             # Only a set and a chunk the user may see; hidden ones read as missing.
             eval_set = self.get_queryset(request).get(pk=int(request.POST.get("eval_set", "")))
+            if not self.has_change_permission(request, eval_set):
+                raise PermissionDenied
             chunks = scope_of(request).restrict(Chunk.objects.all(), document="document")
             chunk = chunks.select_related("document").get(pk=int(request.POST.get("chunk", "")))
             grade = int(request.POST.get("grade", ""))
@@ -175,7 +178,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = ImportForm(request.POST or None, request.FILES or None)
-        form.fields["collection"].queryset = scope_of(request).visible_collections()
+        form.fields["collection"].queryset = scope_of(request).writable_collections("add", EvalSet)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             with tempfile.TemporaryDirectory() as tmp:
@@ -234,12 +237,14 @@ class EvalQueryAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
 
 @admin.action(description="Accept selected judgments", permissions=["change"])
 def accept(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     count = queryset.update(status=Judgment.Status.ACCEPTED)
     modeladmin.message_user(request, f"{count} judgment(s) accepted.")
 
 
 @admin.action(description="Reject selected judgments", permissions=["change"])
 def reject(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     count = queryset.update(status=Judgment.Status.REJECTED)
     modeladmin.message_user(request, f"{count} judgment(s) rejected.")
 

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
-from retrieval.services.access import visible_collections
+from retrieval.services.access import Scope
 from retrieval.services.registry import (
     chunkers,
     embedders,
@@ -42,7 +42,9 @@ class CollectionSerializer(serializers.ModelSerializer):
         required=False, help_text="Vector index alias in RETRIEVAL['INDEXES'] (default: default)."
     )
     metadata = serializers.JSONField(required=False, help_text="A JSON object.")
-    documents = serializers.IntegerField(source="documents.count", read_only=True)
+    documents = serializers.SerializerMethodField(
+        help_text="How many of its documents the requesting user may see."
+    )
 
     class Meta:
         model = Collection
@@ -64,6 +66,9 @@ class CollectionSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = ["slug", "model_name", "dimensions", "created_at", "updated_at"]
+
+    def get_documents(self, collection: Collection) -> int:
+        return getattr(collection, "document_count", None) or 0
 
     def validate_metadata(self, value: Any) -> dict:
         return _json_object(value)
@@ -113,6 +118,13 @@ class DocumentSerializer(serializers.ModelSerializer):
             "indexed_at",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Document) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        user = getattr(self.context.get("request"), "user", None)
+        if not getattr(user, "is_staff", False):
+            data.pop("source_path", None)  # a server's file path is for staff only
+        return data
 
 
 class ChunkSerializer(serializers.ModelSerializer):
@@ -174,7 +186,7 @@ class DocumentCreateSerializer(serializers.Serializer):
         super().__init__(*args, **kwargs)
         request = self.context.get("request")
         if request is not None:  # a hidden collection reads as an unknown one
-            self.fields["collection"].queryset = visible_collections(request.user)
+            self.fields["collection"].queryset = Scope.for_request(request).visible_collections()
 
     def validate_metadata(self, value: Any) -> dict:
         return _json_object(value)

@@ -19,8 +19,8 @@ from django.utils import timezone
 from retrieval.exceptions import RetrievalError
 from retrieval.models import EvalRun, EvalSet
 from retrieval.services import goldens
+from retrieval.services.access import Scope
 from retrieval.services.evaluation import METRICS, document_ranking, percentile
-from retrieval.services.scope import Scope
 from retrieval.services.search import pipeline_for, search
 from retrieval.services.traces import untraced
 

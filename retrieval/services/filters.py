@@ -22,7 +22,7 @@ class Filters:
     ``document_ids`` are primary keys, ``documents`` external ids, and ``metadata``
     a JSON object each chunk's metadata must contain (chunks carry their
     document's metadata). ``documents_within`` is the access scope's document
-    restriction (a ``Document`` queryset, see :class:`~retrieval.services.scope.Scope`):
+    restriction (a ``Document`` queryset, see :class:`~retrieval.services.access.Scope`):
     never parsed from a request, only added by ``Scope.filters``.
     """
 

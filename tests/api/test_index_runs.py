@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.tasks import index_document
+from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api(keyword_settings) -> APIClient:
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user(username="w", password="x"))
+    client.force_authenticate(editor("w"))
     get_or_create_collection("Atlas")
     return client
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk, Document, IndexRun
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import ParsedDocument
 

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection, vector_index_name
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.reembedding import reembed
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.tasks import enqueue, reembed_collection
 from tests.processes import database_url

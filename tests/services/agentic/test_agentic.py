@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient
 from retrieval.services.agentic.stages import (
     CoverageEvaluator,
@@ -14,7 +15,6 @@ from retrieval.services.agentic.stages import (
     LLMSelector,
 )
 from retrieval.services.registry import retrievers, rewriters
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import Budget, traced
 from tests.conftest import collection_of

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from django.db.models import Q
 
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import external
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
-from retrieval.services.scope import Scope
 from retrieval.services.search import search as scoped_search
 from tests.services.indexes.test_conformance import TEXTS, make
 

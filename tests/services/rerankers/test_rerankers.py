@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 from retrieval.services.rerankers.llm import LLMReranker
 from retrieval.services.rerankers.score import ScoreReranker
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import traced
 from tests.openai_server import status_fault

@@ -10,6 +10,7 @@ from django.db import connection
 
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Chunk, Collection, Document
+from retrieval.services.access import Scope
 from retrieval.services.collections import (
     ensure_vector_index,
     get_or_create_collection,
@@ -18,7 +19,6 @@ from retrieval.services.collections import (
 from retrieval.services.indexes.pgvector import vector_literal
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.dense import PgvectorRetriever
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 pytestmark = pytest.mark.django_db

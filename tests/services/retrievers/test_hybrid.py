@@ -9,6 +9,7 @@ from django.db import connection, connections
 
 from retrieval.exceptions import DimensionMismatchError, RetrievalError
 from retrieval.models import Chunk
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.filters import Filters
 from retrieval.services.fusion import relative_score_fuse
@@ -17,7 +18,6 @@ from retrieval.services.legs import Leg, _spare_connection, run_legs
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.dense import DenseRetriever
 from retrieval.services.retrievers.hybrid import HybridRetriever
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from tests.conftest import collection_of
 from tests.retrievers import FailingScorerRetriever, RankOnlyRetriever
