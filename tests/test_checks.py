@@ -163,6 +163,25 @@ def test_e014_document_access_that_does_not_import(retrieval_settings):
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
 
 
+@pytest.mark.parametrize(
+    "hook", ["COLLECTION_ACCESS", "COLLECTION_WRITE_ACCESS", "DOCUMENT_ACCESS"]
+)
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_e014_a_blank_hook_is_an_error_and_closes_everything(retrieval_settings, hook, blank):
+    """An unset environment variable gives "": it meant "everyone sees everything"."""
+    from django.contrib.auth.models import AnonymousUser
+
+    from retrieval.exceptions import InvalidComponentError
+    from retrieval.services.access import Scope
+
+    retrieval_settings(**{hook: blank})
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert f"RETRIEVAL[{hook!r}] is {blank!r}" in message.msg
+    with pytest.raises(InvalidComponentError):
+        scope = Scope.for_user(AnonymousUser())
+        scope.writable  # noqa: B018  (the write hook is read when first needed)
+
+
 def test_w001_a_public_search_page_is_a_warning(retrieval_settings):
     assert [m for m in checks.run_checks(tags=["security"]) if m.id == "retrieval.W001"] == []
     retrieval_settings(SEARCH_PAGE_PUBLIC=True)

@@ -126,8 +126,20 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
             )
         )
 
-    def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Authorized before validation: a name clash must not answer someone who may not
+        # create collections (it would reveal a hidden one).
         self.scope.authorize_creation()
+        return super().create(request, *args, **kwargs)
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        collection = self.get_object()
+        self.scope.authorize("change", Collection, collection)
+        if request.data.get("name", collection.name) != collection.name:
+            self.scope.authorize_creation()  # names are site-wide, like at creation
+        return super().update(request, *args, **kwargs)
+
+    def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
         fields = {"description", "metadata", "default_pipeline"} & set(data)
         collection = Collection(
@@ -144,13 +156,10 @@ class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
             raise ValidationError({"name": [str(e)]}) from e
 
     def perform_update(self, serializer: serializers.CollectionSerializer) -> None:
-        collection = serializer.instance
-        self.scope.authorize("change", Collection, collection)
-        name = serializer.validated_data.get("name", collection.name)
-        if name != collection.name:
-            self.scope.authorize_creation()
+        name = serializer.validated_data.get("name")
+        if name is not None and name != serializer.instance.name:
             try:
-                check_name_is_free(name, exclude=collection)
+                check_name_is_free(name, exclude=serializer.instance)
             except RetrievalError as e:
                 raise ValidationError({"name": [str(e)]}) from e
         serializer.save()
