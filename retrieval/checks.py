@@ -16,6 +16,7 @@
   ``DOCUMENT_ACCESS``) is blank or does not import to a
   function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
+- ``retrieval.E017``: the Tasks framework queue is configured without a Tasks framework.
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
@@ -254,22 +255,13 @@ def check_search_page_public(app_configs: Any = None, **kwargs: Any) -> list:
 
 @checks.register()
 def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
-    """Background indexing needs django-q2 when the site asks for it."""
-    from django.apps import apps
+    """The queue that runs background work is installed when the site asks for workers."""
+    from .services.registry import queues
 
-    from .conf import retrieval_settings
-
-    if retrieval_settings.TASKS_SYNC is False and not apps.is_installed("django_q"):
-        return [
-            checks.Error(
-                'RETRIEVAL["TASKS_SYNC"] is False (index on workers) but "django_q" is not in '
-                "INSTALLED_APPS.",
-                hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
-                'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
-                id="retrieval.E015",
-            )
-        ]
-    return []
+    try:
+        return queues["default"].check()
+    except InvalidComponentError as e:
+        return [checks.Error(str(e), id="retrieval.E003")]
 
 
 @checks.register()
