@@ -17,6 +17,7 @@
   function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 - ``retrieval.E017``: the Tasks framework queue is configured without a Tasks framework.
+- ``retrieval.E018``: ``RETRIEVAL`` holds a key the app does not read (with a "did you mean").
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
@@ -26,6 +27,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.core import checks
@@ -254,14 +256,25 @@ def check_search_page_public(app_configs: Any = None, **kwargs: Any) -> list:
 
 
 @checks.register()
-def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
-    """The queue that runs background work is installed when the site asks for workers."""
-    from .services.registry import queues
+def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list:
+    """Every key of ``RETRIEVAL`` is one the app reads: a typo would be silently ignored."""
+    from django.conf import settings
 
-    try:
-        return queues["default"].check()
-    except InvalidComponentError as e:
-        return [checks.Error(str(e), id="retrieval.E003")]
+    from .conf import DEFAULTS
+
+    errors = []
+    for key in getattr(settings, "RETRIEVAL", None) or {}:
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+            errors.append(
+                checks.Error(
+                    f"RETRIEVAL[{key!r}] is not a setting of the retrieval app.",
+                    hint=f"Did you mean {close[0]!r}?" if close else "Remove it; the settings "
+                    "are listed in retrieval.conf.DEFAULTS.",
+                    id="retrieval.E018",
+                )
+            )
+    return errors
 
 
 @checks.register()
