@@ -198,7 +198,7 @@ def _check_collection_index(collection: Any) -> list:
             )
         ]
     try:
-        external = not indexes[collection.index].transactional
+        external = not indexes[collection.index].features.transactional
     except Exception:  # reported by check_components
         return []
     if external != collection.external_index:
@@ -269,8 +269,9 @@ def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list:
             errors.append(
                 checks.Error(
                     f"RETRIEVAL[{key!r}] is not a setting of the retrieval app.",
-                    hint=f"Did you mean {close[0]!r}?" if close else "Remove it; the settings "
-                    "are listed in retrieval.conf.DEFAULTS.",
+                    hint=f"Did you mean {close[0]!r}?"
+                    if close
+                    else "Remove it; the settings are listed in retrieval.conf.DEFAULTS.",
                     id="retrieval.E018",
                 )
             )

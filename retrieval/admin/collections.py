@@ -221,7 +221,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return format_html(
             "{} ({}{}) · {} pending operations{}{}",
             type(index).__name__,
-            "in PostgreSQL" if index.transactional else "external",
+            "in PostgreSQL" if index.features.transactional else "external",
             f", space {collection.index_space}" if collection.index_space else "",
             state["count"],
             f", oldest from {state['oldest']:%Y-%m-%d %H:%M:%S}" if state["oldest"] else "",

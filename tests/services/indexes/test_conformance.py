@@ -91,23 +91,20 @@ def test_scalar_metadata_filters(index_alias):
     assert rank(collection, filters={"metadata": {"group": 'flat" or 1 == 1 or "\\'}}) == []
 
 
-def test_nested_and_list_metadata_filters_match_or_are_refused(index_alias, settings):
+def test_nested_list_and_null_filters_match_or_are_refused_as_the_features_say(index_alias):
     collection = make("compass", index_alias)
-    backend = settings.RETRIEVAL["INDEXES"][index_alias]["BACKEND"]
-    nested = {"metadata": {"geo": {"deg": 45}}}
-    listed = {"metadata": {"tags": ["a"]}}
-    if backend.endswith("ChromaIndex"):
-        for filters in (nested, listed):
+    features = index_for(collection).features
+    cases = [
+        (features.filter_objects, {"geo": {"deg": 45}}, [("ne", 0.7071)]),
+        (features.filter_lists, {"tags": ["a"]}, [("n", 1.0), ("ne", 0.7071)]),
+        (features.filter_objects and features.filter_nulls, {"geo": {"deg": None}}, [("u", 0.0)]),
+    ]
+    for supported, metadata, expected in cases:
+        if supported:
+            assert rank(collection, filters={"metadata": metadata}) == expected, metadata
+        else:
             with pytest.raises(InvalidFilterError, match="cannot filter"):
-                rank(collection, filters=filters)
-        return
-    assert rank(collection, filters=nested) == [("ne", 0.7071)]
-    assert [n for n, _ in rank(collection, filters=listed)] == ["n", "ne"]
-    if backend.endswith("MilvusIndex"):
-        with pytest.raises(InvalidFilterError, match="cannot filter"):
-            rank(collection, filters={"metadata": {"geo": {"deg": None}}})
-    else:
-        assert rank(collection, filters={"metadata": {"geo": {"deg": None}}}) == [("u", 0.0)]
+                rank(collection, filters={"metadata": metadata})
 
 
 def test_ranking_stays_inside_the_collection(index_alias):
@@ -134,7 +131,7 @@ def test_drift_is_named_and_a_rebuild_repairs_it(index_alias):
     collection = make("compass", index_alias)
     index = index_for(collection)
     assert not sync.compare(collection)
-    if index.transactional:
+    if index.features.transactional:
         return  # the vectors are the chunk rows: nothing can drift
     gone = Document.objects.get(collection=collection, external_id="e").chunks.get().pk
     IndexOperation.objects.all().delete()  # a lost operation: what the outbox prevents
