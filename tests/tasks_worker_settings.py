@@ -8,5 +8,5 @@ RETRIEVAL = {
     "QUEUES": {
         "default": {"BACKEND": "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"}
     },
-    "EMBEDDERS": {"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}},
+    "EMBEDDERS": {"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}},
 }

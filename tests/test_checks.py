@@ -127,7 +127,7 @@ def test_default_configuration_passes_every_check(retrieval_settings):
 
 @pytest.mark.django_db
 def test_e005_collection_whose_embedder_changed_dimension(retrieval_settings):
-    retrieval_settings(EMBEDDERS={"keywords": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    retrieval_settings(EMBEDDERS={"keywords": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     Collection.objects.create(name="ok", slug="ok", embedder="keywords", dimensions=3)
     Collection.objects.create(name="stale", slug="stale", embedder="keywords", dimensions=384)
     Collection.objects.create(name="orphan", slug="orphan", embedder="gone", dimensions=3)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 # The keyword embedder's three axes, then two more: a 5-dimensional space in which
 # "south" and "west" exist, so a query only the new space understands tells them apart.
 WIDE = {
-    "BACKEND": "tests.embedders.KeywordEmbedder",
+    "BACKEND": "retrieval.testing.KeywordEmbedder",
     "OPTIONS": {"keywords": ["north", "east", "up", "south", "west"], "model": "wide"},
 }
 TEXTS = {
