@@ -171,7 +171,10 @@ class Scope:
         message (under :data:`Scope.ALL` the message lists existing collections).
         """
         if isinstance(collection, Collection):
-            found = Collection.objects.filter(pk=collection.pk).first()
+            # The caller's own instance, as it is: visible, or reported missing.
+            if self.collections is None or self.collections.filter(pk=collection.pk).exists():
+                return collection
+            found = None
         else:
             found = (
                 Collection.objects.filter(Q(slug=collection) | Q(name=collection))
