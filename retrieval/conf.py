@@ -23,6 +23,7 @@ COMPONENT_KINDS = (
     "RERANKERS",
     "EXTRACTORS",
     "INDEXES",
+    "QUEUES",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -141,8 +142,14 @@ DEFAULTS: dict[str, Any] = {
     # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
     # stay on the primary. None: the alias Django's router picks for reads.
     "SEARCH_DATABASE": None,
-    # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
-    # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
+    # Where background work (indexing, evaluation, the index outbox) runs: "default" is
+    # django-q2's workers; "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"
+    # hands it to Django's Tasks framework (any backend the site's TASKS names).
+    "QUEUES": {
+        "default": {"BACKEND": "retrieval.services.queues.q2.DjangoQ2Queue"},
+    },
+    # Run background work inline (True) or on the queue's workers (False); None picks
+    # the workers when the queue's library is installed, inline otherwise.
     "TASKS_SYNC": None,
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.

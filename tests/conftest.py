@@ -18,7 +18,7 @@ SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
 #: A small BEIR-layout set written for the tests: 40 how-to notes, 14 judged questions.
 MINIBEIR = Path(__file__).resolve().parent / "data" / "minibeir"
 
-KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
+KEYWORD_EMBEDDER = {"BACKEND": "retrieval.testing.KeywordEmbedder"}
 
 
 def collection_of(name: str, texts: dict[str, str]):

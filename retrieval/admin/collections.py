@@ -18,7 +18,8 @@ from retrieval.models import Collection
 from retrieval.services.collections import check_name_is_free, create_collection
 from retrieval.services.indexes import outbox
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
-from retrieval.tasks import enqueue, extract_graph, reembed_collection
+from retrieval.services.runs import enqueue_run
+from retrieval.tasks import extract_graph, reembed_collection
 
 from .base import ScopedAdminMixin, scope_of
 from .indexing import queue_reindex
@@ -116,7 +117,7 @@ def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
     """Enqueue one graph extraction per collection (only chunks not extracted before)."""
     modeladmin.authorize_rows(request, queryset, "change")
     for collection in queryset:
-        run = enqueue(
+        run = enqueue_run(
             extract_graph,
             collection.pk,
             changed_only=True,
@@ -160,7 +161,7 @@ def reembed_collections(
     if form.is_bound and form.is_valid():
         alias = form.cleaned_data["embedder"]
         for collection in queryset:
-            run = enqueue(
+            run = enqueue_run(
                 reembed_collection,
                 collection.pk,
                 alias,
@@ -220,7 +221,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return format_html(
             "{} ({}{}) · {} pending operations{}{}",
             type(index).__name__,
-            "in PostgreSQL" if index.transactional else "external",
+            "in PostgreSQL" if index.features.transactional else "external",
             f", space {collection.index_space}" if collection.index_space else "",
             state["count"],
             f", oldest from {state['oldest']:%Y-%m-%d %H:%M:%S}" if state["oldest"] else "",

@@ -44,9 +44,9 @@ from retrieval.services.documents import (
 )
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
-from retrieval.services.runs import ACTIVE, cancel_run
+from retrieval.services.runs import ACTIVE, cancel_run, enqueue_run, retry_run
 from retrieval.services.storable import refuse_nul
-from retrieval.tasks import enqueue, index_document, retry
+from retrieval.tasks import index_document
 
 from . import serializers
 
@@ -333,7 +333,7 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         self.scope.authorize("change", IndexRun, run.collection)
         try:
-            new = retry(run, created_by=request.user)
+            new = retry_run(run, created_by=request.user)
         except RetrievalError as e:
             raise Conflict(str(e)) from e
         return _run_response(new)
@@ -341,7 +341,7 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
 
 def _enqueue_indexing(document: Document, request: Request) -> IndexRun:
     """Enqueue indexing ``document`` again from its source, for the requesting user."""
-    return enqueue(
+    return enqueue_run(
         index_document,
         document.pk,
         force=True,

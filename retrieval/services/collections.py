@@ -87,7 +87,7 @@ def create_collection(collection: Collection) -> Collection:
         collection.slug = _unique_slug(collection.name)
     embedder = embedders[collection.embedder]  # raises InvalidComponentError naming the choices
     collection.model_name, collection.dimensions = embedder.model_name, embedder.dimension
-    collection.external_index = not indexes[collection.index].transactional
+    collection.external_index = not indexes[collection.index].features.transactional
     with transaction.atomic():
         collection.save(force_insert=True)
         if collection.external_index:
@@ -137,7 +137,7 @@ def ensure_vector_index(collection: Collection) -> None:
     ingestion goes on while the engine is down.
     """
     index = index_for(collection)
-    if index.transactional:
+    if index.features.transactional:
         index.ensure_space(collection)
 
 

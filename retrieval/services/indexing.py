@@ -8,16 +8,13 @@ leaves that document's previous chunks searchable.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
-import mimetypes
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,7 +30,12 @@ from retrieval.services.collections import (
     lock_embedding_space,
 )
 from retrieval.services.indexes import outbox
-from retrieval.services.preparation import Preparation, PreparedDocument, chunker_alias
+from retrieval.services.preparation import (
+    Preparation,
+    PreparedDocument,
+    Source,
+    chunker_alias,
+)
 from retrieval.services.runs import (
     RunCancelled,
     check_cancelled,
@@ -41,62 +43,11 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import write_postings
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL
 
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["indexed", "skipped", "failed"]
-
-
-@dataclass(frozen=True)
-class Source:
-    """Raw content to ingest as one document of a collection."""
-
-    external_id: str
-    data: bytes
-    filename: str | None = None
-    mime_type: str | None = None
-    title: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    source_path: str = ""
-
-    def __post_init__(self) -> None:
-        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
-
-    @classmethod
-    def from_path(
-        cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None
-    ) -> Source:
-        """Read a file; the MIME type is guessed from its name."""
-        return cls(
-            external_id=external_id,
-            data=path.read_bytes(),
-            filename=path.name,
-            mime_type=mimetypes.guess_type(path.name)[0],
-            metadata=metadata or {},
-            source_path=str(path),
-        )
-
-    @classmethod
-    def from_text(
-        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
-    ) -> Source:
-        return cls(
-            external_id=external_id,
-            data=text.encode("utf-8"),
-            mime_type="text/plain",
-            title=title,
-            metadata=metadata or {},
-        )
-
-    @property
-    def fallback_title(self) -> str:
-        """The title of a document whose source and parser name none: its file's stem."""
-        return Path(self.filename or self.external_id).stem
-
-    @property
-    def content_hash(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass(frozen=True)

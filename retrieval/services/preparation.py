@@ -9,10 +9,13 @@ fails alone, and :mod:`retrieval.services.indexing` embeds and stores the rest.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import mimetypes
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
@@ -28,8 +31,56 @@ from retrieval.services.sparse.index import bm25_text
 from retrieval.services.storable import NUL, refuse_nul
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
-if TYPE_CHECKING:
-    from retrieval.services.indexing import Source
+
+@dataclass(frozen=True)
+class Source:
+    """Raw content to ingest as one document of a collection."""
+
+    external_id: str
+    data: bytes
+    filename: str | None = None
+    mime_type: str | None = None
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_path: str = ""
+
+    def __post_init__(self) -> None:
+        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
+
+    @classmethod
+    def from_path(
+        cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None
+    ) -> Source:
+        """Read a file; the MIME type is guessed from its name."""
+        return cls(
+            external_id=external_id,
+            data=path.read_bytes(),
+            filename=path.name,
+            mime_type=mimetypes.guess_type(path.name)[0],
+            metadata=metadata or {},
+            source_path=str(path),
+        )
+
+    @classmethod
+    def from_text(
+        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
+    ) -> Source:
+        return cls(
+            external_id=external_id,
+            data=text.encode("utf-8"),
+            mime_type="text/plain",
+            title=title,
+            metadata=metadata or {},
+        )
+
+    @property
+    def fallback_title(self) -> str:
+        """The title of a document whose source and parser name none: its file's stem."""
+        return Path(self.filename or self.external_id).stem
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass

@@ -97,7 +97,7 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
     )
     assert failed.status_code == 400 and "refused" in str(failed.json()["text"])
     run_id = IndexRun.objects.filter(scope="index_document").latest("pk").pk
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     retried = api.post(f"/api/index-runs/{run_id}/retry/")
     assert retried.status_code == 200, retried.json()
     assert retried.json()["scope"] == "index_documents" and retried.json()["status"] == "succeeded"

@@ -25,7 +25,6 @@ class BaseRetriever(ABC):
     """
 
     alias: str = ""
-    supports_filters: bool = True
     #: :meth:`prepare` takes real time (it embeds the query): fusion prepares such a leg
     #: while the database ranks the others (:func:`retrieval.services.legs.run_legs`).
     costly_prepare: bool = False
