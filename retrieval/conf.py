@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
         },
         "hybrid": {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
-            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_score"},
+            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}},
         },
         # Rewrite -> retrieve -> judge rounds; LLM stages when LLMS has "default",
         # offline ones (pseudo-relevance feedback, coverage judge) otherwise.
@@ -100,6 +100,10 @@ DEFAULTS: dict[str, Any] = {
     "PIPELINES": {"default": {}},
     # Alias of the pipeline used when neither the call nor the collection names one.
     "DEFAULT_PIPELINE": "default",
+    # How ranked lists are fused where a hybrid retriever or a pipeline does not say:
+    # "relative_score" (min-max per list, weighted sum; chosen by bench/fusion.py), "rrf",
+    # "relative_to_best" or "dbsf"; k is RRF's constant.
+    "FUSION": {"method": "relative_score", "k": 60},
     # The most LLM work one query may do; None lifts a limit.
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},
     # Alias of the chunker used for new documents.

@@ -163,3 +163,18 @@ FUSION_METHODS = {
 #: (:meth:`retrieval.services.legs.LegResults.fuse`), so that no candidate counts as 0
 #: in a leg merely because that leg's list stopped above it.
 SCORES_EVERY_CANDIDATE = frozenset({"relative_to_best"})
+
+
+def fusion_defaults(method: str | None = None, k: int | None = None) -> tuple[str, int]:
+    """Return ``(method, k)``: the given ones, else ``RETRIEVAL["FUSION"]``'s (the one
+    place fusion defaults live, for hybrid retrievers and pipelines alike)."""
+    from retrieval.conf import retrieval_settings
+
+    configured = {"method": "relative_score", "k": 60, **retrieval_settings.FUSION}
+    method = configured["method"] if method is None else method
+    k = configured["k"] if k is None else k
+    if method not in FUSION_METHODS:
+        raise ValueError(f"Unknown fusion {method!r}; choose one of {', '.join(FUSION_METHODS)}.")
+    if isinstance(k, bool) or not isinstance(k, int | float) or k < 0:
+        raise ValueError(f"k must be a non-negative number, not {k!r}.")
+    return method, k

@@ -217,7 +217,7 @@ def test_no_second_connection_in_a_transaction_from_an_empty_pool_or_without_a_p
 
 
 def test_bad_options_and_checks(retrieval_settings):
-    with pytest.raises(ValueError, match="Unknown fusion method 'max'"):
+    with pytest.raises(ValueError, match="Unknown fusion 'max'"):
         HybridRetriever(method="max")
     with pytest.raises(ValueError, match="at least one"):
         HybridRetriever(retrievers={})
