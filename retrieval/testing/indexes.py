@@ -22,7 +22,7 @@ from retrieval.services.indexing import Source, ingest
 from retrieval.services.reembedding import reembed
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 
-__all__ = ["IndexSuite"]
+__all__ = ["META", "TEXTS", "IndexSuite", "make_collection"]
 
 NORTH = [1.0, 0.0, 0.0]
 TEXTS = {"n": "north", "ne": "north east", "e": "east", "u": "up"}
@@ -32,6 +32,21 @@ META = {
     "e": {"axis": "e", "group": "flat", "rank": 3, "tags": ["c"], "geo": {"deg": 90}},
     "u": {"axis": "u", "group": "vertical", "rank": 4, "tags": [], "geo": {"deg": None}},
 }
+
+
+def make_collection(name: str, alias: str, texts: dict[str, str] = TEXTS) -> Collection:
+    """Collection ``name`` on index ``alias``: one document per text (metadata from
+    ``META``), indexed and drained to the engine."""
+    collection, _ = get_or_create_collection(name, index=alias)
+    sources = [
+        Source.from_text(text, external_id=key, metadata=META.get(key, {}))
+        for key, text in texts.items()
+    ]
+    run = ingest(collection, sources)
+    assert run.status == "succeeded", run.errors
+    drained = outbox.drain()  # on a worker the commit triggers it
+    assert drained.failed == 0, drained.errors
+    return Collection.objects.get(pk=collection.pk)
 
 
 class IndexSuite(Suite):
@@ -55,16 +70,7 @@ class IndexSuite(Suite):
         return "under_test"
 
     def make(self, name: str, texts: dict[str, str] = TEXTS) -> Collection:
-        collection, _ = get_or_create_collection(name, index="under_test")
-        sources = [
-            Source.from_text(text, external_id=key, metadata=META.get(key, {}))
-            for key, text in texts.items()
-        ]
-        run = ingest(collection, sources)
-        assert run.status == "succeeded", run.errors
-        drained = outbox.drain()  # on a worker the commit triggers it
-        assert drained.failed == 0, drained.errors
-        return Collection.objects.get(pk=collection.pk)
+        return make_collection(name, "under_test", texts)
 
     def rank(
         self, collection: Collection, vector: list[float] = NORTH, top_k: int = 10, filters=None
