@@ -120,6 +120,10 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
+    # arguments; an API request body may nest two levels more (its own object, and the
+    # filters object around their metadata). Deeper is refused with a message naming it.
+    "MAX_JSON_DEPTH": 20,
     # Threads running the queries of one batch search at once.
     "BATCH_SEARCH_WORKERS": 4,
     # Most queries the API accepts in one batch search; more get 400.

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from retrieval.services.tools import collection_tools
 
+from .parsers import BoundedJSONField
 from .throttling import SearchThrottleMixin
 from .views import RetrievalAPIMixin
 
@@ -28,7 +29,7 @@ class ToolListSerializer(serializers.Serializer):
 class ToolCallSerializer(serializers.Serializer):
     collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
     name = serializers.CharField(max_length=200, help_text="The tool's name.")
-    arguments = serializers.JSONField(
+    arguments = BoundedJSONField(
         required=False, default=None, help_text="The model's arguments: a JSON string or object."
     )
 

@@ -37,7 +37,7 @@ from retrieval.services.search import CollectionNotFound
 from retrieval.services.storable import refuse_nul
 from retrieval.tasks import enqueue, index_document, retry
 
-from . import serializers
+from . import parsers, serializers
 
 
 class Pagination(PageNumberPagination):
@@ -55,6 +55,7 @@ class RetrievalAPIMixin:
 
     pagination_class = Pagination
     schema = AutoSchema()
+    get_parsers = parsers.bounded_parsers  # JSON nested too deep: a 400, not a 500
 
     def handle_exception(self, exc: Exception) -> Response:
         # A value PostgreSQL cannot take (a NUL character, a number out of range) is bad
@@ -350,7 +351,7 @@ class PayloadTooLarge(APIException):
 def _json_object(raw: str, name: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise ValidationError({name: [f"Not valid JSON: {e}"]}) from e
     if not isinstance(value, dict):
         raise ValidationError({name: ["Must be a JSON object."]})

@@ -41,7 +41,7 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import write_postings
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL, refuse_unstorable
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Source:
     source_path: str = ""
 
     def __post_init__(self) -> None:
-        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
+        refuse_unstorable(self.external_id, "external_id")  # a document that failed is kept by it
 
     @classmethod
     def from_path(

@@ -25,7 +25,7 @@ from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL, refuse_unstorable
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ class Preparation:
         title = source.title or parsed.title or source.fallback_title
         title = title[:1000]
         metadata = {**parsed.metadata, **source.metadata}
-        refuse_nul(title, "The title", RetrievalError)
-        refuse_nul(metadata, "The metadata", RetrievalError)
+        refuse_unstorable(title, "The title", RetrievalError)
+        refuse_unstorable(metadata, "The metadata", RetrievalError)
         # A file's external id is its path (retrieval_ingest: relative to the folder's
         # parent), which names the topic, as a title does; text sources have none.
         path = source.external_id if source.source_path or source.filename else ""
