@@ -20,7 +20,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalSet, Judgment
 from retrieval.services.goldens import judge
 
-from .throttling import SearchThrottleMixin
+from .throttling import WriteThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -46,7 +46,7 @@ class FeedbackResponseSerializer(serializers.Serializer):
     status = serializers.CharField()
 
 
-class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+class FeedbackView(WriteThrottleMixin, RetrievalAPIMixin, APIView):
     """Vote a search result relevant or not; the vote becomes a candidate judgment."""
 
     @extend_schema(request=FeedbackSerializer, responses=FeedbackResponseSerializer)

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from retrieval.services.tools import collection_tools
 
 from .parsers import BoundedJSONField
-from .throttling import SearchThrottleMixin
+from .throttling import ToolCallThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -52,7 +52,7 @@ class ToolListView(RetrievalAPIMixin, APIView):
         return Response({"tools": [tool.spec for tool in tools]})
 
 
-class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+class ToolCallView(ToolCallThrottleMixin, RetrievalAPIMixin, APIView):
     """Run one tool call; the body is the tool's JSON result, errors included.
 
     A tool error (bad arguments, a document that cannot be indexed) is a 200 whose

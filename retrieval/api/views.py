@@ -38,6 +38,7 @@ from retrieval.services.storable import refuse_nul
 from retrieval.tasks import enqueue, index_document, retry
 
 from . import parsers, serializers
+from .throttling import UploadThrottleMixin, WriteThrottleMixin
 
 
 class Pagination(PageNumberPagination):
@@ -94,7 +95,7 @@ class RetrievalAPIMixin:
         return [permission() for permission in classes]
 
 
-class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
+class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelViewSet):
     """Collections: each a corpus with its own embedding space."""
 
     queryset = Collection.objects.all()
@@ -136,6 +137,7 @@ FILTER_PARAMETERS = [
 
 @extend_schema(parameters=FILTER_PARAMETERS)
 class DocumentViewSet(
+    UploadThrottleMixin,
     RetrievalAPIMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -266,7 +268,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         return chunks
 
 
-class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+class IndexRunViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     """Index runs: progress, counts and per-document errors of every indexing job."""
 
     queryset = IndexRun.objects.select_related("collection")
