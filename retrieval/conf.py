@@ -120,6 +120,12 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # A golden-set zip imported in the admin: most members it may list, most bytes the
+    # members read from it may expand to, and the highest ratio of a member's size to
+    # its compressed size (zip bombs reach thousands; text compresses about 10 times).
+    "MAX_ARCHIVE_MEMBERS": 1000,
+    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
+    "MAX_ARCHIVE_RATIO": 100,
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.
