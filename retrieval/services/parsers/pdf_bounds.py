@@ -36,6 +36,10 @@ FORM_DRAW_BYTES = 32
 _DELIMITER = rb"\s/\[\]()<>{}%"
 #: ``/Name Do`` in a content stream (a name inside a string counts too: an overcount).
 _DRAW = re.compile(rb"/([^" + _DELIMITER + rb"]+)\s*Do(?![^" + _DELIMITER + rb"])")
+#: The ``d0`` operator: a Type 3 glyph drawn in colour, not cached, run at every showing.
+_COLOURED_GLYPH = re.compile(rb"(?<![^" + _DELIMITER + rb"])d0(?![^" + _DELIMITER + rb"])")
+#: A string a content stream may show, each byte at most one glyph: ``(...)`` or ``<...>``.
+_SHOWN = re.compile(rb"\((?:[^()\\]|\\.)*\)|<[0-9A-Fa-f\s]*>")
 #: ``/Name 12 0 R`` in a resource dictionary as pymupdf prints it.
 _REFERENCE = re.compile(r"/([^\s/\[\]()<>{}%]+)\s*(\d+)\s+\d+\s+R")
 
@@ -94,13 +98,20 @@ def _stream_sizes(document: pymupdf.Document, *, stop_after: int) -> dict[int, i
 
 
 class _Drawing:
-    """The bytes MuPDF interprets to draw pages: contents, forms each time drawn, annotations."""
+    """The bytes MuPDF interprets to draw pages: contents, forms each time drawn, annotations.
+
+    Type 3 fonts draw glyphs with content streams (CharProcs): a glyph declared with
+    ``d1`` is drawn once and cached, one with ``d0`` every time it is shown (counted once
+    per byte of the strings of the stream showing it: codes are at least a byte).
+    """
 
     def __init__(self, document: pymupdf.Document, sizes: dict[int, int], label: str) -> None:
         self.document, self.sizes, self.label = document, sizes, label
-        self.resources: dict[int, dict[str, int] | None] = {}
+        self.resources: dict[tuple[int, str], dict[str, int] | None] = {}
         self.costs: dict[tuple[int, int], int] = {}
-        self.draws: dict[int, Counter[str]] = {}
+        self.contents: dict[int, bytes] = {}
+        self.glyphs: dict[int, int] = {}  # Type 3 font -> cost of showing one glyph
+        self.once = 0  # cached glyphs, drawn once whatever shows them
 
     def total(self, *, stop_after: int) -> int:
         """Return the bytes drawing every page interprets, or a count past ``stop_after``."""
@@ -109,13 +120,13 @@ class _Drawing:
             holder = self._page_resources(page.xref)
             streams = [*page.get_contents(), *self._appearances(page)]
             total += sum(self._cost(xref, holder, ()) for xref in streams)
-            if total > stop_after:
+            if total + self.once > stop_after:
                 break
-        return total
+        return total + self.once
 
     def _cost(self, xref: int, holder: int, drawing: tuple[int, ...]) -> int:
         """Bytes interpreted drawing stream ``xref`` once, its names resolved in ``holder``."""
-        if self._xobjects(xref) is not None:
+        if self._named(xref, "XObject") is not None:
             holder = xref  # a form with its own resources
         key = (xref, holder)
         if key not in self.costs:
@@ -124,25 +135,48 @@ class _Drawing:
                     f"Cannot parse {self.label}: its forms draw forms more than "
                     f"{MAX_FORM_NESTING} levels deep."
                 )
-            names = self._xobjects(holder) or {}
+            drawing = (*drawing, xref)
             cost = self.sizes.get(xref, 0)
-            for name, count in self._draws(xref).items():
-                form = names.get(name)
+            if glyph := self._glyph_cost(holder, drawing):
+                cost += glyph * sum(len(text) for text in _SHOWN.findall(self._content(xref)))
+            names = self._named(holder, "XObject") or {}
+            for name, count in Counter(_DRAW.findall(self._content(xref))).items():
+                form = names.get(name.decode("latin-1"))
+                # MuPDF skips a form already being drawn (a cycle).
                 if form is not None and form not in drawing and self._is_form(form):
-                    # MuPDF skips a form already being drawn (a cycle).
-                    cost += count * (FORM_DRAW_BYTES + self._cost(form, holder, (*drawing, xref)))
+                    cost += count * (FORM_DRAW_BYTES + self._cost(form, holder, drawing))
             self.costs[key] = cost
         return self.costs[key]
 
-    def _draws(self, xref: int) -> Counter[str]:
-        """Return how many times stream ``xref`` draws each XObject name."""
-        if xref not in self.draws:
-            found: Counter[str] = Counter()
-            if xref in self.sizes:  # measured, so its decoded size is within the limit
-                content = self.document.xref_stream(xref) or b""
-                found.update(m.decode("latin-1") for m in _DRAW.findall(content))
-            self.draws[xref] = found
-        return self.draws[xref]
+    def _glyph_cost(self, holder: int, drawing: tuple[int, ...]) -> int:
+        """Return the most a glyph of ``holder``'s Type 3 fonts costs each time it is shown."""
+        most = 0
+        for font in (self._named(holder, "Font") or {}).values():
+            if font in drawing or self.document.xref_get_key(font, "Subtype")[1] != "/Type3":
+                continue
+            if font not in self.glyphs:
+                self.glyphs[font] = 0  # a font whose glyphs show the font: not again
+                font_holder = font if self._named(font, "XObject") is not None else holder
+                kind, value = self.document.xref_get_key(font, "CharProcs")
+                if kind == "xref":
+                    value = self.document.xref_object(int(value.split()[0]), compressed=True)
+                for _, number in _REFERENCE.findall(value if kind in ("dict", "xref") else ""):
+                    proc = int(number)
+                    cost = self._cost(proc, font_holder, (*drawing, font))
+                    if _COLOURED_GLYPH.search(self._content(proc)):
+                        self.glyphs[font] = max(self.glyphs[font], cost)
+                    else:
+                        self.once += cost
+            most = max(most, self.glyphs[font])
+        return most
+
+    def _content(self, xref: int) -> bytes:
+        """Return stream ``xref`` decoded, if it was measured (so within the limit)."""
+        if xref not in self.contents:
+            self.contents[xref] = (
+                (self.document.xref_stream(xref) or b"") if xref in self.sizes else b""
+            )
+        return self.contents[xref]
 
     def _is_form(self, xref: int) -> bool:
         return self.document.xref_get_key(xref, "Subtype")[1] == "/Form"
@@ -151,7 +185,7 @@ class _Drawing:
         """Return the xref whose resources a page uses: its own, or inherited from a parent."""
         holder = xref
         for _ in range(MAX_FORM_NESTING):
-            if self._xobjects(holder) is not None:
+            if self._named(holder, "XObject") is not None:
                 return holder
             kind, value = self.document.xref_get_key(holder, "Parent")
             if kind != "xref":
@@ -159,18 +193,19 @@ class _Drawing:
             holder = int(value.split()[0])
         return xref
 
-    def _xobjects(self, xref: int) -> dict[str, int] | None:
-        """Return the XObjects named in ``xref``'s resources, or None if it has none."""
-        if xref not in self.resources:
+    def _named(self, xref: int, category: str) -> dict[str, int] | None:
+        """Return the ``category`` resources (XObject, Font) of ``xref`` by name; None if it
+        has no resources at all (a form then uses those of what draws it)."""
+        if (xref, category) not in self.resources:
             found: dict[str, int] | None = None
             if self.document.xref_get_key(xref, "Resources")[0] != "null":
-                kind, value = self.document.xref_get_key(xref, "Resources/XObject")
+                kind, value = self.document.xref_get_key(xref, f"Resources/{category}")
                 if kind == "xref":
                     value = self.document.xref_object(int(value.split()[0]), compressed=True)
                 text = value if kind in ("dict", "xref") else ""
                 found = {name: int(number) for name, number in _REFERENCE.findall(text)}
-            self.resources[xref] = found
-        return self.resources[xref]
+            self.resources[(xref, category)] = found
+        return self.resources[(xref, category)]
 
     def _appearances(self, page: pymupdf.Page) -> list[int]:
         """Return the appearance streams of the page's annotations and form fields."""

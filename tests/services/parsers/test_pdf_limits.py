@@ -23,11 +23,19 @@ MB = 1024 * 1024
 FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
 
 
-def raw_pdf(page_contents: list[bytes], forms: list[bytes] = (), *, compress: bool = True) -> bytes:
+def raw_pdf(
+    page_contents: list[bytes],
+    forms: list[bytes] = (),
+    *,
+    compress: bool = True,
+    font: bytes = FONT,
+    extra: list[bytes] = (),
+) -> bytes:
     """A PDF of one page per content stream; ``forms[i]`` is the form named ``/X`` in
-    the page and in ``forms[i - 1]`` (so each draws the next), the last one showing text."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", FONT]  # 1, 2, 3
-    first_form = 4
+    the page and in ``forms[i - 1]`` (so each draws the next), the last one showing text.
+    ``font`` is /F1, object 3; ``extra`` objects are numbered from 4, before the forms."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", font, *extra]  # 1, 2, 3, 4...
+    first_form = len(objects) + 1
     for index, body in enumerate(forms):
         nested = first_form + index + 1
         names = f"/XObject << /X {nested} 0 R >>" if index + 1 < len(forms) else ""
@@ -109,6 +117,26 @@ def test_forms_drawing_forms_count_every_time_they_are_drawn(retrieval_settings)
         parse(bomb)
     retrieval_settings(MAX_PDF_DECOMPRESSED_BYTES=20 * MB)
     assert parse(bomb).text == "x"
+
+
+@pytest.mark.parametrize(
+    ("declared", "refused"), [(b"1000 0 d0", True), (b"1000 0 0 0 1000 1000 d1", False)]
+)
+def test_type3_glyphs_drawn_each_time_shown_count_each_time(retrieval_settings, declared, refused):
+    # A glyph drawn in colour (d0) is run at every showing; a cached one (d1) once.
+    retrieval_settings(MAX_PDF_DECOMPRESSED_BYTES=MB)
+    glyph = _stream(declared + b" " * 20_000, b"", compress=True)
+    type3 = (
+        b"<< /Type /Font /Subtype /Type3 /FontBBox [0 0 1000 1000] /FontMatrix [0.001 0 0 "
+        b"0.001 0 0] /CharProcs << /a 4 0 R >> /Encoding << /Type /Encoding /Differences "
+        b"[97 /a] >> /FirstChar 97 /LastChar 97 /Widths [1000] >>"
+    )
+    shown = raw_pdf([text("a" * 100)], font=type3, extra=[glyph])
+    if refused:
+        with pytest.raises(ParseError, match="drawing its pages interprets more than 1048576"):
+            parse(shown)
+    else:
+        assert parse(shown).text.startswith("aaa")  # read (the rest runs off the page)
 
 
 def test_the_time_budget_is_checked_between_pages(retrieval_settings):
