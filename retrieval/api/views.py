@@ -31,6 +31,7 @@ from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
+from retrieval.services.reindexing import discard_new_document
 from retrieval.services.runs import ACTIVE, cancel_run
 from retrieval.services.scope import Scope
 from retrieval.services.search import CollectionNotFound
@@ -228,6 +229,8 @@ class DocumentViewSet(
         run = _enqueue_indexing(document, request)
         document.refresh_from_db()
         if run.status == IndexRun.Status.FAILED:
+            if created:  # a document this request stored is not left behind
+                discard_new_document(document)
             field = "file" if "file" in data else "text"
             raise ValidationError({field: [document.error or run.message]})
         body = {**serializers.DocumentDetailSerializer(document).data, "index_run": run.pk}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection
 from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
 from retrieval.services.chunkers.base import BaseChunker
@@ -72,7 +72,7 @@ class Preparation:
         # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
         text = parsed.text.replace(NUL, "\ufffd")
         if not text.strip():
-            raise RetrievalError("the file has no text to index")
+            raise ParseError("the file has no text to index")
         spans = self.chunker.chunk(text, sections=parsed.sections)
         section_starts = [section.start for section in parsed.sections]
         rows = [
