@@ -173,9 +173,16 @@ class _Drawing:
     def _content(self, xref: int) -> bytes:
         """Return stream ``xref`` decoded, if it was measured (so within the limit)."""
         if xref not in self.contents:
-            self.contents[xref] = (
-                (self.document.xref_stream(xref) or b"") if xref in self.sizes else b""
-            )
+            content = b""
+            if xref in self.sizes:
+                pdf = mupdf.pdf_document_from_fz_document(self.document.this)
+                try:  # what decodes before an error, as the interpreter would read it
+                    stream = mupdf.pdf_open_stream_number(pdf, xref)
+                    found, _ = mupdf.fz_read_best(stream, 0, self.sizes[xref] + 1)
+                    content = mupdf.fz_buffer_extract(found)
+                except mupdf.FzErrorBase:
+                    pass
+            self.contents[xref] = content
         return self.contents[xref]
 
     def _is_form(self, xref: int) -> bool:
