@@ -125,6 +125,25 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # Most pages a PDF may have; a longer one fails to parse, naming this limit.
+    "MAX_PDF_PAGES": 2000,
+    # Most bytes a PDF's streams (page contents, forms, fonts; images and attachments
+    # aside) may decode to, and drawing its pages may interpret (a form each time it is
+    # drawn); both counted before any page is read, since MuPDF cannot be interrupted
+    # inside a page. Dense text operators cost about 0.2 s per MB to read.
+    "MAX_PDF_DECOMPRESSED_BYTES": 64 * 1024 * 1024,
+    # Seconds parsing one file may take, checked between PDF pages; past it the file fails.
+    "MAX_PARSE_SECONDS": 60,
+    # A golden-set zip imported in the admin: most members it may list, most bytes the
+    # members read from it may expand to, and the highest ratio of a member's size to
+    # its compressed size (zip bombs reach thousands; text compresses about 10 times).
+    "MAX_ARCHIVE_MEMBERS": 1000,
+    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
+    "MAX_ARCHIVE_RATIO": 100,
+    # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
+    # arguments; an API request body may nest two levels more (its own object, and the
+    # filters object around their metadata). Deeper is refused with a message naming it.
+    "MAX_JSON_DEPTH": 20,
     # Threads running the queries of one batch search at once.
     "BATCH_SEARCH_WORKERS": 4,
     # Most queries the API accepts in one batch search; more get 400.

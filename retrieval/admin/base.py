@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
 from retrieval.models import Collection, Document, EvalQuery, EvalSet
+from retrieval.services import nesting
 from retrieval.services.access import Scope
 
 
@@ -35,9 +38,41 @@ def status_badge(status: str, label: str, *, title: str = "") -> str:
     )
 
 
+#: Levels of JSON the admin shows; deeper values (stored before ``MAX_JSON_DEPTH``
+#: refused them) are cut there, since ``json.dumps`` recurses once per level.
+SHOWN_JSON_DEPTH = 50
+
+
 def pretty_json(value: Any) -> str:
-    """Return ``value`` as indented JSON for a ``<pre>`` block."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    """Return ``value`` as indented JSON for a ``<pre>`` block, cut past ``SHOWN_JSON_DEPTH``."""
+    return json.dumps(_shown(value), indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _shown(value: Any) -> Any:
+    if nesting.depth(value, stop_after=SHOWN_JSON_DEPTH) > SHOWN_JSON_DEPTH:
+        return nesting.clipped(value, SHOWN_JSON_DEPTH)
+    return value
+
+
+class BoundedJSONFormField(forms.JSONField):
+    """Django's JSON form field, neither reading nor showing JSON nested without bound.
+
+    A value stored too deep is shown cut (its model validator then refuses it as it
+    is); typed JSON too deep for Python's parser is a form error, not a 500.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            limit = nesting.max_json_depth()
+            raise ValidationError(nesting.too_deep_message("The value", limit)) from None
+
+    def prepare_value(self, value: Any) -> Any:
+        return super().prepare_value(_shown(value))
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return super().has_changed(_shown(initial), data)
 
 
 def scope_of(request: HttpRequest) -> Scope:
@@ -65,6 +100,7 @@ class ScopedAdminMixin:
 
     collection_path: str = "collection"
     document_path: str | None = None
+    formfield_overrides = {models.JSONField: {"form_class": BoundedJSONFormField}}
 
     def collection_of(self, obj: Any) -> Collection:
         """Return the collection a row belongs to."""

@@ -20,7 +20,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalSet, Judgment
 from retrieval.services.goldens import judge, target_of
 
-from .throttling import SearchThrottleMixin
+from .throttling import WriteThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -43,7 +43,7 @@ class FeedbackResponseSerializer(serializers.Serializer):
     grade = serializers.IntegerField(help_text="The vote: 1 relevant, 0 not.")
 
 
-class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+class FeedbackView(WriteThrottleMixin, RetrievalAPIMixin, APIView):
     """Vote a search result relevant or not; the vote becomes a candidate judgment.
 
     Needs Django's ``retrieval.add_judgment`` permission and a collection the user may

@@ -15,13 +15,15 @@ from retrieval.services.registry import (
     indexes,
     retrievers,
 )
-from retrieval.services.storable import refuse_nul
+from retrieval.services.storable import refuse_unstorable
+
+from .parsers import BoundedJSONField
 
 
 def _json_object(value: Any) -> dict:
     if not isinstance(value, dict):
         raise serializers.ValidationError("Must be a JSON object.")
-    refuse_nul(value, "metadata", serializers.ValidationError)
+    refuse_unstorable(value, "metadata", serializers.ValidationError)
     return value
 
 
@@ -41,7 +43,7 @@ class CollectionSerializer(serializers.ModelSerializer):
     index = serializers.CharField(
         required=False, help_text="Vector index alias in RETRIEVAL['INDEXES'] (default: default)."
     )
-    metadata = serializers.JSONField(required=False, help_text="A JSON object.")
+    metadata = BoundedJSONField(required=False, help_text="A JSON object.")
     documents = serializers.SerializerMethodField(
         help_text="How many of its documents the requesting user may see."
     )
@@ -180,7 +182,7 @@ class DocumentCreateSerializer(serializers.Serializer):
     text = serializers.CharField(trim_whitespace=False, required=False)
     file = serializers.FileField(required=False)
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
-    metadata = serializers.JSONField(required=False, default=dict)
+    metadata = BoundedJSONField(required=False, default=dict)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

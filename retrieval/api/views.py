@@ -44,11 +44,13 @@ from retrieval.services.documents import (
 )
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
+from retrieval.services.reindexing import discard_new_document
 from retrieval.services.runs import ACTIVE, cancel_run, enqueue_run, retry_run
-from retrieval.services.storable import refuse_nul
+from retrieval.services.storable import refuse_unstorable
 from retrieval.tasks import index_document
 
-from . import serializers
+from . import parsers, serializers
+from .throttling import UploadThrottleMixin, WriteThrottleMixin
 
 
 class Pagination(PageNumberPagination):
@@ -66,6 +68,7 @@ class RetrievalAPIMixin:
 
     pagination_class = Pagination
     schema = AutoSchema()
+    get_parsers = parsers.bounded_parsers  # JSON nested too deep: a 400, not a 500
 
     def handle_exception(self, exc: Exception) -> Response:
         # A value PostgreSQL cannot take (a NUL character, a number out of range) is bad
@@ -103,7 +106,7 @@ class RetrievalAPIMixin:
         return [permission() for permission in classes]
 
 
-class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
+class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelViewSet):
     """Collections: each a corpus with its own embedding space.
 
     Created and renamed by users who may create collections; changed and deleted by
@@ -182,6 +185,7 @@ FILTER_PARAMETERS = [
 
 @extend_schema(parameters=FILTER_PARAMETERS)
 class DocumentViewSet(
+    UploadThrottleMixin,
     RetrievalAPIMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -254,10 +258,15 @@ class DocumentViewSet(
             title=data["title"],
             metadata=data["metadata"],
         )
+        existed = Document.objects.filter(
+            collection=data["collection"], external_id=data["external_id"]
+        ).exists()
         (document,) = store_uploads(data["collection"], [upload], scope=self.scope)
         run = _enqueue_indexing(document, request)
         document.refresh_from_db()
         if run.status == IndexRun.Status.FAILED:
+            if not existed:  # a document this request stored is not left behind
+                discard_new_document(document)
             field = "file" if "file" in data else "text"
             raise ValidationError({field: [document.error or run.message]})
         detail = serializers.DocumentDetailSerializer(document, context={"request": request})
@@ -301,7 +310,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         return chunks
 
 
-class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+class IndexRunViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     """Index runs: progress, counts and per-document errors of every indexing job."""
 
     queryset = IndexRun.objects.select_related("collection")
@@ -388,9 +397,9 @@ class PayloadTooLarge(APIException):
 def _json_object(raw: str, name: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise ValidationError({name: [f"Not valid JSON: {e}"]}) from e
     if not isinstance(value, dict):
         raise ValidationError({name: ["Must be a JSON object."]})
-    refuse_nul(value, name, lambda message: ValidationError({name: [message]}))
+    refuse_unstorable(value, name, lambda message: ValidationError({name: [message]}))
     return value

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.collections import (
     embedder_for,
@@ -313,20 +313,29 @@ class _Indexer:
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
         logger.warning("Could not index %s: %s", source.external_id, reason)
-        title = source.title or source.fallback_title
-        document, created = Document.objects.get_or_create(
-            collection=self.collection,
-            external_id=source.external_id,
-            defaults={"title": title.replace(NUL, "\ufffd")[:1000]},  # storable, whatever failed
-        )
-        # An indexed document keeps its content, hash and chunks: only the status says
-        # the last attempt failed, and a retry with the same bytes is not skipped.
-        document.status = Document.Status.FAILED
-        document.error = reason
-        if created:
-            document.source_path = source.source_path
-            document.mime_type = source.mime_type or ""
-        document.save()
+        title = (source.title or source.fallback_title).replace(NUL, "\ufffd")[:1000]  # storable
+        unreadable = isinstance(error, ParseError) and bool(source.stored_file)
+        with transaction.atomic():
+            document, created = Document.objects.select_for_update().get_or_create(
+                collection=self.collection,
+                external_id=source.external_id,
+                defaults={"title": title},
+            )
+            # An indexed document keeps its content, hash and chunks: only the status says
+            # the last attempt failed, and a retry with the same bytes is not skipped.
+            document.status = Document.Status.FAILED
+            document.error = reason
+            if created:
+                document.source_path = source.source_path
+                document.mime_type = source.mime_type or ""
+            # A stored upload that cannot be parsed is deleted, unless (under the lock) a
+            # newer upload has replaced it meanwhile.
+            discard = unreadable and document.source_file.name == source.stored_file
+            if discard:
+                document.source_file = ""
+            document.save()
+        if discard:  # at once: kept until a commit, a rolled-back request would leave it
+            Document._meta.get_field("source_file").storage.delete(source.stored_file)
         self._record(IngestResult(source.external_id, "failed", document.pk, error=reason))
 
     def _record(self, result: IngestResult) -> None:

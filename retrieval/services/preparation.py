@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection
 from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
 from retrieval.services.chunkers.base import BaseChunker
@@ -28,7 +28,7 @@ from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL, refuse_unstorable
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
 
@@ -43,9 +43,12 @@ class Source:
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     source_path: str = ""
+    #: The storage name of the document's stored upload the data was read from, if any:
+    #: deleted when it cannot be parsed (it could never be indexed).
+    stored_file: str = ""
 
     def __post_init__(self) -> None:
-        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
+        refuse_unstorable(self.external_id, "external_id")  # a failed document is kept by it
 
     @classmethod
     def from_path(
@@ -123,7 +126,7 @@ class Preparation:
         # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
         text = parsed.text.replace(NUL, "\ufffd")
         if not text.strip():
-            raise RetrievalError("the file has no text to index")
+            raise ParseError("the file has no text to index")
         spans = self.chunker.chunk(text, sections=parsed.sections)
         section_starts = [section.start for section in parsed.sections]
         rows = [
@@ -144,8 +147,8 @@ class Preparation:
         title = source.title or parsed.title or source.fallback_title
         title = title[:1000]
         metadata = {**parsed.metadata, **source.metadata}
-        refuse_nul(title, "The title", RetrievalError)
-        refuse_nul(metadata, "The metadata", RetrievalError)
+        refuse_unstorable(title, "The title", RetrievalError)
+        refuse_unstorable(metadata, "The metadata", RetrievalError)
         # A file's external id is its path (retrieval_ingest: relative to the folder's
         # parent), which names the topic, as a title does; text sources have none.
         path = source.external_id if source.source_path or source.filename else ""

@@ -15,6 +15,7 @@ from typing import Any
 
 from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalError
 from retrieval.models import Collection, Document
+from retrieval.services import nesting
 from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.context import pack_context
 from retrieval.services.filters import Filters
@@ -95,9 +96,11 @@ def validate_arguments(
     if isinstance(arguments, str):
         try:
             # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
-            arguments = json.loads(arguments, strict=False)
+            arguments = nesting.loads(arguments, where=f"Arguments of {name}", strict=False)
         except json.JSONDecodeError as e:
             raise ToolError(f"Arguments of {name} are not valid JSON: {e}.") from e
+        except nesting.TooDeepError as e:
+            raise ToolError(str(e)) from e
     if not isinstance(arguments, Mapping):
         raise ToolError(f"Arguments of {name} must be a JSON object.")
     properties: Mapping[str, Any] = schema.get("properties", {})

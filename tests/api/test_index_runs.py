@@ -89,14 +89,22 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
     again = api.post(f"/api/index-runs/{queued.pk}/cancel/")
     assert again.status_code == 409 and "already ended" in again.json()["detail"]
 
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
-    failed = api.post(
+    pill = api.post(
         "/api/documents/",
         {"collection": "atlas", "external_id": "p", "text": "A poison pill."},
         format="json",
+    ).json()
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
+    failed = api.post(
+        "/api/documents/",
+        {"collection": "atlas", "external_id": "q", "text": "Another poison pill."},
+        format="json",
     )
     assert failed.status_code == 400 and "refused" in str(failed.json()["text"])
-    run_id = IndexRun.objects.filter(scope="index_document").latest("pk").pk
+    assert not Document.objects.filter(external_id="q").exists()  # inline: not left behind
+    failed_again = api.post(f"/api/documents/{pill['id']}/reindex/")
+    assert failed_again.json()["status"] == "failed"
+    run_id = failed_again.json()["id"]
     retrieval_settings(EMBEDDERS={"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     retried = api.post(f"/api/index-runs/{run_id}/retry/")
     assert retried.status_code == 200, retried.json()
