@@ -46,13 +46,13 @@ class BaseRetriever(ABC):
         """Return ``ranking`` with its scores in [0, 1], the score it had kept as
         ``metadata["raw_score"]`` (unless it holds one already, as fused scores do).
 
-        Scores within [0, 1] stay as they are (cosine similarities, fused scores); others
-        are divided by the best one, negatives counting 0. :meth:`rank` keeps the raw
-        scores, which fusion combines.
+        Scores of at most 1 stay as they are, negatives counting 0 (cosine similarities,
+        fused scores); a ranking with a score above 1 is divided by its best. :meth:`rank`
+        keeps the raw scores, which fusion combines.
         """
-        if all(0.0 <= s.score <= 1.0 for s in ranking):
-            return [_with_raw(s, s.score) for s in ranking]
-        return scaled_by_best(ranking)
+        if any(s.score > 1.0 for s in ranking):
+            return scaled_by_best(ranking)
+        return [_with_raw(s, max(0.0, s.score)) for s in ranking]
 
     def rank(
         self,
