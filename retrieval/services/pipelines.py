@@ -145,8 +145,8 @@ class Pipeline:
         )
         if fused:
             ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
-        else:
-            ranking = answered.ranked[runs[0].name]  # a lone leg raises its own error
+        else:  # a lone leg raises its own error; its scores brought into [0, 1]
+            ranking = runs[0].retriever.normalise(answered.ranked[runs[0].name])
         results = load_results(ranking, filters=filters)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.

@@ -14,6 +14,7 @@ CHUNKERS = {
     "Character": lambda: CharacterChunker(size=12, overlap=0),
     "CharacterOverlap": lambda: CharacterChunker(size=12, overlap=5),
     "Paragraph": lambda: ParagraphChunker(max_chars=20),
+    "ParagraphOverlap": lambda: ParagraphChunker(max_chars=30, overlap=1),
     "Token": lambda: TokenChunker(max_tokens=6, overlap=0),
     "TokenOverlap": lambda: TokenChunker(max_tokens=6, overlap=2),
     "Recursive": lambda: RecursiveChunker(max_tokens=8, min_tokens=3),

@@ -181,3 +181,16 @@ def test_cross_encoder_reports_a_missing_model(tmp_path, results):
     assert reranker.check()[0].id == "retrieval.E013"
     with pytest.raises(Exception, match="No model.onnx"):
         reranker.rerank("q", results)
+
+
+def test_score_reranker_keeps_its_own_top_k_unless_the_call_says(results):
+    """The design's ScoreReranker(top_k=...) was refused as an unknown option."""
+
+    def length(query: str, text: str) -> float:
+        return len(text)
+
+    reranker = ScoreReranker(function=length, top_k=2)
+    assert len(reranker.rerank("q", results)) == 2
+    assert len(reranker.rerank("q", results, top_k=4)) == 4
+    with pytest.raises(ValueError, match="top_k"):
+        ScoreReranker(function=length, top_k=0)

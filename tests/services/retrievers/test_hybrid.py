@@ -285,7 +285,7 @@ def test_relative_to_best_scores_every_candidate_with_every_leg(compass):
     expected = {
         i: full["bm25"][i] / best["bm25"] + 2.0 * full["dense"][i] / best["dense"] for i in (a, c)
     }
-    assert {s.chunk_id: s.score for s in fused} == pytest.approx(expected)
+    assert {s.chunk_id: s.metadata["raw_score"] for s in fused} == pytest.approx(expected)
     legs_of = {s.chunk_id: s.metadata["legs"] for s in fused}
     assert legs_of[c] == {
         "bm25": {"score": pytest.approx(full["bm25"][c]), "rank": 1},
@@ -308,8 +308,8 @@ def test_a_leg_that_cannot_score_given_chunks_or_fails_to_counts_them_as_zero(co
         fused = {s.chunk_id: s for s in ranked.fuse("relative_to_best", top_k=10)}
         # "a", dense's only candidate, has no sparse score; "c" gets dense's.
         assert set(fused[pk["a"]].metadata["legs"]) == {"dense"}
-        assert fused[pk["a"]].score == pytest.approx(1.0)
-        assert fused[pk["c"]].score == pytest.approx(1.0 + full["dense"][pk["c"]])
+        assert fused[pk["a"]].metadata["raw_score"] == pytest.approx(1.0)
+        assert fused[pk["c"]].metadata["raw_score"] == pytest.approx(1.0 + full["dense"][pk["c"]])
     assert "could not score the other legs' candidates" in caplog.text  # the failing one
 
 
@@ -330,4 +330,5 @@ def test_hybrid_relative_to_best_fuses_its_legs_candidates_with_every_score(comp
     }
     # Each scored by both legs, "c" wins (1 + 1.25 · 0.71); by its own leg only, "a" would (1.25).
     assert fused.chunk.document.external_id == "c"
-    assert fused.score == pytest.approx(max(expected.values()))
+    assert fused.metadata["raw_score"] == pytest.approx(max(expected.values()))
+    assert fused.score == pytest.approx(max(expected.values()) / 2.25)  # over the weights
