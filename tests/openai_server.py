@@ -170,6 +170,41 @@ def embeddings_reply(
     return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
 
+def tei_embed_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer ``POST /embed`` as Text Embeddings Inference does: a list of vectors."""
+    body = request.body
+    texts = body.get("inputs") if isinstance(body, dict) else None
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return Reply(422, {"error": "inputs must be a string or a non-empty array of strings"})
+    return Reply(200, [hashed_bag_of_words(t, server.dimension).tolist() for t in texts])
+
+
+def word_overlap(query: str, text: str) -> float:
+    words = set(re.findall(r"\w+", query.lower()))
+    return len(words & set(re.findall(r"\w+", text.lower()))) / max(len(words), 1)
+
+
+def rerank_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
+    """Answer a rerank request, scored by the query's words each passage holds: Cohere's
+    form (``documents`` in, ``{"results": [{"index", "relevance_score"}]}`` out, best
+    first, at most ``top_n``) or TEI's (``texts`` in, ``[{"index", "score"}]`` out)."""
+    body = request.body
+    if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+        return Reply(422, {"error": "a query and documents (or texts) are required"})
+    tei = "texts" in body
+    texts = body.get("texts" if tei else "documents")
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return Reply(422, {"error": "documents must be an array of strings"})
+    scores = [word_overlap(body["query"], text) for text in texts]
+    order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+    if tei:
+        return Reply(200, [{"index": i, "score": scores[i]} for i in order])
+    top_n = body.get("top_n") or len(texts)
+    results = [{"index": i, "relevance_score": scores[i]} for i in order[:top_n]]
+    return Reply(200, {"results": results, "model": body.get("model", "")})
+
+
 # The chat completions route: answers come from a script queued by the test.
 
 ChatAnswer = str | dict[str, Any] | Callable[[RecordedRequest], "str | dict[str, Any]"]
@@ -279,6 +314,9 @@ class OpenAIServer:
             ("POST", "/v1/embeddings"): embeddings_reply,
             ("GET", "/v1/models"): models_reply,
             ("POST", "/v1/chat/completions"): chat_completions_reply,
+            ("POST", "/embed"): tei_embed_reply,
+            ("POST", "/v1/rerank"): rerank_reply,
+            ("POST", "/rerank"): rerank_reply,
         }
         self._chat_script: deque[ChatAnswer] = deque()
         self.requests: list[RecordedRequest] = []
@@ -287,6 +325,11 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def root_url(self) -> str:
+        """The server's URL without ``/v1`` (where TEI's routes are)."""
+        return self.base_url.removesuffix("/v1")
 
     @property
     def base_url(self) -> str:

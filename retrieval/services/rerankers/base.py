@@ -12,7 +12,12 @@ from retrieval.services.types import RetrievalResult
 
 
 class BaseReranker(ABC):
-    """Reorder results for a query; each keeps its previous score as ``original_score``."""
+    """Reorder results for a query; each keeps its previous score as ``original_score``.
+
+    A reranked score lies in [0, 1]: the reranker's own when all its scores do, else
+    its scores min-max normalised over the candidates (the same order), the reranker's
+    kept as ``metadata["raw_score"]``.
+    """
 
     alias: str = ""
     #: How many results :meth:`rerank` keeps when the call does not say (None: all).
@@ -31,17 +36,19 @@ class BaseReranker(ABC):
         if not results:
             return []
         started = time.monotonic()
-        scores, details = self._scores(query, list(results))
+        raw, details = self._scores(query, list(results))
+        scores = within_0_1(raw)
         order = sorted(range(len(results)), key=lambda i: (-scores[i], i))
         reranked = [
             replace(
                 results[i],
-                score=float(scores[i]),
+                score=scores[i],
                 rank=rank,
                 metadata={
                     **results[i].metadata,
                     "original_score": results[i].score,
                     "original_rank": results[i].rank,
+                    "raw_score": float(raw[i]),
                 },
             )
             for rank, i in enumerate(order[:top_k])
@@ -65,3 +72,12 @@ class BaseReranker(ABC):
 
     def check(self) -> list:
         return []
+
+
+def within_0_1(scores: list[float]) -> list[float]:
+    """Return ``scores`` if they all lie in [0, 1], else min-max normalised (same order)."""
+    values = [float(score) for score in scores]
+    if all(0.0 <= value <= 1.0 for value in values):
+        return values
+    low, high = min(values), max(values)
+    return [1.0 if high == low else (value - low) / (high - low) for value in values]

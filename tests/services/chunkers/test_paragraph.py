@@ -61,6 +61,7 @@ def test_bad_max_chars_raise_value_error(max_chars: object) -> None:
 def test_overlap_repeats_the_last_paragraphs_that_fit():
     """The design's paragraph chunker overlaps; it did not take the option at all."""
     text = "one one\n\ntwo two\n\nthree three\n\nfour four"
+
     def pieces(chunker: ParagraphChunker) -> list[str]:
         return [text[s.start : s.end] for s in chunker.chunk(text)]
 

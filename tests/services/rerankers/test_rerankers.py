@@ -83,7 +83,7 @@ def test_score_reranker_takes_any_function(results):
         "Penguins slide on ice.",
         "Volcanoes erupt lava.",
     ]
-    assert reranked[0].score == 22.0
+    assert reranked[0].metadata["raw_score"] == 22.0 and reranked[0].score == 1.0
     with pytest.raises(ValueError, match="cannot import"):
         ScoreReranker(function="nowhere.nothing")
     with pytest.raises(ValueError, match="top_k"):
@@ -152,7 +152,8 @@ def test_cross_encoder_scores_pairs_in_batches(cross_encoder_dir, results):
     reranked = reranker.rerank("which animal?", results)
     # Logits: penguins 2 + ice 1 = 3, penguins + fish = 2.5, ice = 1, the others 0.
     assert [r.chunk.content for r in reranked[:3]] == [TEXTS["a"], TEXTS["c"], TEXTS["d"]]
-    assert [r.score for r in reranked[:3]] == [3.0, 2.5, 1.0]
+    assert [r.metadata["raw_score"] for r in reranked[:3]] == [3.0, 2.5, 1.0]
+    assert [r.score for r in reranked[:3]] == [1.0, 2.5 / 3, 1 / 3]  # min-max over 3 .. 0
     one_batch = CrossEncoderReranker(model_dir=cross_encoder_dir, batch_size=16)
     texts = [r.chunk.content for r in results]
     np.testing.assert_allclose(

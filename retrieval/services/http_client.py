@@ -1,0 +1,76 @@
+"""JSON over HTTP for services without an official client (rerank and embedding APIs).
+
+One POST with a timeout, retried with exponential backoff (or the server's
+``Retry-After``) on connection errors, timeouts, 408, 409, 429 and 5xx; a service that
+still does not answer raises :class:`~retrieval.exceptions.ServiceUnavailableError`'s
+subclass the caller names, any other failure its plain error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from retrieval.exceptions import RetrievalError
+
+__all__ = ["post_json"]
+
+RETRIED = {408, 409, 429}
+#: Longest wait between attempts, whatever the server's Retry-After says.
+MAX_BACKOFF = 8.0
+
+
+def post_json(
+    url: str,
+    body: dict[str, Any],
+    *,
+    api_key: str | None,
+    timeout: float,
+    max_retries: int,
+    unavailable: Callable[[str], RetrievalError],
+    failed: Callable[[str], RetrievalError],
+    deadline: float | None = None,
+) -> Any:
+    """POST ``body`` to ``url``; return the decoded JSON answer.
+
+    ``deadline`` (a ``time.monotonic()`` value) caps every attempt and the waits between
+    them: past it the call stops as unavailable.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    problem = ""
+    for attempt in range(max_retries + 1):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise unavailable(f"no time left in the query's budget ({problem or 'no answer'})")
+        retry_after: float | None = None
+        try:
+            response = httpx.post(
+                url,
+                json=body,
+                headers=headers,
+                timeout=timeout if left is None else min(timeout, left),
+            )
+        except httpx.TimeoutException as e:
+            problem = f"timed out after {timeout} s: {e}"
+        except httpx.TransportError as e:
+            problem = f"{type(e).__name__}: {e}"
+        else:
+            if response.status_code < 300:
+                try:
+                    return response.json()
+                except ValueError as e:
+                    raise failed(f"answered what is not JSON: {e}") from e
+            problem = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code not in RETRIED and response.status_code < 500:
+                raise failed(problem)
+            header = response.headers.get("retry-after", "")
+            retry_after = float(header) if header.isdigit() else None
+        if attempt < max_retries:
+            wait = min(MAX_BACKOFF, retry_after if retry_after is not None else 0.25 * 2**attempt)
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            time.sleep(wait)
+    raise unavailable(f"did not answer after {max_retries + 1} attempts: {problem}")
