@@ -69,6 +69,19 @@ class ParserSuite(Suite):
         parser = self.make_parser()
         assert parser.parse(data).text == parser.parse(data, filename=filename).text
 
+    def test_a_path_or_text_parses_as_its_bytes(self, tmp_path) -> None:
+        filename, _, data = self.sample
+        parser = self.make_parser()
+        expected = parser.parse(data, filename=filename)
+        path = tmp_path / filename
+        path.write_bytes(data)
+        assert parser.parse(path) == expected  # the path's name is the file name
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return  # a binary format (PDF) has no text form
+        assert parser.parse(text, filename=filename) == expected
+
     def test_it_accepts_its_mime_type_and_extension(self) -> None:
         filename, mime_type, _ = self.sample
         parser = self.make_parser()

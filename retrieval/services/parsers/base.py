@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import ClassVar
 
 from retrieval.services.types import ParsedDocument
@@ -34,6 +35,26 @@ class BaseParser(ABC):
     def default_mime_type(self) -> str:
         return self.mime_types[0] if self.mime_types else "application/octet-stream"
 
+    def parse(
+        self, source: bytes | str | os.PathLike[str], *, filename: str | None = None
+    ) -> ParsedDocument:
+        """Return the document's text, title and sections.
+
+        ``source`` is the file's bytes, its text (``str``, read as UTF-8) or a path to
+        read (whose name is the ``filename`` unless one is given).
+        """
+        if isinstance(source, os.PathLike):
+            path = Path(source)
+            data = path.read_bytes()
+            filename = path.name if filename is None else filename
+        elif isinstance(source, str):
+            data = source.encode("utf-8", errors="surrogatepass")
+        elif isinstance(source, bytes | bytearray | memoryview):
+            data = bytes(source)
+        else:
+            raise TypeError(f"parse() takes bytes, a str or a path, not {type(source).__name__}.")
+        return self._parse(data, filename=filename)
+
     @abstractmethod
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
-        """Return the document's text, title and sections."""
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        """Return the document's text, title and sections from the file's bytes."""

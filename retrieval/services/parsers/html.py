@@ -50,7 +50,7 @@ class HtmlParser(BaseParser):
     mime_types: ClassVar[tuple[str, ...]] = ("text/html", "application/xhtml+xml")
     extensions: ClassVar[tuple[str, ...]] = (".html", ".htm", ".xhtml")
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the visible text, one section per heading, titled by ``<title>`` or h1."""
         markup, encoding = _decode(data)
         soup = BeautifulSoup(markup, "html.parser")

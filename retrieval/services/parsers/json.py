@@ -35,7 +35,7 @@ class JsonParser(BaseParser):
     )
     extensions: ClassVar[tuple[str, ...]] = (".json", *JSON_LINES_EXTENSIONS)
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return one line per leaf value; JSON Lines records are prefixed ``[i]``."""
         label = file_label(filename)
         source = _decode(data, label)

@@ -40,7 +40,7 @@ class MarkdownParser(BaseParser):
     mime_types: ClassVar[tuple[str, ...]] = ("text/markdown", "text/x-markdown")
     extensions: ClassVar[tuple[str, ...]] = (".md", ".markdown")
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the text, one section per heading region, titled by the first H1."""
         source, _ = decode_text(data, filename=filename)
         body, front_title = _split_front_matter(source)

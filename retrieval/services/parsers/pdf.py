@@ -48,7 +48,7 @@ class PdfParser(BaseParser):
     def __init__(self, *, use_outline: bool = True) -> None:
         self.use_outline = use_outline
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the pages' text joined by blank lines, one section per page (or part of one)."""
         label = file_label(filename)
         budget = ParseBudget(label)

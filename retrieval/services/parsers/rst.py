@@ -57,7 +57,7 @@ class RstParser(BaseParser):
     mime_types: ClassVar[tuple[str, ...]] = ("text/x-rst", "text/prs.fallenstein.rst")
     extensions: ClassVar[tuple[str, ...]] = (".rst", ".rest")
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the text, one section per title, titled by the first title."""
         source, encoding = decode_text(data, filename=filename)
         parsed = parse_rst(source, filename=filename)

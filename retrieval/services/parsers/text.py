@@ -29,7 +29,7 @@ class TextParser(BaseParser):
     def __init__(self, detect_rst: bool = True) -> None:
         self.detect_rst = detect_rst
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the file's text with newlines normalised; the title is its first line.
 
         Text that is recognisably reStructuredText (section titles with their
