@@ -398,9 +398,9 @@ def admin_actions() -> set[tuple[str, str]]:
     found = set()
     for model, model_admin in admin.site._registry.items():
         if model._meta.app_label == "retrieval":
-            found |= {
-                (model._meta.model_name, name) for _, name, _ in model_admin._get_base_actions()
-            }
+            # Django 6.1 gives Action objects, 5.2 (func, name, description) tuples.
+            names = {getattr(a, "name", None) or a[1] for a in model_admin._get_base_actions()}
+            found |= {(model._meta.model_name, name) for name in names}
     return found - NOT_OFFERED
 
 
