@@ -47,11 +47,11 @@ def main() -> None:
 def run_dataset(name: str) -> None:
     from django.test.utils import override_settings
 
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.evaluation import evaluate
-    from retrieval.services.indexing import ingest
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import ingest
+    from retrieval.services.quality.evaluation import evaluate
+    from retrieval.services.query.search import search
 
     split, dataset, sources = beir_sources(name)
     print(f"## {name} ({split}): {len(sources)} documents, {len(dataset.judged_queries())} queries")

@@ -88,8 +88,8 @@ def run_over_datasets(description: str, run_dataset, *, more: Sequence[str] = ()
 
 def beir_sources(name: str):
     """Return a shared BEIR dataset's split, the dataset, and its non-empty entries as sources."""
-    from retrieval.services.evaluation import load_beir
-    from retrieval.services.indexing import Source
+    from retrieval.services.ingestion.ingest import Source
+    from retrieval.services.quality.evaluation import load_beir
 
     split = DATASETS[name]
     dataset = load_beir(SHARED_DATA / name, split)

@@ -54,8 +54,8 @@ def context_collection(name: str, sources: list, *, context: bool = True) -> Col
     """
     from django.test.utils import override_settings
 
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.indexing import ingest
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import ingest
 
     retrieval = {} if context else {"CHUNK_CONTEXT": None}
     with override_settings(RETRIEVAL={**retrieval, "EMBEDDERS": EMBEDDERS}):
@@ -72,9 +72,9 @@ def context_collection(name: str, sources: list, *, context: bool = True) -> Col
 def run_dataset(name: str) -> None:
     from django.test.utils import override_settings
 
-    from retrieval.services.evaluation import evaluate
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.quality.evaluation import evaluate
+    from retrieval.services.query.search import search
 
     split, dataset, sources = beir_sources(name)
     print(f"## {name} ({split}): {len(sources)} documents, {len(dataset.judged_queries())} queries")

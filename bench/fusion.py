@@ -36,7 +36,7 @@ from retrieval.services.types import ScoredChunk
 
 if TYPE_CHECKING:
     from retrieval.models import Collection
-    from retrieval.services.legs import LegResults
+    from retrieval.services.query.legs import LegResults
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def beir_column(name: str) -> Column:
     """Sweep a BEIR-format training set over ``context.py``'s collection of it."""
     from django.test.utils import override_settings
 
-    from retrieval.services.evaluation import METRICS, document_ranking, score_run
+    from retrieval.services.quality.evaluation import METRICS, document_ranking, score_run
 
     split, dataset, sources = beir_sources(name)
     queries = dataset.judged_queries()
@@ -209,10 +209,10 @@ def sweep(
     Return each row's cell and main figures.
     """
     from retrieval.models import Chunk
-    from retrieval.services.legs import Leg, run_legs
-    from retrieval.services.registry import retrievers
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.query.legs import Leg, run_legs
+    from retrieval.services.query.search import search
+    from retrieval.services.registry import retrievers
 
     external_ids = dict(
         Chunk.objects.filter(collection=collection).values_list("pk", "document__external_id")

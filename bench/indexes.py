@@ -63,7 +63,7 @@ def load(size: int):
     from pgvector.psycopg import register_vector
 
     from retrieval.models import Chunk, Collection, Document
-    from retrieval.services.collections import ensure_vector_index
+    from retrieval.services.ingestion.collections import ensure_vector_index
 
     name = f"bench-indexes-{size}"
     rng = np.random.default_rng(size)

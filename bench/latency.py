@@ -163,7 +163,7 @@ def load(size: int, *, dense: bool = True):
     from pgvector.psycopg import register_vector
 
     from retrieval.models import Chunk, Collection, Document
-    from retrieval.services.collections import ensure_vector_index
+    from retrieval.services.ingestion.collections import ensure_vector_index
     from retrieval.services.registry import analyzers
     from retrieval.services.sparse.index import write_postings
 
@@ -565,7 +565,7 @@ def real_query_vectors(count: int) -> list[np.ndarray]:
     """Embeddings of real SciFact (train) queries, by the local model."""
     from common import SHARED_DATA
 
-    from retrieval.services.evaluation import load_beir
+    from retrieval.services.quality.evaluation import load_beir
     from retrieval.services.registry import embedders
 
     queries = list(load_beir(SHARED_DATA / "scifact", "train").judged_queries().values())
@@ -603,8 +603,8 @@ def ef_search_sweep(size: int, values: list[int], n_queries: int) -> None:
 
 def ingestion_rate(count: int) -> None:
     from retrieval.models import Collection
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
     from retrieval.services.registry import embedders
 
     entries = corpus_entries("scifact")[:count]

@@ -83,8 +83,8 @@ def main() -> int:
 
 
 def run_all(args: argparse.Namespace) -> int:
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
 
     collection, _ = get_or_create_collection("llm-features")
     ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
@@ -108,11 +108,11 @@ def report(name: str, feature: Callable[[], Any]) -> bool:
 
 
 def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
-    from retrieval.services.graph.extraction import extract_graph
-    from retrieval.services.registry import llms, rewriters
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
-    from retrieval.services.tracing import Budget, traced
+    from retrieval.services.graph.extraction import extract_graph
+    from retrieval.services.query.search import search
+    from retrieval.services.query.tracing import Budget, traced
+    from retrieval.services.registry import llms, rewriters
 
     ask = [{"role": "user", "content": "Name one colour of the sky. Answer in one word."}]
     score = {
@@ -172,9 +172,9 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
 
 def tool_loop(collection: Any) -> Any:
     """Run the README's tool loop once with ``tool_choice`` naming ``retrieve``."""
-    from retrieval.services.registry import llms
     from retrieval.services.access import Scope
-    from retrieval.services.tools import assistant_message, collection_tools, run_tool_call
+    from retrieval.services.query.tools import assistant_message, collection_tools, run_tool_call
+    from retrieval.services.registry import llms
 
     llm = llms["default"]
     client = llm._get_client()

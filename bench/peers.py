@@ -50,7 +50,7 @@ def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dic
     from llama_index.core.retrievers import QueryFusionRetriever
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    from retrieval.services.chunkers.tokens import get_encoding
+    from retrieval.services.clients.tokens import get_encoding
 
     embedder = app_embedder()
 

@@ -26,13 +26,18 @@ def run_dataset(name: str) -> None:
     from django.test.utils import override_settings
 
     from retrieval.models import Chunk
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.evaluation import document_ranking, evaluate, load_beir, score_run
-    from retrieval.services.fusion import FUSION_METHODS
-    from retrieval.services.indexing import Source, ingest
-    from retrieval.services.registry import analyzers, embedders, retrievers
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
+    from retrieval.services.quality.evaluation import (
+        document_ranking,
+        evaluate,
+        load_beir,
+        score_run,
+    )
+    from retrieval.services.query.fusion import FUSION_METHODS
+    from retrieval.services.query.search import search
+    from retrieval.services.registry import analyzers, embedders, retrievers
 
     def ranked(q: str, retriever: str) -> list:
         # A benchmark acts for no user.

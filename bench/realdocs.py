@@ -157,7 +157,7 @@ def run_app(
     from django.test.utils import override_settings
 
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.query.search import search
 
     extra = [f"{leg} {k1}/{b}" for k1, b in PARAMS[1:] for leg in ("bm25", "hybrid")]
     with override_settings(RETRIEVAL=app_settings(name, bm25_params=bm25_params)):
@@ -207,8 +207,8 @@ def app_settings(name: str, *, bm25_params: bool = False) -> dict:
 
 def ingest_app(name: str, docs: Path) -> Collection:
     """Index the docs into configuration ``name``'s collection, under its ``app_settings``."""
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
 
     slug = name.replace(" ", "-")
     collection, _ = get_or_create_collection(
@@ -227,7 +227,7 @@ def ingest_app(name: str, docs: Path) -> Collection:
 
 def file_ranking(external_ids: Iterable[str]) -> list[str]:
     """Collapse a chunk ranking's document ids to files (``docs/`` dropped), best first."""
-    from retrieval.services.evaluation import document_ranking
+    from retrieval.services.quality.evaluation import document_ranking
 
     return document_ranking([external_id.removeprefix("docs/") for external_id in external_ids])
 

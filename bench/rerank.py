@@ -30,12 +30,12 @@ def main() -> None:
     if not (args.model_dir / "model.onnx").is_file():
         sys.exit(f"No model.onnx in {args.model_dir}: export a cross-encoder there first.")
     setup_django()
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.evaluation import load_beir, percentile, score_run
-    from retrieval.services.indexing import Source, ingest
-    from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
+    from retrieval.services.quality.evaluation import load_beir, percentile, score_run
+    from retrieval.services.query.search import search
+    from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 
     ALL = Scope.ALL  # a benchmark acts for no user
 

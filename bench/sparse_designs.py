@@ -216,7 +216,7 @@ def build_tables(cursor, cid: int, doc: str, vocab: str, df: str, stats: str) ->
 def measure_quality(designs, collection) -> dict[str, tuple[float, float, int]]:
     """nDCG@10, Recall@100 and how many top-10s equal the app's, per design, on SciFact."""
     from retrieval.models import Chunk
-    from retrieval.services.evaluation import document_ranking, load_beir, score_run
+    from retrieval.services.quality.evaluation import document_ranking, load_beir, score_run
 
     dataset = load_beir(SHARED_DATA / "scifact", DATASETS["scifact"])
     external_id = dict(

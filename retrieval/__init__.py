@@ -23,7 +23,7 @@ def __getattr__(name: str) -> Any:
 
         return Scope
     if name in _FACADE:
-        from retrieval.services import search as module
+        from retrieval.services.query import search as module
 
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -108,7 +108,7 @@ def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any
 def check_components(app_configs: Any = None, **kwargs: Any) -> list:
     """Every configured component must import and build from its OPTIONS."""
     from .conf import retrieval_settings
-    from .services.pipelines import check_pipelines
+    from .services.query.pipelines import check_pipelines
     from .services.registry import HANDLERS
 
     errors: list = []

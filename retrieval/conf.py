@@ -95,7 +95,7 @@ DEFAULTS: dict[str, Any] = {
         "prf": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
     },
     "RERANKERS": {},
-    # Named pipelines (see retrieval.services.pipelines): rewrite -> retrievers -> fusion ->
+    # Named pipelines (see retrieval.services.query.pipelines): rewrite -> retrievers -> fusion ->
     # rerank, each step naming a component above. "default" is the collection's retriever.
     "PIPELINES": {"default": {}},
     # Alias of the pipeline used when neither the call nor the collection names one.

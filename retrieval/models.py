@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
-from .services.storable import validate_storable_metadata
+from .services.validation.storable import validate_storable_metadata
 
 
 class Collection(models.Model):
@@ -144,7 +144,7 @@ class Chunk(models.Model):
     @property
     def indexed_text(self) -> str:
         """Return the text that was embedded and BM25-indexed: header, blank line, content."""
-        from retrieval.services.chunk_context import indexed_text
+        from retrieval.services.ingestion.headers import indexed_text
 
         return indexed_text(self.indexed_prefix, self.content)
 
@@ -243,8 +243,8 @@ class IndexRun(models.Model):
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="index_runs", null=True, blank=True
     )
-    scope = models.CharField(
-        max_length=50, help_text="What the run covers: ingest, document, collection."
+    task = models.CharField(
+        max_length=50, help_text="The work the run records: ingest, index_documents, graph ..."
     )
     options = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
@@ -273,7 +273,7 @@ class IndexRun(models.Model):
         indexes = [models.Index(fields=["status"], name="retrieval_indexrun_status_idx")]
 
     def __str__(self) -> str:
-        return f"{self.scope} run #{self.pk} ({self.status})"
+        return f"{self.task} run #{self.pk} ({self.status})"
 
     @property
     def duration_seconds(self) -> float | None:

@@ -1,7 +1,7 @@
 """Tables that measure search: golden sets, their judgments, evaluation runs and traces.
 
-Imported by :mod:`retrieval.models`; services live in :mod:`retrieval.services.goldens`,
-:mod:`retrieval.services.eval_runs` and :mod:`retrieval.services.traces`.
+Imported by :mod:`retrieval.models`; services live in :mod:`retrieval.services.quality.goldens`,
+:mod:`retrieval.services.quality.eval_runs` and :mod:`retrieval.services.quality.search_log`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Background work: thin tasks taking primary keys, each calling a service.
 
 Never call them or a queue library directly: schedule them with
-:func:`retrieval.services.runs.enqueue_run`, which records an
+:func:`retrieval.services.ingestion.runs.enqueue_run`, which records an
 :class:`~retrieval.models.IndexRun` and hands the task to the configured queue
 (:mod:`retrieval.services.queues`: django-q2 or Django's Tasks framework) or runs it
 inline::
 
-    from retrieval.services.runs import enqueue_run
+    from retrieval.services.ingestion.runs import enqueue_run
     from retrieval.tasks import reindex_collection
 
     run = enqueue_run(reindex_collection, collection.pk, changed_only=True, collection=collection)
@@ -24,7 +24,7 @@ from typing import Any
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services import reindexing, runs
+from retrieval.services.ingestion import reindexing, runs
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def reindex_collection(collection_id: int, *, changed_only: bool = False, run_id
 
 def reembed_collection(collection_id: int, embedder_alias: str, *, run_id: int) -> None:
     """Move a collection to another embedding space (model or dimensions), then switch."""
-    from retrieval.services.reembedding import reembed
+    from retrieval.services.ingestion.reembedding import reembed
 
     def work(run: IndexRun) -> None:
         collection = Collection.objects.get(pk=collection_id)
@@ -106,15 +106,15 @@ def extract_graph(
 
 
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
-    """Index a registered host object (see :mod:`retrieval.indexing`)."""
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.hosts import registration
-    from retrieval.services.indexing import ingest
+    """Index a registered host object (see :mod:`retrieval.host_models`)."""
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.host_registry import registration
+    from retrieval.services.ingestion.ingest import ingest
 
     def work(run: IndexRun) -> None:
         entry = registration(model_label)
         if entry is None:
-            raise RetrievalError(f"{model_label} is not registered with retrieval.indexing")
+            raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection, _ = get_or_create_collection(entry.collection)
         _label(run, collection)
         obj = entry.model._default_manager.filter(pk=object_pk).first()
@@ -128,12 +128,12 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
 
 def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Remove a deleted (or no longer wanted) host object's document and chunks."""
-    from retrieval.services.hosts import registration
+    from retrieval.services.ingestion.host_registry import registration
 
     def work(run: IndexRun) -> None:
         entry = registration(model_label)
         if entry is None:
-            raise RetrievalError(f"{model_label} is not registered with retrieval.indexing")
+            raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection = Collection.objects.filter(name=entry.collection).first()
         _label(run, collection)
         _remove(run, collection, entry.external_id(object_pk))
@@ -158,7 +158,7 @@ TASKS: dict[str, Callable[..., None]] = {
 
 def evaluate(eval_run_id: int) -> None:
     """Run a queued evaluation (an EvalRun, see services.eval_runs)."""
-    from retrieval.services.eval_runs import execute
+    from retrieval.services.quality.eval_runs import execute
 
     execute(eval_run_id)
 

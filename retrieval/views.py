@@ -26,7 +26,7 @@ class SearchView(TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from .services.access import Scope
-        from .services.search import search
+        from .services.query.search import search
 
         context = super().get_context_data(**kwargs)
         scope = Scope.for_request(self.request)

@@ -23,8 +23,8 @@ KEYWORD_EMBEDDER = {"BACKEND": "retrieval.testing.KeywordEmbedder"}
 
 def collection_of(name: str, texts: dict[str, str]):
     """Collection ``name`` holding one indexed document per ``{external id: text}``."""
-    from retrieval.services.collections import get_or_create_collection
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
 
     collection, _ = get_or_create_collection(name)
     ingest(collection, [Source.from_text(text, external_id=key) for key, text in texts.items()])

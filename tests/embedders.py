@@ -68,7 +68,7 @@ class CancellingEmbedder(KeywordEmbedder):
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         if self.calls + 1 == self.cancel_on_call:
             from retrieval.models import IndexRun
-            from retrieval.services.runs import cancel_run
+            from retrieval.services.ingestion.runs import cancel_run
 
             cancel_run(IndexRun.objects.get(status=IndexRun.Status.RUNNING))
         return super().embed_batch(texts)

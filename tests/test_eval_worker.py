@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 
 from retrieval.models import Chunk, EvalRun, EvalSet
-from retrieval.services import goldens
-from retrieval.services.eval_runs import create_eval_run
+from retrieval.services.quality import goldens
+from retrieval.services.quality.eval_runs import create_eval_run
 from tests.conftest import collection_of
 from tests.processes import database_url, start_manage
 from tests.test_worker import kill, wait_for

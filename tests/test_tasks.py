@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from retrieval import tasks
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services import queues, runs
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.runs import cancel_run, sweep_stale_runs
+from retrieval.services import queues
+from retrieval.services.ingestion import runs
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.runs import cancel_run, sweep_stale_runs
 from tests.conftest import chunk_ids
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def test_enqueue_inline_runs_the_task_and_returns_the_finished_run(collection, f
     ingest_files(collection, files)
     before = chunk_ids()
     run = runs.enqueue_run(tasks.reindex_collection, collection.pk, collection=collection)
-    assert run.status == IndexRun.Status.SUCCEEDED and run.scope == "reindex_collection"
+    assert run.status == IndexRun.Status.SUCCEEDED and run.task == "reindex_collection"
     assert (run.documents_total, run.documents_done, run.documents_indexed) == (10, 10, 10)
     assert run.options["task"] == "reindex_collection" and run.options["args"] == [collection.pk]
     assert run.started_at <= run.heartbeat_at <= run.finished_at
@@ -76,7 +77,7 @@ def test_changed_only_reindexes_what_changed_on_disk_and_what_failed(
 def test_a_queued_run_cancelled_never_starts(collection, files):
     ingest_files(collection, files)
     before = chunk_ids()
-    run = IndexRun.objects.create(collection=collection, scope="reindex_collection")
+    run = IndexRun.objects.create(collection=collection, task="reindex_collection")
     assert cancel_run(run) and run.status == IndexRun.Status.CANCELLED
     tasks.reindex_collection(collection.pk, run_id=run.pk)  # the worker takes it anyway
     run.refresh_from_db()
@@ -120,7 +121,7 @@ def test_retry_enqueues_only_the_documents_that_failed(collection, files, retrie
         runs.retry_run(runs.enqueue_run(tasks.index_document, Document.objects.first().pk))
     files[2].write_text("Note 2 is harmless now.")
     again = runs.retry_run(first)
-    assert again.scope == "index_documents" and again.documents_total == 2
+    assert again.task == "index_documents" and again.documents_total == 2
     assert (again.documents_indexed, again.documents_failed) == (1, 1)
     assert [e["document"] for e in again.errors] == ["note07.txt"]
     assert Document.objects.get(external_id="note02.txt").status == Document.Status.INDEXED
@@ -134,7 +135,7 @@ def test_a_run_whose_worker_stopped_is_marked_failed_by_the_sweep(collection, fi
     long_ago = timezone.now() - timedelta(hours=1)
     dead = IndexRun.objects.create(
         collection=collection,
-        scope="reindex_collection",
+        task="reindex_collection",
         status=IndexRun.Status.RUNNING,
         started_at=long_ago,
         heartbeat_at=long_ago,
@@ -143,7 +144,7 @@ def test_a_run_whose_worker_stopped_is_marked_failed_by_the_sweep(collection, fi
     )
     alive = IndexRun.objects.create(
         collection=collection,
-        scope="reindex_collection",
+        task="reindex_collection",
         status=IndexRun.Status.RUNNING,
         started_at=long_ago,
         heartbeat_at=timezone.now(),

@@ -11,11 +11,11 @@ import pytest
 from django.db import connection
 
 from retrieval.models import EvalRun, EvalSet, IndexRun
-from retrieval.services import goldens
-from retrieval.services.eval_runs import create_eval_run
+from retrieval.services.ingestion.runs import enqueue_run
+from retrieval.services.quality import goldens
+from retrieval.services.quality.eval_runs import create_eval_run
 from retrieval.services.queues import runs_inline
 from retrieval.services.queues.tasks_framework import framework, run_task
-from retrieval.services.runs import enqueue_run
 from retrieval.tasks import reindex_collection
 from tests.conftest import collection_of
 from tests.processes import database_url, manage

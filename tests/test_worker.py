@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.runs import enqueue_run, retry_run, sweep_stale_runs
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.runs import enqueue_run, retry_run, sweep_stale_runs
 from retrieval.tasks import reindex_collection
 from tests.conftest import chunk_ids
 from tests.processes import database_url, start_manage

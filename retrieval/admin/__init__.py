@@ -1,7 +1,7 @@
 """Admin for the app's models: one module per screen, each registering its ModelAdmin.
 
 Records the system writes (chunks, triples, runs) are read-only. Everything that
-starts indexing goes through :mod:`retrieval.admin.indexing`.
+starts indexing goes through :mod:`retrieval.admin.enqueue`.
 """
 
 from . import (  # noqa: F401  (they register)

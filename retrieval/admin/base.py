@@ -14,8 +14,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from retrieval.models import Collection, Document, EvalQuery, EvalSet
-from retrieval.services import nesting
 from retrieval.services.access import Scope
+from retrieval.services.validation import nesting
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

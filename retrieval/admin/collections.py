@@ -15,14 +15,14 @@ from django.utils.html import format_html
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
-from retrieval.services.collections import check_name_is_free, create_collection
 from retrieval.services.indexes import outbox
+from retrieval.services.ingestion.collections import check_name_is_free, create_collection
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
-from retrieval.services.runs import enqueue_run
 from retrieval.tasks import extract_graph, reembed_collection
 
 from .base import ScopedAdminMixin, scope_of
-from .indexing import queue_reindex
+from .enqueue import queue_reindex
 from .playground import playground_view
 
 

@@ -14,11 +14,11 @@ from django.utils.html import format_html
 
 from retrieval.exceptions import AccessDenied
 from retrieval.models import Document
-from retrieval.services.documents import delete_documents
+from retrieval.services.ingestion.documents import delete_documents
 
 from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
+from .enqueue import queue_indexing
 from .highlight import segments
-from .indexing import queue_indexing
 from .uploads import UploadForm
 
 

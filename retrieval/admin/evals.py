@@ -14,8 +14,8 @@ from django.utils.html import format_html, format_html_join
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import EvalRun
-from retrieval.services.eval_runs import compare
-from retrieval.services.evaluation import METRICS
+from retrieval.services.quality.eval_runs import compare
+from retrieval.services.quality.evaluation import METRICS
 
 from .base import QualityScopedAdminMixin, ReadOnlyAdmin, status_badge
 from .goldens import MEDIA

@@ -25,9 +25,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
-from retrieval.services import archives, goldens
-from retrieval.services.eval_runs import create_eval_run
-from retrieval.services.evaluation import DatasetError
+from retrieval.services.quality import goldens
+from retrieval.services.quality.eval_runs import create_eval_run
+from retrieval.services.quality.evaluation import DatasetError
+from retrieval.services.validation import archives
 
 from .base import COLLECTION_FILTER, QualityScopedAdminMixin, scope_of
 from .charts import history_svg

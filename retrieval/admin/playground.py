@@ -16,8 +16,8 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.access import Scope
+from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
-from retrieval.services.search import search
 from retrieval.services.types import RetrievalResult
 
 from .base import pretty_json, scope_of

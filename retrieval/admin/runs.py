@@ -39,7 +39,7 @@ def run_progress(run: IndexRun) -> dict[str, Any]:
 class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     list_display = [
         "pk",
-        "scope",
+        "task",
         "collection",
         "status_label",
         "progress",
@@ -48,7 +48,7 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
         "created_at",
         "duration",
     ]
-    list_filter = ["status", "scope", COLLECTION_FILTER]
+    list_filter = ["status", "task", COLLECTION_FILTER]
     list_select_related = ["collection"]
     readonly_fields = ["error_table"]
 

@@ -13,8 +13,8 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import UnsupportedFileType
 from retrieval.models import Collection, Document
 from retrieval.services.access import Scope
-from retrieval.services.documents import Upload, store_uploads
-from retrieval.services.parsing import parser_for
+from retrieval.services.ingestion.documents import Upload, store_uploads
+from retrieval.services.ingestion.parsing import parser_for
 
 
 class MultipleFileInput(forms.ClearableFileInput):

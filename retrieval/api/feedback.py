@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalSet, Judgment
-from retrieval.services.goldens import judge, target_of
+from retrieval.services.quality.goldens import judge, target_of
 
 from .throttling import WriteThrottleMixin
 from .views import RetrievalAPIMixin

@@ -14,9 +14,9 @@ from rest_framework.views import APIView
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidFilterError, RetrievalError, ServiceUnavailableError
 from retrieval.models import Collection
-from retrieval.services.filters import Filters
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.search import search, search_batch
 from retrieval.services.registry import rerankers, retrievers, rewriters
-from retrieval.services.search import search, search_batch
 from retrieval.services.types import SearchResults
 
 from .parsers import BoundedJSONField
@@ -76,7 +76,8 @@ class SearchOptionsSerializer(serializers.Serializer):
         return data
 
     def search_options(self) -> dict[str, Any]:
-        """Return the validated options as :func:`retrieval.services.search.search` takes them."""
+        """Return the validated options as :func:`~retrieval.services.query.search.search`
+        takes them."""
         data = self.validated_data
         return {
             "pipeline": data.get("pipeline"),

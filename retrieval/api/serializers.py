@@ -15,7 +15,7 @@ from retrieval.services.registry import (
     indexes,
     retrievers,
 )
-from retrieval.services.storable import refuse_unstorable
+from retrieval.services.validation.storable import refuse_unstorable
 
 from .parsers import BoundedJSONField
 
@@ -213,7 +213,7 @@ class IndexRunSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "collection",
-            "scope",
+            "task",
             "options",
             "status",
             "documents_total",

@@ -35,18 +35,18 @@ from retrieval.exceptions import (
 )
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.collections import check_name_is_free, create_collection
-from retrieval.services.documents import (
+from retrieval.services.indexes import outbox
+from retrieval.services.ingestion.collections import check_name_is_free, create_collection
+from retrieval.services.ingestion.documents import (
     Upload,
     authorize_documents,
     delete_documents,
     store_uploads,
 )
-from retrieval.services.indexes import outbox
-from retrieval.services.parsing import parser_for
-from retrieval.services.reindexing import discard_new_document
-from retrieval.services.runs import ACTIVE, cancel_run, enqueue_run, retry_run
-from retrieval.services.storable import refuse_unstorable
+from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.ingestion.reindexing import discard_new_document
+from retrieval.services.ingestion.runs import ACTIVE, cancel_run, enqueue_run, retry_run
+from retrieval.services.validation.storable import refuse_unstorable
 from retrieval.tasks import index_document
 
 from . import parsers, serializers

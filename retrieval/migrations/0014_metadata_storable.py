@@ -2,7 +2,7 @@
 store it) in model forms, the admin's among them. No SQL: validators live in Python.
 """
 
-import retrieval.services.storable
+import retrieval.services.validation.storable
 from django.db import migrations, models
 
 
@@ -16,11 +16,11 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='collection',
             name='metadata',
-            field=models.JSONField(blank=True, default=dict, validators=[retrieval.services.storable.validate_storable_metadata]),
+            field=models.JSONField(blank=True, default=dict, validators=[retrieval.services.validation.storable.validate_storable_metadata]),
         ),
         migrations.AlterField(
             model_name='document',
             name='metadata',
-            field=models.JSONField(blank=True, default=dict, validators=[retrieval.services.storable.validate_storable_metadata]),
+            field=models.JSONField(blank=True, default=dict, validators=[retrieval.services.validation.storable.validate_storable_metadata]),
         ),
     ]

@@ -40,7 +40,7 @@ from django.utils.module_loading import import_string
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
 from retrieval.models import Collection, Document
-from retrieval.services.filters import Filters
+from retrieval.services.query.filters import Filters
 
 __all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
 

@@ -8,7 +8,7 @@ from django import template
 
 from retrieval.models import Chunk, Collection, EvalSet, Judgment
 from retrieval.services.access import Scope
-from retrieval.services.goldens import target_of
+from retrieval.services.quality.goldens import target_of
 
 register = template.Library()
 

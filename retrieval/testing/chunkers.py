@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval.services.chunkers.base import BaseChunker
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.types import ChunkSpan, Section
 from retrieval.testing.base import Suite
 

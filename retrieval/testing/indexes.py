@@ -15,11 +15,11 @@ import pytest
 
 from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Collection, Document, IndexOperation, IndexRun
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.filters import Filters
 from retrieval.services.indexes import index_for, outbox, sync
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.reembedding import reembed
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.reembedding import reembed
+from retrieval.services.query.filters import Filters
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 
 __all__ = ["META", "TEXTS", "IndexSuite", "make_collection"]
@@ -178,7 +178,7 @@ class IndexSuite(Suite):
         turned = {"keywords": ["east", "north", "up", "west"], "model": "turned"}
         configure(settings, EMBEDDERS={"turned": {**KEYWORD_EMBEDDER, "OPTIONS": turned}})
         collection = self.make("compass")
-        run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
+        run = IndexRun.objects.create(collection=collection, task="reembed_collection")
         reembed(collection, "turned", run=run)
         assert outbox.drain().failed == 0
         collection = Collection.objects.get(pk=collection.pk)

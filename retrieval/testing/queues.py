@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 import pytest
 
 from retrieval.models import EvalRun, EvalSet, IndexRun
-from retrieval.services import goldens
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.eval_runs import create_eval_run
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.runs import enqueue_run
+from retrieval.services.quality import goldens
+from retrieval.services.quality.eval_runs import create_eval_run
 from retrieval.services.queues import runs_inline
 from retrieval.services.registry import queues
-from retrieval.services.runs import enqueue_run
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 
 __all__ = ["QueueSuite"]

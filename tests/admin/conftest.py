@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from retrieval.models import Document, IndexRun
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.ingestion.collections import get_or_create_collection
 from tests.browser import ARTIFACTS, screenshot
 from tests.conftest import SAMPLE_DOCS
 
@@ -50,7 +50,7 @@ def test_upload_read_watch_and_compare(keyword_settings, browser_page, live_serv
 
     # A running index run: its progress updates in place as the worker writes it.
     run = IndexRun.objects.create(
-        collection=collection, scope="ingest", status=IndexRun.Status.RUNNING, documents_total=3
+        collection=collection, task="ingest", status=IndexRun.Status.RUNNING, documents_total=3
     )
     page.goto(f"{live_server.url}/admin/retrieval/indexrun/")
     progress = page.locator(f"[data-retrieval-run='{run.pk}'] .retrieval-progress-text")

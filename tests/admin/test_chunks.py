@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from retrieval.models import Chunk, Document
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 

@@ -95,5 +95,5 @@ def test_extract_graph_action_runs_the_configured_extractor(admin_client, atlas,
     )
     run = IndexRun.objects.latest("pk")
     assert f"graph extraction, index run #{run.pk} succeeded" in response.content.decode()
-    assert run.scope == "extract_graph" and run.documents_done == Chunk.objects.count()
+    assert run.task == "extract_graph" and run.documents_done == Chunk.objects.count()
     assert graph_settings.seen  # the extractor read the chunks

@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from retrieval.models import Chunk, Document, IndexRun
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.ingestion.collections import get_or_create_collection
 
 pytestmark = pytest.mark.django_db
 

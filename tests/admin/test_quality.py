@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from retrieval.models import Chunk, EvalRun, EvalSet, Judgment, QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.search import search as scoped_search
+from retrieval.services.query.search import search as scoped_search
 from tests.conftest import collection_of
 
 

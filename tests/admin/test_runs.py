@@ -16,7 +16,7 @@ def test_progress_reports_each_asked_run(admin_client, atlas):
     finished = IndexRun.objects.get()
     running = IndexRun.objects.create(
         collection=atlas,
-        scope="ingest",
+        task="ingest",
         status=IndexRun.Status.RUNNING,
         documents_total=4,
         documents_done=1,
@@ -37,7 +37,7 @@ def test_progress_reports_each_asked_run(admin_client, atlas):
 
 def test_the_changelist_marks_active_runs_for_the_script(admin_client, atlas):
     running = IndexRun.objects.create(
-        collection=atlas, scope="ingest", status="running", documents_total=4
+        collection=atlas, task="ingest", status="running", documents_total=4
     )
     body = admin_client.get(reverse("admin:retrieval_indexrun_changelist")).content.decode()
     assert f'data-retrieval-run="{running.pk}" data-active="1"' in body
@@ -57,7 +57,7 @@ def test_bad_ids_are_a_400_and_anonymous_users_are_sent_to_log_in(admin_client, 
 def test_a_failed_run_lists_its_errors(admin_client, atlas):
     run = IndexRun.objects.create(
         collection=atlas,
-        scope="ingest",
+        task="ingest",
         status="failed",
         errors=[{"document": "bad.pdf", "error": "not a PDF"}],
     )

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 from retrieval.exceptions import CollectionNotFound
 from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 import retrieval
 from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Chunk, Document
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, Document, IndexRun
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.runs import enqueue_run
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.tasks import index_document
 from tests.conftest import editor
 from tests.services.parsers.test_pdf import THREE_PAGES, build_pdf

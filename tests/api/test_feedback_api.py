@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, EvalSet, Judgment
-from retrieval.services.goldens import qrels
+from retrieval.services.quality.goldens import qrels
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, Document, IndexRun
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.tasks import index_document
 from tests.conftest import editor
 
@@ -83,7 +83,7 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
     assert reindexed.json()["documents_indexed"] == 1
     assert api.post("/api/documents/999999/reindex/").status_code == 404
 
-    queued = IndexRun.objects.create(scope="reindex_collection")
+    queued = IndexRun.objects.create(task="reindex_collection")
     cancelled = api.post(f"/api/index-runs/{queued.pk}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     again = api.post(f"/api/index-runs/{queued.pk}/cancel/")
@@ -108,7 +108,7 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
     retrieval_settings(EMBEDDERS={"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     retried = api.post(f"/api/index-runs/{run_id}/retry/")
     assert retried.status_code == 200, retried.json()
-    assert retried.json()["scope"] == "index_documents" and retried.json()["status"] == "succeeded"
+    assert retried.json()["task"] == "index_documents" and retried.json()["status"] == "succeeded"
     assert Document.objects.get(external_id="p").status == Document.Status.INDEXED
     nothing = api.post(f"/api/index-runs/{retried.json()['id']}/retry/")
     assert nothing.status_code == 409 and "nothing to retry" in nothing.json()["detail"]

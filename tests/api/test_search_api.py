@@ -8,9 +8,9 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from retrieval.models import Document
-from retrieval.services.chunkers.tokens import count_tokens
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.clients.tokens import count_tokens
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from tests.conftest import editor
 from tests.openai_server import OpenAIServer, status_fault
 

@@ -7,11 +7,11 @@ class HostAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from retrieval import indexing
+        from retrieval import host_models
 
         from .models import Article
 
-        indexing.register(
+        host_models.register(
             Article,
             collection="blog",
             text="{{ title }}\n\n{{ body }}",

@@ -1,4 +1,4 @@
-"""A host site's own model, indexed through retrieval.indexing.register (see apps.py)."""
+"""A host site's own model, indexed through retrieval.host_models.register (see apps.py)."""
 
 from django.db import models
 

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.models import IndexRun, Triple
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 TEXT = "Ada_Lovelace wrote Notes.\n\nNotes describe Analytical_Engines."
@@ -43,7 +43,7 @@ def test_extracts_then_changed_only_extracts_nothing_new(library, graph_settings
     graph_settings.seen.clear()
     assert "0 chunks extracted" in extract("--collection", "library", "--changed-only")
     assert graph_settings.seen == []
-    runs = IndexRun.objects.filter(scope="graph").order_by("pk")
+    runs = IndexRun.objects.filter(task="graph").order_by("pk")
     assert [r.options["changed_only"] for r in runs] == [False, True]
     assert all(r.status == IndexRun.Status.SUCCEEDED for r in runs)
 
@@ -66,6 +66,6 @@ def test_a_failed_run_exits_non_zero_with_its_reason(library, retrieval_settings
     )
     with pytest.raises(CommandError, match=r"failed: .*django-retrieval\[graph\]"):
         extract("--collection", "library", "--extractor", "broken")
-    run = IndexRun.objects.get(scope="graph")
+    run = IndexRun.objects.get(task="graph")
     assert run.status == IndexRun.Status.FAILED
     assert "no_such_spacy_model" in run.message

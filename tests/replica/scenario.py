@@ -20,7 +20,7 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 from retrieval.models import Collection  # noqa: E402
-from retrieval.services.databases import read_primary, search_database  # noqa: E402
+from retrieval.services.query.databases import read_primary, search_database  # noqa: E402
 from retrieval.services.registry import retrievers  # noqa: E402
 
 TEXTS = {
@@ -45,7 +45,7 @@ def searches() -> dict:
 def facade_searches() -> dict:
     """Every retriever's answers through ``search()``, and why it read the primary, if so."""
     from retrieval.services.access import Scope
-    from retrieval.services.search import search
+    from retrieval.services.query.search import search
 
     answers, fallbacks = {}, set()
     for name in ("bm25", "dense", "hybrid"):
@@ -66,8 +66,8 @@ def replay_lsn(alias: str) -> str:
 
 def main(step: str) -> dict:
     if step == "ingest":
-        from retrieval.services.collections import get_or_create_collection
-        from retrieval.services.indexing import Source, ingest
+        from retrieval.services.ingestion.collections import get_or_create_collection
+        from retrieval.services.ingestion.ingest import Source, ingest
 
         collection, _ = get_or_create_collection("replicated")
         run = ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])

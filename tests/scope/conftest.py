@@ -65,7 +65,7 @@ def world(graph_settings, retrieval_settings):
             }
         },
     )
-    from retrieval.services.indexing import Source, ingest
+    from retrieval.services.ingestion.ingest import Source, ingest
 
     for name, docs in DOCS.items():
         collection = collection_of(name, {})
@@ -103,8 +103,8 @@ def world(graph_settings, retrieval_settings):
 @pytest.fixture
 def quality(world, retrieval_settings):
     """Per collection: a golden set judging every chunk, a finished run, and traces."""
-    from retrieval.services import goldens
-    from retrieval.services.eval_runs import create_eval_run
+    from retrieval.services.quality import goldens
+    from retrieval.services.quality.eval_runs import create_eval_run
 
     retrieval_settings(TRACE_SAMPLE_RATE=1)
     for name in DOCS:

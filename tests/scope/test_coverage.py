@@ -13,7 +13,7 @@ from django.urls import URLPattern, URLResolver
 import retrieval
 import retrieval.services
 from retrieval.services.access import Scope
-from retrieval.services.tools import collection_tools
+from retrieval.services.query.tools import collection_tools
 from tests.scope.faces import ADMIN_MODELS, BROWSE_FACES, QUALITY_MODELS, SEARCH_FACES
 
 pytestmark = pytest.mark.django_db
@@ -86,15 +86,15 @@ PYTHON_COVERED = {
     "retrieval.search_batch": "python_facade",
     "retrieval.asearch": "python_facade",
     "retrieval.asearch_batch": "python_facade",
-    "retrieval.services.search.search": "python_facade (retrieval.search)",
-    "retrieval.services.search.search_batch": "python_facade (retrieval.search_batch)",
-    "retrieval.services.tools.collection_tools": "python_facade",
-    "retrieval.services.tools.retrieve_tool": "python_facade (collection_tools)",
-    "retrieval.services.tools.index_tool": TOOLS_COVERED["index_document"],
+    "retrieval.services.query.search.search": "python_facade (retrieval.search)",
+    "retrieval.services.query.search.search_batch": "python_facade (retrieval.search_batch)",
+    "retrieval.services.query.tools.collection_tools": "python_facade",
+    "retrieval.services.query.tools.retrieve_tool": "python_facade (collection_tools)",
+    "retrieval.services.query.tools.index_tool": TOOLS_COVERED["index_document"],
     "retrieval.services.graph.traversal.neighbourhood": "python_facade",
-    "retrieval.services.documents.store_uploads": "api_add_document, admin_add_document (writes)",
-    "retrieval.services.documents.delete_documents": "api_delete_document (writes)",
-    "retrieval.services.documents.authorize_documents": "api_reindex_document (writes)",
+    "retrieval.services.ingestion.documents.store_uploads": "api_add_document, admin_add_document",
+    "retrieval.services.ingestion.documents.delete_documents": "api_delete_document (writes)",
+    "retrieval.services.ingestion.documents.authorize_documents": "api_reindex_document (writes)",
 }
 
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, EvalSet
 from retrieval.services.access import Scope
-from retrieval.services.collections import create_collection, get_or_create_collection
+from retrieval.services.ingestion.collections import create_collection, get_or_create_collection
 from tests.scope.faces import api, browser
 
 pytestmark = pytest.mark.django_db

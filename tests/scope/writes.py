@@ -46,9 +46,9 @@ from retrieval.models import (
     QueryTrace,
     Triple,
 )
-from retrieval.services import goldens
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality import goldens
 from tests.scope.faces import Answer, api, browser
 
 USERS = ["anonymous", "reader", "outsider", "partial", "fenced", "writer", "root"]
@@ -108,10 +108,10 @@ def write_world(keyword_settings, retrieval_settings) -> dict:
         )
     atlas = Collection.objects.get(name="Atlas")
     chunk = Chunk.objects.get(document__external_id="atlas-a")
-    IndexRun.objects.create(collection=atlas, scope="ingest")
+    IndexRun.objects.create(collection=atlas, task="ingest")
     IndexRun.objects.create(
         collection=atlas,
-        scope="ingest",
+        task="ingest",
         status=IndexRun.Status.FAILED,
         errors=[{"document": "atlas-a", "error": "boom"}],
     )

@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
 from retrieval.models import Collection
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.ingestion.collections import get_or_create_collection
 from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db(transaction=True)

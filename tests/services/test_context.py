@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.models import Chunk, Document
-from retrieval.services.chunkers.tokens import count_tokens
-from retrieval.services.context import pack_context, sentence_boundaries
+from retrieval.services.clients.tokens import count_tokens
+from retrieval.services.query.packing import pack_context, sentence_boundaries
 from retrieval.services.types import RetrievalResult
 
 _ids = iter(range(1, 10**9))

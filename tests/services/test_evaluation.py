@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Collection, Document
-from retrieval.services.evaluation import (
+from retrieval.services.quality.evaluation import (
     DatasetError,
     document_ranking,
     load_beir,

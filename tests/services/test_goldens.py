@@ -16,9 +16,9 @@ from django.core.management.base import CommandError
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalRun, EvalSet, Judgment
-from retrieval.services import goldens
-from retrieval.services.eval_runs import compare, create_eval_run
-from retrieval.services.evaluation import load_beir, score_run
+from retrieval.services.quality import goldens
+from retrieval.services.quality.eval_runs import compare, create_eval_run
+from retrieval.services.quality.evaluation import load_beir, score_run
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -6,10 +6,10 @@ import pytest
 
 from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.search import search
+from retrieval.services.query.search import search
 from retrieval.services.types import ParsedDocument
 
 pytestmark = pytest.mark.django_db
@@ -200,7 +200,7 @@ class SemicolonParser(BaseParser):
     mime_types = ("text/x-semicolon",)
     extensions = (".scsv",)
 
-    def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         lines = [line.split(";", 1) for line in data.decode().splitlines() if ";" in line]
         return ParsedDocument(text="\n\n".join(f"{k}: {v}" for k, v in lines), title="semicolons")
 

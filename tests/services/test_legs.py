@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
-from retrieval.services.pipelines import Pipeline
+from retrieval.services.query.pipelines import Pipeline
+from retrieval.services.query.tracing import traced
 from retrieval.services.retrievers.hybrid import HybridRetriever
-from retrieval.services.tracing import traced
 from tests.conftest import collection_of
 from tests.retrievers import RendezvousRetriever
 

@@ -7,9 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from retrieval.exceptions import InvalidComponentError
-from retrieval.services.pipelines import Pipeline
+from retrieval.services.query.pipelines import Pipeline
+from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
-from retrieval.services.tracing import traced
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,11 @@ from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection, vector_index_name
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.reembedding import reembed
-from retrieval.services.runs import enqueue_run
-from retrieval.services.search import search
+from retrieval.services.ingestion.collections import get_or_create_collection, vector_index_name
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.reembedding import reembed
+from retrieval.services.ingestion.runs import enqueue_run
+from retrieval.services.query.search import search
 from retrieval.tasks import reembed_collection
 from tests.processes import database_url
 
@@ -77,7 +77,7 @@ def test_searches_use_the_old_space_until_the_new_one_is_complete(collection):
         assert dense("north") in (["n"], ["u"])  # old space answers
         assert "vector(3)" in index_definition(collection.pk)
 
-    run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
+    run = IndexRun.objects.create(collection=collection, task="reembed_collection")
     reembed(collection, "wide", run=run, on_group=halfway)
     # Groups of four chunks (EMBED_BATCH_SIZE 1 x 4): the hook ran after 4 and after 6.
     assert seen == [(4, 4), (6, 6)]
@@ -99,7 +99,7 @@ def test_a_document_indexed_during_the_reembedding_is_caught_up(collection):
         if run.documents_done == 4:  # indexed in the old space, after its group passed
             ingest(collection, [Source.from_text("South by west.", external_id="sw")])
 
-    run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
+    run = IndexRun.objects.create(collection=collection, task="reembed_collection")
     reembed(collection, "wide", run=run, on_group=add_one)
     assert all(len(c.embedding) == 5 for c in Chunk.objects.all())
     assert dense("south west", top_k=1) == ["sw"]
@@ -148,7 +148,7 @@ def test_the_new_space_is_indexed_while_an_older_snapshot_still_sees_the_old_vec
     with psycopg.connect(database_url(connection.settings_dict)) as reader:
         reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         reader.execute("SELECT 1")
-        run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
+        run = IndexRun.objects.create(collection=collection, task="reembed_collection")
         reembed(collection, "wide", run=run)
         assert run.status == IndexRun.Status.SUCCEEDED
         assert "vector(5)" in index_definition(collection.pk)

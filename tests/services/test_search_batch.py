@@ -7,9 +7,9 @@ from django.db import connections, transaction
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.search import search, search_batch
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.search import search, search_batch
 from tests.retrievers import RendezvousRetriever
 
 TEXTS = {"n": "North is up.", "e": "East is right.", "w": "West is left."}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Document
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -179,7 +179,7 @@ def test_chosen_metadata_keys_join_the_header(compass):
 
 
 def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_path):
-    from retrieval.services.chunk_context import source_line
+    from retrieval.services.ingestion.headers import source_line
     from retrieval.services.registry import retrievers
 
     assert source_line("docs/ref/models/querysets.txt") == "docs ref models querysets"
@@ -200,7 +200,7 @@ def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_pa
 
 def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
     from retrieval.models import IndexRun
-    from retrieval.services.reindexing import reindex_documents
+    from retrieval.services.ingestion.reindexing import reindex_documents
 
     collection, _ = compass(value={"headings": False})  # source: True when left out
     path = tmp_path / "compass.md"
@@ -215,7 +215,7 @@ def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
 
 
 def test_an_opaque_external_id_gives_no_source_line(compass, tmp_path):
-    from retrieval.services.chunk_context import source_line
+    from retrieval.services.ingestion.headers import source_line
 
     for opaque in ("doc-42", "3f2a9b4c-51d0-4e8e-9b1a-7c1d2e3f4a5b", "release-3.1", "12345"):
         assert source_line(opaque) == ""

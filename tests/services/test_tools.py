@@ -11,9 +11,9 @@ import pytest
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Document
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.tools import (
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.tools import (
     assistant_message,
     collection_tools,
     index_tool,

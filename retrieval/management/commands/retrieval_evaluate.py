@@ -18,12 +18,12 @@ from retrieval.exceptions import RetrievalError
 from retrieval.management.progress import progress_bar
 from retrieval.models import EvalRun, EvalSet
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.eval_runs import create_eval_run, fail_under
-from retrieval.services.evaluation import METRICS, load_beir
-from retrieval.services.evaluation import evaluate as run_evaluation
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.search import search
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality.eval_runs import create_eval_run, fail_under
+from retrieval.services.quality.evaluation import METRICS, load_beir
+from retrieval.services.quality.evaluation import evaluate as run_evaluation
+from retrieval.services.query.search import search
 
 
 def threshold(value: str) -> tuple[str, float]:

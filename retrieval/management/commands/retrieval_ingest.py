@@ -11,9 +11,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
 from retrieval.management.progress import progress_bar
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import IngestResult, Source, ingest
-from retrieval.services.parsing import parser_for
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import IngestResult, Source, ingest
+from retrieval.services.ingestion.parsing import parser_for
 
 
 class Command(BaseCommand):

@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.management.progress import progress_bar
 from retrieval.models import Collection, IndexRun
-from retrieval.services.indexing import IngestResult, listen
+from retrieval.services.ingestion.ingest import IngestResult, listen
+from retrieval.services.ingestion.runs import enqueue_run, sweep_stale_runs
 from retrieval.services.queues import runs_inline
-from retrieval.services.runs import enqueue_run, sweep_stale_runs
 from retrieval.tasks import reindex_collection
 
 

@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.access import Scope
-from retrieval.services.pipelines import retriever_alias
-from retrieval.services.search import search
+from retrieval.services.query.pipelines import retriever_alias
+from retrieval.services.query.search import search
 
 
 class Command(BaseCommand):

@@ -11,10 +11,10 @@ from typing import Any
 from retrieval.exceptions import BudgetExceeded
 from retrieval.models import Collection
 from retrieval.services.agentic.stages import BaseEvaluator, BaseSelector, Selection, Verdict
-from retrieval.services.filters import Filters
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.tracing import current_trace
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.rewriters.base import BaseQueryRewriter
-from retrieval.services.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 

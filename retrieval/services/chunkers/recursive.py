@@ -15,7 +15,7 @@ from retrieval.services.chunkers.token import (
     split_by_tokens,
     validate_encoding_name,
 )
-from retrieval.services.chunkers.tokens import (
+from retrieval.services.clients.tokens import (
     count_tokens,
     longest_token_bytes,
     token_boundaries,

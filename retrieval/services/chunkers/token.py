@@ -8,7 +8,7 @@ import tiktoken
 
 from retrieval.services.chunkers.base import BaseChunker, require_int
 from retrieval.services.chunkers.character import drop_contained, skip_space, trim
-from retrieval.services.chunkers.tokens import count_tokens, token_boundaries
+from retrieval.services.clients.tokens import count_tokens, token_boundaries
 from retrieval.services.types import ChunkSpan, Section
 
 __all__ = ["MIN_MAX_TOKENS", "TokenChunker", "split_by_tokens", "validate_encoding_name"]

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.exceptions import DimensionMismatchError, EmbeddingError, EmbeddingUnavailableError
+from retrieval.services.clients.http import post_json
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.http_client import post_json
 
 __all__ = ["HTTPEmbedder"]
 

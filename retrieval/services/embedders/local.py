@@ -12,8 +12,8 @@ import numpy as np
 from django.core import checks
 
 from retrieval.exceptions import EmbeddingError, MissingDependencyError
+from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.onnx import batch_inputs, load_session, load_tokenizer
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -15,8 +15,8 @@ from retrieval.exceptions import (
     EmbeddingError,
     EmbeddingUnavailableError,
 )
+from retrieval.services.clients.openai import build_client, resolve_api_key
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.openai_client import build_client, resolve_api_key
 
 #: Output lengths of OpenAI's models, so :attr:`OpenAIEmbedder.dimension` needs no request.
 KNOWN_DIMENSIONS = {

@@ -23,8 +23,8 @@ from retrieval.exceptions import MissingDependencyError
 from retrieval.models import Chunk, Collection, Entity, GraphExtraction, IndexRun, Triple
 from retrieval.services.extractors.base import BaseTripleExtractor, ExtractedTriple
 from retrieval.services.graph.entities import alias_map, display_text, entity_key, prune_entities
+from retrieval.services.ingestion.runs import finish_run, save_progress
 from retrieval.services.registry import extractors
-from retrieval.services.runs import finish_run, save_progress
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def extract_graph(
     component = extractors[alias]  # an unknown alias raises before any run is recorded
     options = {"collection": collection.name, "extractor": alias, "changed_only": changed_only}
     if run is None:
-        run = IndexRun(collection=collection, scope="graph", created_by=created_by)
-    run.scope = run.scope or "graph"
+        run = IndexRun(collection=collection, task="graph", created_by=created_by)
+    run.task = run.task or "graph"
     run.options = {**run.options, **options}
     run.status = IndexRun.Status.RUNNING
     run.started_at = run.heartbeat_at = timezone.now()

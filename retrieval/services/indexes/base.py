@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Collection
-from retrieval.services.filters import Filters
+from retrieval.services.query.filters import Filters
 from retrieval.services.types import ScoredChunk
 
 #: One vector to store: (chunk id, document id, chunk metadata, vector).

@@ -19,9 +19,9 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.models import Collection
-from retrieval.services.filters import Filters
 from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
+from retrieval.services.query.filters import Filters
 
 SCALARS = (str, int, float, bool)
 #: Ids Chroma returns per page when listing a space.

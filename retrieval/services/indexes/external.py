@@ -23,8 +23,8 @@ from django.db import connections
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection
-from retrieval.services.filters import Filters
 from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
+from retrieval.services.query.filters import Filters
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.

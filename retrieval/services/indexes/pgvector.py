@@ -20,14 +20,14 @@ import numpy as np
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 from retrieval.models import Chunk, Collection
-from retrieval.services.databases import search_database
-from retrieval.services.filters import Filters
 from retrieval.services.indexes.base import (
     BaseIndex,
     IndexFeatures,
     VectorRow,
     check_query_dimensions,
 )
+from retrieval.services.query.databases import search_database
+from retrieval.services.query.filters import Filters
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)

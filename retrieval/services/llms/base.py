@@ -37,7 +37,7 @@ class LLMAnswer:
 class BaseLLM(ABC):
     """Answer chat messages. :meth:`complete_json` validates against a JSON schema.
 
-    Implementations charge the query's :class:`~retrieval.services.tracing.Budget`
+    Implementations charge the query's :class:`~retrieval.services.query.tracing.Budget`
     and record each call in its trace.
     """
 

@@ -13,10 +13,10 @@ from django.core import checks
 from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, LLMError
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients.openai import build_client, resolve_api_key
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
-from retrieval.services.openai_client import build_client, resolve_api_key
-from retrieval.services.tracing import LLMCall, current_trace
+from retrieval.services.query.tracing import LLMCall, current_trace
 
 #: ``response_format`` modes: OpenAI's strict schema, plain JSON mode (the schema goes
 #: in the prompt), llama.cpp's schema-constrained JSON mode, or nothing.

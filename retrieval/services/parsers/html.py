@@ -7,6 +7,7 @@ from typing import ClassVar
 from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector, UnicodeDammit
 from bs4.element import NavigableString, PreformattedString, Script, Stylesheet, Tag
+from bs4.exceptions import ParserRejectedMarkup
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
@@ -53,7 +54,10 @@ class HtmlParser(BaseParser):
     def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the visible text, one section per heading, titled by ``<title>`` or h1."""
         markup, encoding = _decode(data)
-        soup = BeautifulSoup(markup, "html.parser")
+        try:
+            soup = BeautifulSoup(markup, "html.parser")
+        except ParserRejectedMarkup as e:  # e.g. "<![" then a NUL: the stdlib parser asserts
+            raise ParseError(f"Cannot parse {file_label(filename)}: malformed markup ({e}).") from e
         builder = TextBuilder()
         builder.open_section()
         first_h1 = _write_visible_text(soup, builder)

@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from retrieval.exceptions import RetrievalError, ServiceUnavailableError
-from retrieval.services.http_client import post_json
+from retrieval.services.clients.http import post_json
+from retrieval.services.query.tracing import current_trace
 from retrieval.services.rerankers.base import BaseReranker
-from retrieval.services.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 __all__ = ["APIReranker"]

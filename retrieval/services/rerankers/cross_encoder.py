@@ -11,7 +11,7 @@ import numpy as np
 from django.core import checks
 
 from retrieval.exceptions import MissingDependencyError, RetrievalError
-from retrieval.services.onnx import batch_inputs, load_session, load_tokenizer
+from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
 

@@ -16,7 +16,7 @@ from retrieval.services.agentic.stages import (
     LLMEvaluator,
     LLMSelector,
 )
-from retrieval.services.filters import Filters
+from retrieval.services.query.filters import Filters
 from retrieval.services.registry import llms, retrievers, rewriters
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k
 from retrieval.services.rewriters.llm import LLMQueryRewriter

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from django.db import connections
 
 from retrieval.models import Collection
-from retrieval.services.databases import search_database
-from retrieval.services.filters import Filters
+from retrieval.services.query.databases import search_database
+from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL

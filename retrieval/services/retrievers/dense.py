@@ -8,12 +8,12 @@ from typing import Any
 from django.db import connections
 
 from retrieval.models import Collection
-from retrieval.services.collections import embedder_for
-from retrieval.services.databases import search_database
-from retrieval.services.filters import Filters
 from retrieval.services.indexes import index_for
 from retrieval.services.indexes.base import check_query_dimensions
 from retrieval.services.indexes.pgvector import check_search_options, vector_literal
+from retrieval.services.ingestion.collections import embedder_for
+from retrieval.services.query.databases import search_database
+from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.base import BaseRetriever, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.models import Collection
-from retrieval.services.filters import Filters
-from retrieval.services.tracing import current_trace
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.tracing import current_trace
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
 Turn = dict[str, str]

@@ -6,7 +6,7 @@ from typing import Any
 
 from retrieval.exceptions import LLMError
 from retrieval.models import Collection
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.llms.base import check_llm_alias
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite, Turn, format_history

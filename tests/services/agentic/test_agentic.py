@@ -14,9 +14,9 @@ from retrieval.services.agentic.stages import (
     LLMEvaluator,
     LLMSelector,
 )
+from retrieval.services.query.search import search
+from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import retrievers, rewriters
-from retrieval.services.search import search
-from retrieval.services.tracing import Budget, traced
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.services.chunkers import tokens
 from retrieval.services.chunkers.recursive import RecursiveChunker
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients import tokens
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.types import Section
 from retrieval.testing.chunkers import (
     PROPERTY_SETTINGS,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.services.chunkers import tokens
 from retrieval.services.chunkers.token import TokenChunker
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients import tokens
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.testing.chunkers import (
     PROPERTY_SETTINGS,
     assert_contract,

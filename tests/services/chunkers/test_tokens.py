@@ -13,8 +13,8 @@ import tiktoken.registry
 from hypothesis import given
 
 from retrieval.exceptions import InvalidComponentError
-from retrieval.services.chunkers import tokens
-from retrieval.services.chunkers.tokens import count_tokens, get_encoding, token_boundaries
+from retrieval.services.clients import tokens
+from retrieval.services.clients.tokens import count_tokens, get_encoding, token_boundaries
 from retrieval.testing.chunkers import PROPERTY_SETTINGS, texts
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"

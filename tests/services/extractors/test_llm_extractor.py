@@ -8,10 +8,10 @@ import pytest
 
 from retrieval.exceptions import LLMError
 from retrieval.models import IndexRun, Triple
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.extractors.llm import LLMTripleExtractor
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +119,7 @@ def test_a_failing_extraction_logs_one_line_and_the_run_keeps_the_reason(
 def test_the_schema_bounds_the_answer_within_the_tokens_asked_for(llm_server, retrieval_settings):
     # A schema-constrained server (llama.cpp) must close the JSON before max_tokens: with no
     # bound on the triples, a small model repeated them until cut, and the chunk failed.
-    from retrieval.services.chunkers.tokens import count_tokens
+    from retrieval.services.clients.tokens import count_tokens
 
     llm_server.queue_chat(json.dumps({"triples": []}))
     options = {"model": "test-chat", "base_url": llm_server.base_url, "json_mode": "llama_cpp"}

@@ -6,10 +6,10 @@ import pytest
 
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Entity, GraphExtraction, IndexRun, Triple
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.entities import merge_entities
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def library(graph_settings):
 
 def test_triples_are_linked_to_their_chunks_with_normalised_keys(library, graph_settings):
     run = extract_graph(library)
-    assert run.scope == "graph" and run.status == IndexRun.Status.SUCCEEDED
+    assert run.task == "graph" and run.status == IndexRun.Status.SUCCEEDED
     assert (run.documents_total, run.documents_indexed, run.chunks_written) == (5, 5, 4)
     assert _keys(library) == [
         ("ada lovelace", "met", "charles babbage"),
@@ -128,11 +128,11 @@ def test_a_failing_batch_fails_its_chunks_and_the_rest_is_written(library, retri
 def test_an_unknown_extractor_is_refused_before_any_run(library):
     with pytest.raises(InvalidComponentError, match="nope"):
         extract_graph(library, extractor="nope")
-    assert not IndexRun.objects.filter(scope="graph").exists()
+    assert not IndexRun.objects.filter(task="graph").exists()
 
 
 def test_a_queued_run_is_used_and_progress_is_reported_per_batch(library, graph_settings):
-    queued = IndexRun.objects.create(collection=library, scope="graph")
+    queued = IndexRun.objects.create(collection=library, task="graph")
     seen = []
 
     def progress(run: IndexRun) -> None:
@@ -150,7 +150,7 @@ def test_every_progress_save_beats_the_runs_heart(library, graph_settings, monke
     from retrieval.services.graph import extraction
 
     monkeypatch.setattr(extraction, "PROGRESS_INTERVAL", 0)  # save after every batch
-    queued = IndexRun.objects.create(collection=library, scope="graph")
+    queued = IndexRun.objects.create(collection=library, task="graph")
     beats = []
 
     def progress(run: IndexRun) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.search import search
 from retrieval.services.registry import analyzers
-from retrieval.services.search import search
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval.checks import check_collection_embedders, check_components
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.ingestion.collections import get_or_create_collection
 
 pytestmark = pytest.mark.django_db
 

@@ -20,10 +20,10 @@ from rest_framework.test import APIClient
 from retrieval.exceptions import IndexUnavailableError
 from retrieval.models import Chunk, Collection, Document, IndexOperation
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import index_for, outbox
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.search import search
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.search import search
 from tests.services.indexes.conftest import BACKENDS, engine_for
 
 TEXTS = {
@@ -50,7 +50,7 @@ def engine(request, engines, tmp_path_factory, keyword_settings, retrieval_setti
 
 def exact_ranking(collection: Collection, query: str, top_k: int) -> list[int]:
     """Rank the collection's chunks by cosine similarity in numpy, from PostgreSQL's vectors."""
-    from retrieval.services.collections import embedder_for
+    from retrieval.services.ingestion.collections import embedder_for
 
     vector = np.asarray(embedder_for(collection).embed_query(query), dtype=np.float64)
     rows = list(Chunk.objects.filter(collection=collection).values_list("pk", "embedding"))

@@ -17,11 +17,11 @@ import pytest
 from django.db.models import Q
 
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import external
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.query.search import search as scoped_search
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
-from retrieval.services.search import search as scoped_search
 from retrieval.testing.indexes import TEXTS, make_collection
 
 pytestmark = pytest.mark.django_db

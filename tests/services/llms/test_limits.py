@@ -7,9 +7,9 @@ import pytest
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.llms.openai import OpenAIChatLLM
+from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.llm import HyDEQueryRewriter, LLMQueryRewriter
-from retrieval.services.tracing import Budget, traced
 from tests.conftest import collection_of
 from tests.openai_server import hang_fault, status_fault, truncated
 

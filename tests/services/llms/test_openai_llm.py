@@ -9,8 +9,8 @@ import pytest
 
 from retrieval.exceptions import BudgetExceeded, InvalidComponentError, LLMError
 from retrieval.services.llms.openai import OpenAIChatLLM
+from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import llms
-from retrieval.services.tracing import Budget, traced
 from tests.openai_server import delay_fault, malformed_json_fault, status_fault
 
 SCORE = {

@@ -135,3 +135,11 @@ def test_deeply_nested_markup_does_not_exhaust_recursion() -> None:
     markup = "<span>" * 3000 + "deep" + "</span>" * 3000
 
     assert parse(markup).text == "deep"
+
+
+def test_markup_the_stdlib_parser_rejects_is_a_parse_error():
+    """bs4 raised ParserRejectedMarkup (found by the conformance suite's fuzzing)."""
+    from retrieval.exceptions import ParseError
+
+    with pytest.raises(ParseError, match="malformed markup"):
+        HtmlParser().parse(b"<![\x00", filename="x.html")

@@ -13,8 +13,8 @@ import pytest
 
 from retrieval.exceptions import ParseError
 from retrieval.models import Document
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.parsers import pdf
 from retrieval.services.parsers.pdf import PdfParser
 from tests.services.parsers.test_pdf import THREE_PAGES, build_pdf

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.rerankers.api import APIReranker
-from retrieval.services.tracing import Budget, traced
 from retrieval.testing.rerankers import RerankerSuite
 from tests.openai_server import OpenAIServer, status_fault
 from tests.services.rerankers.test_rerankers import results  # noqa: F401  (the fixture)

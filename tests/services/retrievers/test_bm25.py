@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from retrieval.models import Collection, Document
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.evaluation import ndcg_at_k
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality.evaluation import ndcg_at_k
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.stopwords import ENGLISH

@@ -16,11 +16,11 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.exceptions import RetrievalError
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.indexing import Source, ingest
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.search import search
 from retrieval.services.retrievers.graph import GraphRetriever, merge
-from retrieval.services.search import search
 from retrieval.services.types import ScoredChunk
 
 pytestmark = pytest.mark.django_db

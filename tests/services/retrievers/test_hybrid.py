@@ -10,15 +10,15 @@ from django.db import connection, connections
 from retrieval.exceptions import DimensionMismatchError, RetrievalError
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.filters import Filters
-from retrieval.services.fusion import relative_score_fuse
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.legs import Leg, _spare_connection, run_legs
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.fusion import relative_score_fuse
+from retrieval.services.query.legs import Leg, _spare_connection, run_legs
+from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.dense import DenseRetriever
 from retrieval.services.retrievers.hybrid import HybridRetriever
-from retrieval.services.search import search
 from tests.conftest import collection_of
 from tests.retrievers import FailingScorerRetriever, RankOnlyRetriever
 

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from retrieval.services.query.tracing import traced
 from retrieval.services.rewriters.llm import (
     HyDEQueryRewriter,
     LLMQueryRewriter,
     MultiQueryRewriter,
 )
 from retrieval.services.rewriters.prf import RM3QueryRewriter
-from retrieval.services.tracing import traced
 from tests.conftest import collection_of
 from tests.openai_server import status_fault, truncated
 

@@ -1,9 +1,9 @@
 """Index again what is already stored: one document, some documents, a whole collection.
 
 A document's source is, in this order: its host object (a registered model, see
-:mod:`retrieval.services.hosts`), its stored ``source_file``, the local file at its
-``source_path``, or else its own parsed ``content`` as plain text (structure such
-as PDF pages is then not re-derived).
+:mod:`~retrieval.services.ingestion.host_registry`), its stored ``source_file``, the local
+file at its ``source_path``, or else its own parsed ``content`` as plain text (structure
+such as PDF pages is then not re-derived).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services.hosts import source_for_document, sync_host_documents
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.runs import save_progress
+from retrieval.services.ingestion.host_registry import source_for_document, sync_host_documents
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.runs import save_progress
 
 
 def document_source(document: Document) -> Source | None:

@@ -24,26 +24,26 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
-from retrieval.services.collections import (
+from retrieval.services.indexes import outbox
+from retrieval.services.ingestion.collections import (
     embedder_for,
     ensure_vector_index,
     lock_embedding_space,
 )
-from retrieval.services.indexes import outbox
-from retrieval.services.preparation import (
+from retrieval.services.ingestion.preparation import (
     Preparation,
     PreparedDocument,
     Source,
     chunker_alias,
 )
-from retrieval.services.runs import (
+from retrieval.services.ingestion.runs import (
     RunCancelled,
     check_cancelled,
     finish_run,
     save_progress,
 )
 from retrieval.services.sparse.index import write_postings
-from retrieval.services.storable import NUL
+from retrieval.services.validation.storable import NUL
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def ingest(
         now = timezone.now()
         run = IndexRun.objects.create(
             collection=collection,
-            scope="ingest",
+            task="ingest",
             options=options,
             status=IndexRun.Status.RUNNING,
             documents_total=total or 0,

@@ -1,9 +1,10 @@
 """Evaluation runs: a pipeline over a golden set, as a background task with progress.
 
 :func:`create_eval_run` makes a queued :class:`~retrieval.models.EvalRun` and runs
-:func:`execute` inline or on the queue's workers (as :func:`retrieval.services.runs.enqueue_run`
-decides for index runs). Metrics are those of :mod:`retrieval.services.evaluation`
-(trec_eval's definitions), averaged over the queries with a relevant judgment.
+:func:`execute` inline or on the queue's workers (as
+:func:`~retrieval.services.ingestion.runs.enqueue_run` decides for index runs). Metrics
+are those of :mod:`~retrieval.services.quality.evaluation` (trec_eval's definitions),
+averaged over the queries with a relevant judgment.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from django.utils import timezone
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import EvalRun, EvalSet
-from retrieval.services import goldens
 from retrieval.services.access import Scope
-from retrieval.services.evaluation import METRICS, document_ranking, percentile
+from retrieval.services.quality import goldens
+from retrieval.services.quality.evaluation import METRICS, document_ranking, percentile
+from retrieval.services.quality.search_log import untraced
+from retrieval.services.query.search import pipeline_for, search
 from retrieval.services.queues import enqueue_after_commit, runs_inline
-from retrieval.services.search import pipeline_for, search
-from retrieval.services.traces import untraced
 
 logger = logging.getLogger(__name__)
 

@@ -15,17 +15,17 @@ from typing import Any
 
 from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalError
 from retrieval.models import Collection, Document
-from retrieval.services import nesting
 from retrieval.services.access import Scope, resolve_scope
-from retrieval.services.context import pack_context
-from retrieval.services.filters import Filters
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.pipelines import retriever_alias
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality.search_log import record_search
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.packing import pack_context
+from retrieval.services.query.pipelines import retriever_alias
+from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.traces import record_search
-from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
+from retrieval.services.validation import nesting
 
 __all__ = [
     "Tool",

@@ -2,7 +2,7 @@
 
 :func:`run_legs` runs the legs of a
 :class:`~retrieval.services.retrievers.hybrid.HybridRetriever` and of a
-:class:`~retrieval.services.pipelines.Pipeline` alike. Legs are ranked on the caller's
+:class:`~retrieval.services.query.pipelines.Pipeline` alike. Legs are ranked on the caller's
 connection (so they see the caller's uncommitted writes), while the legs'
 database-free preparations (query analysis, embedding) overlap with the database's
 work: a quick leg's query (BM25) is sent at once in pipeline mode and ranked by the
@@ -13,8 +13,8 @@ ranking BM25 on the first. A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
 :meth:`LegResults.fuse` then merges the lists with one of
-:data:`~retrieval.services.fusion.FUSION_METHODS`, having first, for the methods in
-:data:`~retrieval.services.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
+:data:`~retrieval.services.query.fusion.FUSION_METHODS`, having first, for the methods in
+:data:`~retrieval.services.query.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
 of the other legs' candidates (one statement per leg).
 """
 
@@ -32,14 +32,18 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
-from retrieval.services.databases import search_database
-from retrieval.services.fusion import FUSION_METHODS, SCORED_FOR_FUSION, SCORES_EVERY_CANDIDATE
-from retrieval.services.tracing import current_trace, run_in_context
+from retrieval.services.query.databases import search_database
+from retrieval.services.query.fusion import (
+    FUSION_METHODS,
+    SCORED_FOR_FUSION,
+    SCORES_EVERY_CANDIDATE,
+)
+from retrieval.services.query.tracing import current_trace, run_in_context
 from retrieval.services.types import ScoredChunk
 
 if TYPE_CHECKING:
     from retrieval.models import Collection
-    from retrieval.services.filters import Filters
+    from retrieval.services.query.filters import Filters
     from retrieval.services.retrievers.base import BaseRetriever
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The host-model registry: which of a site's models are indexed, into which collection, how.
 
-Sites register models through :func:`retrieval.indexing.register`, which also connects
+Sites register models through :func:`retrieval.host_models.register`, which also connects
 the save/delete signals; this module holds the registrations and renders an object as
-the :class:`~retrieval.services.indexing.Source` of its document (external id
+the :class:`~retrieval.services.ingestion.ingest.Source` of its document (external id
 ``"<app_label>.<model>:<pk>"``). It imports nothing above the service layer.
 """
 
@@ -16,7 +16,7 @@ from django.db import models
 from django.template import Context, Engine
 
 from retrieval.models import Collection, Document
-from retrieval.services.indexing import Source
+from retrieval.services.ingestion.ingest import Source
 
 TextSpec = str | Callable[[models.Model], str]
 

@@ -2,9 +2,9 @@
 
 Register a model once, e.g. in its app's ``AppConfig.ready()``::
 
-    from retrieval import indexing
+    from retrieval import host_models
 
-    indexing.register(
+    host_models.register(
         Post,
         collection="blog",
         text="{{ title }}\\n\\n{{ body }}",  # a template, method or attribute name, or callable
@@ -14,9 +14,9 @@ Register a model once, e.g. in its app's ``AppConfig.ready()``::
     )
 
 Saving an object enqueues its indexing and deleting it enqueues its removal,
-both on transaction commit (:func:`retrieval.services.runs.enqueue_run`). Its document's
+both on transaction commit (:func:`retrieval.services.ingestion.runs.enqueue_run`). Its document's
 external id is ``"<app_label>.<model>:<pk>"``; unchanged text is not re-embedded.
-The registry itself is service code, :mod:`retrieval.services.hosts`; this module
+The registry itself is service code, :mod:`retrieval.services.ingestion.host_registry`; this module
 connects the signals and re-exports it.
 """
 
@@ -29,7 +29,7 @@ from django.db import models
 from django.db.models.signals import post_delete, post_save
 
 from retrieval.models import Collection
-from retrieval.services.hosts import (
+from retrieval.services.ingestion.host_registry import (
     HostIndex,
     TextSpec,
     json_value,
@@ -38,9 +38,9 @@ from retrieval.services.hosts import (
     source_for_document,
     sync_host_documents,
 )
-from retrieval.services.hosts import add as _add
-from retrieval.services.hosts import remove as _remove
-from retrieval.services.runs import enqueue_run
+from retrieval.services.ingestion.host_registry import add as _add
+from retrieval.services.ingestion.host_registry import remove as _remove
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.tasks import index_object, remove_object
 
 __all__ = [

@@ -192,7 +192,7 @@ def enqueue_run(
     sweep_stale_runs()
     run = IndexRun.objects.create(
         collection=collection,
-        scope=name,
+        task=name,
         options={"task": name, "args": list(args), "kwargs": kwargs},
         status=IndexRun.Status.QUEUED,
         created_by=created_by if getattr(created_by, "pk", None) else None,

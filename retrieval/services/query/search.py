@@ -19,14 +19,14 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.access import Scope, resolve_scope
-from retrieval.services.context import pack_context
-from retrieval.services.databases import primary_if_unreachable
-from retrieval.services.filters import Filters
-from retrieval.services.pipelines import Pipeline
+from retrieval.services.quality.search_log import record_search
+from retrieval.services.query.databases import primary_if_unreachable
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.packing import pack_context
+from retrieval.services.query.pipelines import Pipeline
+from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
-from retrieval.services.traces import record_search
-from retrieval.services.tracing import traced
 from retrieval.services.types import SearchResults
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services.runs import enqueue_run
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.tasks import index_documents, reindex_collection
 
 

@@ -1,9 +1,9 @@
 """Preparing a source for indexing, before the embedder and the database see it.
 
 :meth:`Preparation.prepare` parses the source, chunks its text, gives each chunk its
-page, heading path and contextual header (:mod:`retrieval.services.chunk_context`)
+page, heading path and contextual header (:mod:`retrieval.services.ingestion.headers`)
 and analyses what BM25 will index. Nothing is written: a source that fails here
-fails alone, and :mod:`retrieval.services.indexing` embeds and stores the rest.
+fails alone, and :mod:`retrieval.services.ingestion.ingest` embeds and stores the rest.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection
-from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
 from retrieval.services.chunkers.base import BaseChunker
 from retrieval.services.chunkers.recursive import only_heading
-from retrieval.services.chunkers.tokens import count_tokens
-from retrieval.services.parsing import parse
+from retrieval.services.clients.tokens import count_tokens
+from retrieval.services.ingestion.headers import ContextOptions, context_options, context_prefix
+from retrieval.services.ingestion.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
-from retrieval.services.storable import NUL, refuse_unstorable
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
+from retrieval.services.validation.storable import NUL, refuse_unstorable
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from retrieval.conf import retrieval_settings
-from retrieval.services.chunkers.tokens import count_tokens
+from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.types import RetrievalResult
 
 __all__ = ["Citation", "PackedContext", "pack_context", "sentence_boundaries"]

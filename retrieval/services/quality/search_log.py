@@ -1,6 +1,6 @@
 """Keep searches as :class:`~retrieval.models.QueryTrace` rows, sampled, and prune old ones.
 
-:func:`record_search` is called once by :func:`retrieval.services.search.search`, so
+:func:`record_search` is called once by :func:`retrieval.services.query.search.search`, so
 every face (API, search page, admin playground, commands, tools) is traced alike.
 ``RETRIEVAL["TRACE_SAMPLE_RATE"]`` is the share kept (0 none, 1 all);
 ``TRACE_RETENTION_DAYS`` how long :func:`prune_traces` keeps them.
@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Collection, QueryTrace
-from retrieval.services.filters import Filters
-from retrieval.services.tracing import current_trace
+from retrieval.services.query.filters import Filters
+from retrieval.services.query.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 logger = logging.getLogger(__name__)

@@ -26,11 +26,16 @@ from django.db.models import Count
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, IndexRun
-from retrieval.services.chunk_context import indexed_text
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
+from retrieval.services.ingestion.headers import indexed_text
+from retrieval.services.ingestion.runs import (
+    RunCancelled,
+    check_cancelled,
+    finish_run,
+    save_progress,
+)
 from retrieval.services.registry import embedders
-from retrieval.services.runs import RunCancelled, check_cancelled, finish_run, save_progress
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
-from retrieval.services.evaluation import load_beir
+from retrieval.services.quality.evaluation import load_beir
 
 
 def target_of(eval_set: EvalSet, chunk: Chunk) -> str:
