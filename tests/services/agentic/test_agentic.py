@@ -97,7 +97,9 @@ def test_llm_stages_handle_invented_ids_and_out_of_range_scores(llm_server, coll
         json.dumps({"score": 1.7}),  # out of range: repaired
         json.dumps({"score": 0.9, "reason": "answers it"}),
     )
-    loop = pipeline(selector=LLMSelector(), evaluator=LLMEvaluator(), top_k=2)
+    loop = pipeline(
+        selector=LLMSelector(), evaluator=LLMEvaluator(), top_k=2, selected_chunk_limit=3
+    )
     with traced() as trace:
         outcome = loop.run("what do penguins do?", collection=collection)
     assert outcome.sufficient and len(outcome.rounds) == 1

@@ -51,8 +51,9 @@ def _ids(results) -> list[str]:
 
 def test_llm_reranker_orders_scores_and_keeps_omitted_passages(llm_server, results):
     before = _ids(results)
-    # The model ranks passages 3 and 1, repeats 3, and invents 17 and -2.
-    llm_server.queue_chat(json.dumps({"ranking": [3, 1, 3, 17, -2]}))
+    # The model ranks passages 3 and 1 (1 as 1.0, a JSON Schema integer), repeats 3 and
+    # invents 17 (negative ids are refused by the schema).
+    llm_server.queue_chat(json.dumps({"ranking": [3, 1.0, 3, 17]}))
     with traced() as trace:
         reranked = LLMReranker().rerank("question", results, top_k=4)
     expected = [before[3], before[1], *(x for i, x in enumerate(before) if i not in (1, 3))]
@@ -61,7 +62,7 @@ def test_llm_reranker_orders_scores_and_keeps_omitted_passages(llm_server, resul
     assert [r.rank for r in reranked] == [0, 1, 2, 3]
     assert reranked[0].metadata["original_score"] == results[3].score
     (event,) = trace.events
-    assert event["ranked_by_model"] == 2 and event["ignored_ids"] == [17, -2]
+    assert event["ranked_by_model"] == 2 and event["ignored_ids"] == [3, 17]
     prompt = llm_server.requests_to("/v1/chat/completions")[0].body["messages"][-1]["content"]
     assert "[0] " in prompt and "Question: question" in prompt
 
