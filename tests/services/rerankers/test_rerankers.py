@@ -182,3 +182,12 @@ def test_cross_encoder_reports_a_missing_model(tmp_path, results):
     assert reranker.check()[0].id == "retrieval.E013"
     with pytest.raises(Exception, match="No model.onnx"):
         reranker.rerank("q", results)
+
+
+def test_llm_reranker_reads_integer_valued_floats(llm_server, results):
+    # Issue 37: {"ranking": [1.0, 0.0]} passes the schema's integer check (JSON Schema counts
+    # 1.0 as an integer); indexing the passages with it was a TypeError, and a 500.
+    before = _ids(results)
+    llm_server.queue_chat('{"ranking": [1.0, 0.0]}')
+    reranked = LLMReranker().rerank("question", results)
+    assert _ids(reranked) == [before[1], before[0], *before[2:]]
