@@ -4,6 +4,7 @@ longest one a schema allows."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from hypothesis import strategies as st
@@ -64,8 +65,12 @@ def longest(schema: dict[str, Any], char: str = "1.") -> Any:
         return (char * schema["maxLength"])[: schema["maxLength"]]
     if kind == "integer":
         return float(max(abs(schema["minimum"]), abs(schema["maximum"])))  # "999.0"
-    if kind == "number":
-        return -2.2250738585072014e-308  # the longest repr of a double
+    if kind == "number":  # the longest repr of a double, else a long one in range
+        low, high = schema.get("minimum", -math.inf), schema.get("maximum", math.inf)
+        for value in (-2.2250738585072014e-308, 0.30000000000000004):
+            if low <= value <= high:
+                return value
+        return low
     raise AssertionError(f"no longest value for {schema!r}")
 
 
