@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from retrieval.services.chunkers.tokens import count_tokens
 
-#: Before the server has reported anything: room for a chat template with a default
-#: system message (SmolLM2's, Llama 3's date header) and a tokenizer 25% less compact.
+#: Before the server has reported a long prompt: a tokenizer 25% less compact than the
+#: app's, and (before any report) room for a chat template with a default system
+#: message (SmolLM2's: 26 tokens on top of a 9-token question; Llama 3's date header).
 PRIOR_SCALE = 1.25
 PRIOR_EXTRA = 32
+#: Prompts at least this long (the app's count) measure the tokenizers' ratio: the
+#: template's fixed tokens are a small part of them.
+LONG_PROMPT = 200
 #: Kept on top of what was measured: tokenizers differ more on some texts than others.
 MARGIN = 0.05
 MARGIN_TOKENS = 4
+#: Reports remembered per LLM.
+REPORTS = 64
 
 
 def count_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
@@ -31,24 +38,24 @@ def count_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
 class PromptEstimator:
     """Upper-bound a server's ``prompt_tokens`` from the app's count of the messages.
 
-    If the server counts ``a * n + b`` for the app's ``n`` (a tokenizer ``a`` times
-    less compact, ``b`` tokens of template) with ``a >= 1``, then one report ``(n0, p0)``
-    bounds every later prompt by ``max(n + (p0 - n0), n * p0 / n0)``: the first term
-    covers shorter prompts, the second longer ones. The largest of each over all
-    reports is kept, plus :data:`MARGIN`.
+    The server is taken to count ``scale * n + extra`` for the app's ``n``: ``scale``
+    is the largest ratio reported for a long prompt (else :data:`PRIOR_SCALE`), and
+    ``extra`` the most any report exceeded ``scale * n`` by (the template's tokens),
+    so every prompt reported so far is covered; :data:`MARGIN` is added on top.
     """
 
     def __init__(self) -> None:
-        self.extra: int | None = None  # most tokens the server counted above the app
-        self.scale: float | None = None  # largest ratio of the server's count to the app's
+        self._reports: deque[tuple[int, int]] = deque(maxlen=REPORTS)
         self._lock = threading.Lock()
+        self.scale = PRIOR_SCALE
+        self.extra: float = PRIOR_EXTRA
 
     def estimate(self, messages: Sequence[Mapping[str, str]]) -> int:
         """Return the most prompt tokens the server is expected to count for ``messages``."""
         counted = count_prompt_tokens(messages)
-        if self.extra is None or self.scale is None:
+        if not self._reports:
             return math.ceil(counted * PRIOR_SCALE) + PRIOR_EXTRA
-        bound = max(counted, counted + self.extra, counted * self.scale)
+        bound = counted * self.scale + self.extra
         return math.ceil(bound * (1 + MARGIN)) + MARGIN_TOKENS
 
     def observe(self, messages: Sequence[Mapping[str, str]], reported: int) -> None:
@@ -57,5 +64,7 @@ class PromptEstimator:
         if reported <= 0 or counted <= 0:
             return
         with self._lock:
-            self.extra = max(self.extra or 0, reported - counted)
-            self.scale = max(self.scale or 1.0, reported / counted)
+            self._reports.append((counted, reported))
+            ratios = [p / n for n, p in self._reports if n >= LONG_PROMPT]
+            self.scale = max(ratios) if ratios else PRIOR_SCALE
+            self.extra = max(0.0, *(p - n * self.scale for n, p in self._reports))
