@@ -35,7 +35,7 @@ class Verdict:
 #: Ids above this are refused by the schema; any past the candidates is ignored.
 MAX_ID = 999
 #: The longest reason a selector or judge may give (it bounds the answer's tokens).
-REASON_CHARS = 300
+REASON_CHARS = 200
 
 
 def _passages(results: Sequence[RetrievalResult], chars: int = 700) -> str:

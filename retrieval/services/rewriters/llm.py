@@ -39,7 +39,7 @@ HYDE_TEMPLATE = (
 #: Completion tokens asked for a standalone query.
 QUERY_TOKENS = 96
 #: The longest query a JSON answer may hold (it bounds the answer's tokens).
-QUERY_CHARS = 200
+QUERY_CHARS = 120
 
 
 def queries_schema(key: str, n: int) -> dict[str, Any]:
