@@ -14,7 +14,7 @@ from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.llms.answers import clean
-from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
+from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message, json_problem
 from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
 from retrieval.services.openai_client import build_client, resolve_api_key
 from retrieval.services.tracing import LLMCall, current_trace
@@ -177,7 +177,7 @@ class OpenAIChatLLM(BaseLLM):
                     prompt_estimate=prompt_estimate,
                 )
             )
-        if self.cache and answer.text.strip() and not answer.truncated:  # never a blank one
+        if self._cacheable(answer, json_schema):
             caches[self.cache].set(
                 key,
                 {
@@ -189,6 +189,13 @@ class OpenAIChatLLM(BaseLLM):
                 self.cache_timeout,
             )
         return answer
+
+    def _cacheable(self, answer: LLMAnswer, schema: Mapping[str, Any] | None) -> bool:
+        """Whether to keep ``answer``: never a blank, cut or (for JSON) invalid one, which
+        would otherwise be served again for a day."""
+        if not self.cache or not answer.text.strip() or answer.truncated:
+            return False
+        return schema is None or json_problem(answer.text, schema) is None
 
     def _params(
         self, messages: Sequence[Message], schema: Mapping[str, Any] | None, max_tokens: int
