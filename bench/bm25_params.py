@@ -50,7 +50,7 @@ def run_dataset(name: str) -> None:
     from retrieval.services.collections import get_or_create_collection
     from retrieval.services.evaluation import evaluate
     from retrieval.services.indexing import ingest
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     split, dataset, sources = beir_sources(name)

@@ -73,7 +73,7 @@ def run_dataset(name: str) -> None:
     from django.test.utils import override_settings
 
     from retrieval.services.evaluation import evaluate
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     split, dataset, sources = beir_sources(name)

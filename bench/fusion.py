@@ -211,7 +211,7 @@ def sweep(
     from retrieval.models import Chunk
     from retrieval.services.legs import Leg, run_legs
     from retrieval.services.registry import retrievers
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     external_ids = dict(

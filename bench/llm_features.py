@@ -111,7 +111,7 @@ def report(name: str, feature: Callable[[], Any]) -> bool:
 def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
     from retrieval.services.graph.extraction import extract_graph
     from retrieval.services.registry import llms, rewriters
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
     from retrieval.services.tracing import Budget, traced
 
@@ -183,7 +183,7 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
 def tool_loop(collection: Any) -> Any:
     """Run the README's tool loop once with ``tool_choice`` naming ``retrieve``."""
     from retrieval.services.registry import llms
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.tools import assistant_message, collection_tools, run_tool_call
 
     llm = llms["default"]

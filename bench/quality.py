@@ -31,7 +31,7 @@ def run_dataset(name: str) -> None:
     from retrieval.services.fusion import FUSION_METHODS
     from retrieval.services.indexing import Source, ingest
     from retrieval.services.registry import analyzers, embedders, retrievers
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     def ranked(q: str, retriever: str) -> list:

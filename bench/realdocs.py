@@ -156,7 +156,7 @@ def run_app(
     """Index the docs with one configuration; return each leg's file rankings."""
     from django.test.utils import override_settings
 
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     extra = [f"{leg} {k1}/{b}" for k1, b in PARAMS[1:] for leg in ("bm25", "hybrid")]

@@ -34,7 +34,7 @@ def main() -> None:
     from retrieval.services.evaluation import load_beir, percentile, score_run
     from retrieval.services.indexing import Source, ingest
     from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     ALL = Scope.ALL  # a benchmark acts for no user

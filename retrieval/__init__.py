@@ -19,7 +19,7 @@ __all__ = [*_FACADE, "Scope", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name == "Scope":
-        from retrieval.services.scope import Scope
+        from retrieval.services.access import Scope
 
         return Scope
     if name in _FACADE:

@@ -12,9 +12,12 @@
 - ``retrieval.E011``: the OpenAI embedder has no API key and no ``base_url``.
 - ``retrieval.E012``: an OpenAI LLM has no API key and no ``base_url``.
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
-- ``retrieval.E014``: ``COLLECTION_ACCESS`` or ``DOCUMENT_ACCESS`` does not import to a
+- ``retrieval.E014``: an access hook (``COLLECTION_ACCESS``, ``COLLECTION_WRITE_ACCESS``,
+  ``DOCUMENT_ACCESS``) is blank or does not import to a
   function.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
+- ``retrieval.E017``: the Tasks framework queue is configured without a Tasks framework.
+- ``retrieval.E018``: ``RETRIEVAL`` holds a key the app does not read (with a "did you mean").
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
@@ -24,6 +27,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.core import checks
@@ -194,7 +198,7 @@ def _check_collection_index(collection: Any) -> list:
             )
         ]
     try:
-        external = not indexes[collection.index].transactional
+        external = not indexes[collection.index].features.transactional
     except Exception:  # reported by check_components
         return []
     if external != collection.external_index:
@@ -214,14 +218,14 @@ def _check_collection_index(collection: Any) -> list:
 
 @checks.register()
 def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
-    """The access hooks must import: a typo would otherwise fail every search."""
-    from .services.access import access_hook
-    from .services.scope import document_hook
+    """The access hooks must import: a typo or a blank value would fail every search, or
+    worse, open what it should close."""
+    from .services.access import HOOKS, hook
 
     errors = []
-    for hook, returns in ((access_hook, "collections"), (document_hook, "a Q on Document")):
+    for key, returns in HOOKS.items():
         try:
-            hook()
+            hook(key)
         except InvalidComponentError as e:
             errors.append(
                 checks.Error(
@@ -252,23 +256,26 @@ def check_search_page_public(app_configs: Any = None, **kwargs: Any) -> list:
 
 
 @checks.register()
-def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list:
-    """Background indexing needs django-q2 when the site asks for it."""
-    from django.apps import apps
+def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list:
+    """Every key of ``RETRIEVAL`` is one the app reads: a typo would be silently ignored."""
+    from django.conf import settings
 
-    from .conf import retrieval_settings
+    from .conf import DEFAULTS
 
-    if retrieval_settings.TASKS_SYNC is False and not apps.is_installed("django_q"):
-        return [
-            checks.Error(
-                'RETRIEVAL["TASKS_SYNC"] is False (index on workers) but "django_q" is not in '
-                "INSTALLED_APPS.",
-                hint='pip install "django-retrieval[queue]", add "django_q" to INSTALLED_APPS '
-                'with a Q_CLUSTER setting, or set RETRIEVAL["TASKS_SYNC"] = True.',
-                id="retrieval.E015",
+    errors = []
+    for key in getattr(settings, "RETRIEVAL", None) or {}:
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+            errors.append(
+                checks.Error(
+                    f"RETRIEVAL[{key!r}] is not a setting of the retrieval app.",
+                    hint=f"Did you mean {close[0]!r}?"
+                    if close
+                    else "Remove it; the settings are listed in retrieval.conf.DEFAULTS.",
+                    id="retrieval.E018",
+                )
             )
-        ]
-    return []
+    return errors
 
 
 @checks.register()

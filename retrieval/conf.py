@@ -23,6 +23,7 @@ COMPONENT_KINDS = (
     "RERANKERS",
     "EXTRACTORS",
     "INDEXES",
+    "QUEUES",
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -68,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
         },
         "hybrid": {
             "BACKEND": "retrieval.services.retrievers.hybrid.HybridRetriever",
-            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_score"},
+            "OPTIONS": {"retrievers": {"bm25": 1.0, "dense": 1.0}},
         },
         # Rewrite -> retrieve -> judge rounds; LLM stages when LLMS has "default",
         # offline ones (pseudo-relevance feedback, coverage judge) otherwise.
@@ -99,6 +100,10 @@ DEFAULTS: dict[str, Any] = {
     "PIPELINES": {"default": {}},
     # Alias of the pipeline used when neither the call nor the collection names one.
     "DEFAULT_PIPELINE": "default",
+    # How ranked lists are fused where a hybrid retriever or a pipeline does not say:
+    # "relative_score" (min-max per list, weighted sum; chosen by bench/fusion.py), "rrf",
+    # "relative_to_best" or "dbsf"; k is RRF's constant.
+    "FUSION": {"method": "relative_score", "k": 60},
     # The most LLM work one query may do; None lifts a limit.
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},
     # Alias of the chunker used for new documents.
@@ -120,6 +125,25 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_ENCODING": "cl100k_base",
     # Largest file the API accepts (bytes); larger uploads get 413.
     "MAX_UPLOAD_BYTES": 20 * 1024 * 1024,
+    # Most pages a PDF may have; a longer one fails to parse, naming this limit.
+    "MAX_PDF_PAGES": 2000,
+    # Most bytes a PDF's streams (page contents, forms, fonts; images and attachments
+    # aside) may decode to, and drawing its pages may interpret (a form each time it is
+    # drawn); both counted before any page is read, since MuPDF cannot be interrupted
+    # inside a page. Dense text operators cost about 0.2 s per MB to read.
+    "MAX_PDF_DECOMPRESSED_BYTES": 64 * 1024 * 1024,
+    # Seconds parsing one file may take, checked between PDF pages; past it the file fails.
+    "MAX_PARSE_SECONDS": 60,
+    # A golden-set zip imported in the admin: most members it may list, most bytes the
+    # members read from it may expand to, and the highest ratio of a member's size to
+    # its compressed size (zip bombs reach thousands; text compresses about 10 times).
+    "MAX_ARCHIVE_MEMBERS": 1000,
+    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
+    "MAX_ARCHIVE_RATIO": 100,
+    # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
+    # arguments; an API request body may nest two levels more (its own object, and the
+    # filters object around their metadata). Deeper is refused with a message naming it.
+    "MAX_JSON_DEPTH": 20,
     # Threads running the queries of one batch search at once.
     "BATCH_SEARCH_WORKERS": 4,
     # Most queries the API accepts in one batch search; more get 400.
@@ -127,6 +151,10 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
     # (None: all) naming the collections a user may see; unset, everyone sees all.
     "COLLECTION_ACCESS": None,
+    # Dotted path to a function (user) -> QuerySet[Collection] | Iterable[name or slug] | None
+    # naming the collections a user may change (None: those they may see). Writes also
+    # need Django's model permission and seeing every document of the collection.
+    "COLLECTION_WRITE_ACCESS": None,
     # Dotted path to a function (user) -> Q on Document | QuerySet[Document] | None (None:
     # every document of the visible collections) restricting every search leg, tool and
     # graph walk to the documents a user may see; unset, no document restriction.
@@ -137,8 +165,14 @@ DEFAULTS: dict[str, Any] = {
     # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
     # stay on the primary. None: the alias Django's router picks for reads.
     "SEARCH_DATABASE": None,
-    # Run indexing tasks inline (True) or on django-q2 workers (False); None picks
-    # the workers when "django_q" is in INSTALLED_APPS, inline otherwise.
+    # Where background work (indexing, evaluation, the index outbox) runs: "default" is
+    # django-q2's workers; "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"
+    # hands it to Django's Tasks framework (any backend the site's TASKS names).
+    "QUEUES": {
+        "default": {"BACKEND": "retrieval.services.queues.q2.DjangoQ2Queue"},
+    },
+    # Run background work inline (True) or on the queue's workers (False); None picks
+    # the workers when the queue's library is installed, inline otherwise.
     "TASKS_SYNC": None,
     # A running IndexRun whose worker has shown no progress for this many seconds is
     # taken for dead (killed, out of memory) and marked failed.

@@ -7,6 +7,14 @@ class RetrievalError(Exception):
     """Base class of every error the app raises on purpose."""
 
 
+class CollectionNotFound(RetrievalError, LookupError):
+    """No collection has that slug or name, or the requesting user may not see it."""
+
+
+class AccessDenied(RetrievalError, PermissionError):
+    """The requesting user may see this but not change it (the API answers 403)."""
+
+
 class InvalidComponentError(RetrievalError, ImproperlyConfigured):
     """A named component (parser, chunker, embedder, retriever) is unknown or cannot load."""
 

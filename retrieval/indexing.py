@@ -14,7 +14,7 @@ Register a model once, e.g. in its app's ``AppConfig.ready()``::
     )
 
 Saving an object enqueues its indexing and deleting it enqueues its removal,
-both on transaction commit (:func:`retrieval.tasks.enqueue`). Its document's
+both on transaction commit (:func:`retrieval.services.runs.enqueue_run`). Its document's
 external id is ``"<app_label>.<model>:<pk>"``; unchanged text is not re-embedded.
 The registry itself is service code, :mod:`retrieval.services.hosts`; this module
 connects the signals and re-exports it.
@@ -40,7 +40,8 @@ from retrieval.services.hosts import (
 )
 from retrieval.services.hosts import add as _add
 from retrieval.services.hosts import remove as _remove
-from retrieval.tasks import enqueue, index_object, remove_object
+from retrieval.services.runs import enqueue_run
+from retrieval.tasks import index_object, remove_object
 
 __all__ = [
     "HostIndex",
@@ -87,11 +88,11 @@ def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False
         return
     collection = Collection.objects.filter(name=entry.collection).first()
     task = index_object if entry.wants(instance) else remove_object
-    enqueue(task, entry.label, json_value(instance.pk), collection=collection)
+    enqueue_run(task, entry.label, json_value(instance.pk), collection=collection)
 
 
 def _deleted(sender: type[models.Model], instance: models.Model, **_: Any) -> None:
     entry = registration(sender._meta.label_lower)
     collection = None if entry is None else Collection.objects.filter(name=entry.collection).first()
     if collection is not None:
-        enqueue(remove_object, entry.label, json_value(instance.pk), collection=collection)
+        enqueue_run(remove_object, entry.label, json_value(instance.pk), collection=collection)

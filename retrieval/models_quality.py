@@ -17,7 +17,9 @@ class EvalSet(models.Model):
         DOCUMENTS = "documents", "Documents"
         CHUNKS = "chunks", "Chunks"
 
-    name = models.CharField(max_length=200, unique=True)
+    # Unique within its collection, so a set of a collection someone may not see can
+    # never clash with (and reveal itself to) theirs.
+    name = models.CharField(max_length=200)
     collection = models.ForeignKey(
         "retrieval.Collection", on_delete=models.CASCADE, related_name="eval_sets"
     )
@@ -32,6 +34,11 @@ class EvalSet(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "name"], name="retrieval_evalset_unique_name"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -25,7 +25,7 @@ def drop_collection_vector_index(
     if alias not in indexes:
         return  # an index unconfigured since: nothing this site can drop
     index = indexes[alias]
-    if index.transactional:
+    if index.features.transactional:
         transaction.on_commit(lambda: index.drop_space(collection_id), using=using)
     else:
         outbox.record_drop(collection_id, alias, using=using)

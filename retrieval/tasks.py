@@ -1,24 +1,19 @@
-"""Background indexing: thin tasks taking primary keys, and one way to schedule them.
+"""Background work: thin tasks taking primary keys, each calling a service.
 
-Schedule work with :func:`enqueue`; never call ``async_task`` directly::
+Never call them or a queue library directly: schedule them with
+:func:`retrieval.services.runs.enqueue_run`, which records an
+:class:`~retrieval.models.IndexRun` and hands the task to the configured queue
+(:mod:`retrieval.services.queues`: django-q2 or Django's Tasks framework) or runs it
+inline::
 
-    from retrieval.tasks import enqueue, reindex_collection
+    from retrieval.services.runs import enqueue_run
+    from retrieval.tasks import reindex_collection
 
-    run = enqueue(reindex_collection, collection.pk, changed_only=True, collection=collection)
+    run = enqueue_run(reindex_collection, collection.pk, changed_only=True, collection=collection)
 
-``enqueue(task, *args, collection=None, created_by=None, sync=None, **kwargs) -> IndexRun``
-creates an :class:`~retrieval.models.IndexRun` in status ``queued`` and
-
-- on django-q2 workers (``manage.py qcluster``): pushes ``task(*args, run_id=run.pk,
-  **kwargs)`` to the broker when the current transaction commits (at once outside
-  one), so a worker never sees a run or a document that was rolled back;
-- inline, when ``sync=True``, or ``RETRIEVAL["TASKS_SYNC"]`` is true, or it is
-  ``None`` and django-q2 is not installed: runs the same task now and returns the
-  finished run.
-
-``collection`` and ``created_by`` only label the run. Tasks: :func:`index_document`,
-:func:`index_documents`, :func:`reindex_collection`, :func:`reembed_collection`,
-:func:`index_object`, :func:`remove_object`, :func:`extract_graph`.
+Tasks: :func:`index_document`, :func:`index_documents`, :func:`reindex_collection`,
+:func:`reembed_collection`, :func:`index_object`, :func:`remove_object`,
+:func:`extract_graph`, and :func:`drain_index_outbox` (no run).
 """
 
 from __future__ import annotations
@@ -27,11 +22,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
-
-from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, IndexRun
 from retrieval.services import reindexing, runs
@@ -151,6 +141,7 @@ def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     _execute(run_id, work)
 
 
+#: The tasks an IndexRun records (their names are ``services.runs.RUN_TASKS``).
 TASKS: dict[str, Callable[..., None]] = {
     task.__name__: task
     for task in (
@@ -165,6 +156,13 @@ TASKS: dict[str, Callable[..., None]] = {
 }
 
 
+def evaluate(eval_run_id: int) -> None:
+    """Run a queued evaluation (an EvalRun, see services.eval_runs)."""
+    from retrieval.services.eval_runs import execute
+
+    execute(eval_run_id)
+
+
 def drain_index_outbox() -> None:
     """Apply the pending operations of external indexes (see services.indexes.outbox).
 
@@ -174,128 +172,6 @@ def drain_index_outbox() -> None:
     from retrieval.services.indexes import outbox
 
     outbox.drain()
-
-
-def enqueue(
-    task: Callable[..., None] | str,
-    *args: Any,
-    collection: Collection | None = None,
-    created_by: Any = None,
-    sync: bool | None = None,
-    **kwargs: Any,
-) -> IndexRun:
-    """Create a queued IndexRun for ``task(*args, **kwargs)`` and schedule it; return the run.
-
-    Arguments must be JSON-serialisable (primary keys, flags). See the module docstring.
-    """
-    name = task if isinstance(task, str) else task.__name__
-    if name not in TASKS:
-        raise RetrievalError(f"Unknown task {name!r}; tasks: {', '.join(TASKS)}.")
-    runs.sweep_stale_runs()
-    run = IndexRun.objects.create(
-        collection=collection,
-        scope=name,
-        options={"task": name, "args": list(args), "kwargs": kwargs},
-        status=IndexRun.Status.QUEUED,
-        created_by=created_by if getattr(created_by, "pk", None) else None,
-    )
-    if runs_inline(sync):
-        TASKS[name](*args, run_id=run.pk, **kwargs)
-        run.refresh_from_db()
-        return run
-    push_after_commit(
-        f"retrieval.tasks.{name}",
-        *args,
-        run_id=run.pk,
-        task_name=f"retrieval.{name} run {run.pk}",
-        queued=lambda task_id: IndexRun.objects.filter(pk=run.pk).update(task_id=task_id),
-        unreachable=lambda message: runs.finish_run(run, failure=message),
-        **kwargs,
-    )
-    return run
-
-
-def push_after_commit(
-    func: str,
-    *args: Any,
-    task_name: str,
-    queued: Callable[[str], Any],
-    unreachable: Callable[[str], Any],
-    **kwargs: Any,
-) -> None:
-    """Once the transaction commits, hand ``func(*args, **kwargs)`` to django-q2.
-
-    ``queued`` receives the task id; ``unreachable`` the reason the broker refused it,
-    to be said on the run rather than in a 500.
-    """
-    async_task = _async_task()
-
-    def push() -> None:
-        try:
-            task_id = async_task(
-                func, *args, q_options={"task_name": task_name, "group": "retrieval"}, **kwargs
-            )
-        except Exception as e:  # the broker is down
-            logger.exception("Could not enqueue %s", task_name)
-            unreachable(f"Could not reach the task broker: {e}")
-            return
-        queued(str(task_id))
-
-    transaction.on_commit(push)
-
-
-def retry(run: IndexRun, *, created_by: Any = None, sync: bool | None = None) -> IndexRun:
-    """Enqueue again the documents that failed in ``run``; return the new run.
-
-    A run that failed or was cancelled without per-document errors (a worker that
-    died, a cancelled reindex) is enqueued again as it was asked.
-    """
-    if run.status in runs.ACTIVE:
-        raise RetrievalError(f"Index run #{run.pk} is still {run.status}; cancel it first.")
-    failed = [error["document"] for error in run.errors if "document" in error]
-    if failed:
-        ids = list(
-            Document.objects.filter(collection=run.collection, external_id__in=failed)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        if not ids:
-            raise RetrievalError(f"The documents that failed in run #{run.pk} no longer exist.")
-        return enqueue(
-            index_documents, ids, collection=run.collection, created_by=created_by, sync=sync
-        )
-    if run.status == IndexRun.Status.SUCCEEDED or run.options.get("task") not in TASKS:
-        raise RetrievalError(f"Index run #{run.pk} has nothing to retry.")
-    return enqueue(
-        run.options["task"],
-        *run.options.get("args", []),
-        collection=run.collection,
-        created_by=created_by,
-        sync=sync,
-        **run.options.get("kwargs", {}),
-    )
-
-
-def runs_inline(sync: bool | None = None) -> bool:
-    """Return whether tasks run in this process rather than on django-q2 workers."""
-    if sync is not None:
-        return sync
-    configured = retrieval_settings.TASKS_SYNC
-    if configured is None:
-        return not apps.is_installed("django_q")
-    return bool(configured)
-
-
-def _async_task() -> Callable[..., Any]:
-    if not apps.is_installed("django_q"):
-        raise ImproperlyConfigured(
-            'RETRIEVAL["TASKS_SYNC"] is False but "django_q" is not in INSTALLED_APPS: '
-            'pip install "django-retrieval[queue]", add "django_q" and a Q_CLUSTER setting, '
-            'or set RETRIEVAL["TASKS_SYNC"] = True to index inline.'
-        )
-    from django_q.tasks import async_task
-
-    return async_task
 
 
 def _execute(run_id: int, work: Callable[[IndexRun], None]) -> None:

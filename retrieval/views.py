@@ -25,11 +25,11 @@ class SearchView(TemplateView):
         return super().dispatch(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        from .services.scope import Scope
+        from .services.access import Scope
         from .services.search import search
 
         context = super().get_context_data(**kwargs)
-        scope = Scope.for_user(self.request.user)
+        scope = Scope.for_request(self.request)
         collections = list(scope.visible_collections().order_by("name"))
         query = self.request.GET.get("q", "").strip()
         selected = self.request.GET.get("collection") or (

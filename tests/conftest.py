@@ -18,7 +18,7 @@ SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
 #: A small BEIR-layout set written for the tests: 40 how-to notes, 14 judged questions.
 MINIBEIR = Path(__file__).resolve().parent / "data" / "minibeir"
 
-KEYWORD_EMBEDDER = {"BACKEND": "tests.embedders.KeywordEmbedder"}
+KEYWORD_EMBEDDER = {"BACKEND": "retrieval.testing.KeywordEmbedder"}
 
 
 def collection_of(name: str, texts: dict[str, str]):
@@ -29,6 +29,17 @@ def collection_of(name: str, texts: dict[str, str]):
     collection, _ = get_or_create_collection(name)
     ingest(collection, [Source.from_text(text, external_id=key) for key, text in texts.items()])
     return collection
+
+
+def editor(username: str = "editor", **fields: Any):
+    """A user holding every model permission of the app (not a superuser)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    model = get_user_model()
+    user = model.objects.create_user(username=username, password="x", **fields)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="retrieval"))
+    return model.objects.get(pk=user.pk)  # no stale permission cache
 
 
 def chunk_ids() -> dict[str, list[int]]:

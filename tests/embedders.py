@@ -1,7 +1,7 @@
-"""Embedders for tests whose answers can be worked out by hand.
+"""Embedders for tests that fail, hang or cancel at a chosen call.
 
-They implement the real :class:`BaseEmbedder` contract; the database, indexing
-and ranking they feed are the real ones.
+Each is the keyword embedder of :mod:`retrieval.testing` (answers worked out by hand)
+with one twist; the database, indexing and ranking they feed are the real ones.
 """
 
 from __future__ import annotations
@@ -11,40 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from retrieval.exceptions import EmbeddingError
-from retrieval.services.embedders.base import BaseEmbedder
-
-
-class KeywordEmbedder(BaseEmbedder):
-    """One axis per keyword: a text's vector counts the keywords it contains.
-
-    With keywords ``("north", "east", "up")``, "north north east" embeds to
-    ``[2, 1, 0]`` normalised, so cosine similarities are easy to compute by hand.
-    A text with no keyword gets a small constant vector.
-    """
-
-    def __init__(
-        self, keywords: Sequence[str] = ("north", "east", "up"), model: str = "keywords"
-    ) -> None:
-        self.keywords = tuple(keywords)
-        self.model = model
-        self.calls = 0
-
-    @property
-    def dimension(self) -> int:
-        return len(self.keywords)
-
-    @property
-    def model_name(self) -> str:
-        return self.model
-
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, text in enumerate(texts):
-            words = text.lower().split()
-            counts = [sum(w.strip(".,;:!?") == k for w in words) for k in self.keywords]
-            vectors[i] = counts if any(counts) else [0.01] * self.dimension
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+from retrieval.testing import KeywordEmbedder
 
 
 class FailingEmbedder(KeywordEmbedder):

@@ -3,7 +3,9 @@ and indexing tasks run inline unless a test asks for the django-q2 workers."""
 
 from project.settings import *  # noqa: F403
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.host_app"]  # noqa: F405
+# django_tasks_db: the Tasks framework's database backend, for the queue seam's worker test
+# (tests/test_tasks_framework.py); its table lives in the test database.
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.host_app", "django_tasks", "django_tasks_db"]  # noqa: F405
 RETRIEVAL = {"TASKS_SYNC": True}
 
 # The same test database through Django's connection pool (psycopg_pool), for the

@@ -127,7 +127,7 @@ def test_default_configuration_passes_every_check(retrieval_settings):
 
 @pytest.mark.django_db
 def test_e005_collection_whose_embedder_changed_dimension(retrieval_settings):
-    retrieval_settings(EMBEDDERS={"keywords": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    retrieval_settings(EMBEDDERS={"keywords": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     Collection.objects.create(name="ok", slug="ok", embedder="keywords", dimensions=3)
     Collection.objects.create(name="stale", slug="stale", embedder="keywords", dimensions=384)
     Collection.objects.create(name="orphan", slug="orphan", embedder="gone", dimensions=3)
@@ -163,6 +163,25 @@ def test_e014_document_access_that_does_not_import(retrieval_settings):
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
 
 
+@pytest.mark.parametrize(
+    "hook", ["COLLECTION_ACCESS", "COLLECTION_WRITE_ACCESS", "DOCUMENT_ACCESS"]
+)
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_e014_a_blank_hook_is_an_error_and_closes_everything(retrieval_settings, hook, blank):
+    """An unset environment variable gives "": it meant "everyone sees everything"."""
+    from django.contrib.auth.models import AnonymousUser
+
+    from retrieval.exceptions import InvalidComponentError
+    from retrieval.services.access import Scope
+
+    retrieval_settings(**{hook: blank})
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert f"RETRIEVAL[{hook!r}] is {blank!r}" in message.msg
+    with pytest.raises(InvalidComponentError):
+        scope = Scope.for_user(AnonymousUser())
+        scope.writable  # noqa: B018  (the write hook is read when first needed)
+
+
 def test_w001_a_public_search_page_is_a_warning(retrieval_settings):
     assert [m for m in checks.run_checks(tags=["security"]) if m.id == "retrieval.W001"] == []
     retrieval_settings(SEARCH_PAGE_PUBLIC=True)
@@ -176,3 +195,17 @@ def test_e030_search_database_that_names_no_alias(retrieval_settings):
     assert "'replica', which is not in DATABASES" in message.msg and "default" in message.hint
     retrieval_settings(SEARCH_DATABASE="default")
     assert [m for m in checks.run_checks() if m.id == "retrieval.E030"] == []
+
+
+def test_e018_an_unknown_setting_is_an_error_with_a_suggestion(retrieval_settings):
+    """A misspelt key was silently ignored: the site ran on the default it meant to change."""
+    retrieval_settings(DOCUMENT_ACESS="myapp.hooks.documents", FLAVOUR="mint")
+    messages = {m.msg: m.hint for m in checks.run_checks() if m.id == "retrieval.E018"}
+    assert messages == {
+        "RETRIEVAL['DOCUMENT_ACESS'] is not a setting of the retrieval app.": (
+            "Did you mean 'DOCUMENT_ACCESS'?"
+        ),
+        "RETRIEVAL['FLAVOUR'] is not a setting of the retrieval app.": (
+            "Remove it; the settings are listed in retrieval.conf.DEFAULTS."
+        ),
+    }

@@ -44,7 +44,7 @@ def test_a_site_with_a_custom_user_model_migrates_and_records_who_ran_an_index(
         "from retrieval.models import IndexRun\n"
         "from retrieval.services import Source, get_or_create_collection, ingest\n"
         "from django.test import override_settings\n"
-        "embedders = {'default': {'BACKEND': 'tests.embedders.KeywordEmbedder'}}\n"
+        "embedders = {'default': {'BACKEND': 'retrieval.testing.KeywordEmbedder'}}\n"
         "override_settings(RETRIEVAL={'EMBEDDERS': embedders}).enable()\n"
         "member = Member.objects.create(email='ada@example.org')\n"
         "collection, _ = get_or_create_collection('members')\n"

@@ -7,9 +7,10 @@ from django.db import transaction
 
 from retrieval import indexing
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services.scope import Scope
+from retrieval.services.access import Scope
+from retrieval.services.runs import enqueue_run
 from retrieval.services.search import search
-from retrieval.tasks import enqueue, reindex_collection
+from retrieval.tasks import reindex_collection
 from tests.host_app.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +80,7 @@ def test_reindexing_the_collection_adds_missing_objects_and_drops_gone_ones(keyw
         collection=Collection.objects.get(name="blog"), external_id="host_app.article:999"
     )
     collection = Collection.objects.get(name="blog")
-    run = enqueue(reindex_collection, collection.pk, changed_only=True, collection=collection)
+    run = enqueue_run(reindex_collection, collection.pk, changed_only=True, collection=collection)
     assert run.status == IndexRun.Status.SUCCEEDED
     titles = sorted(collection.documents.values_list("title", flat=True))
     assert titles == ["Bulk", "Kept"]

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from retrieval import tasks
 from retrieval.models import Collection, Document, IndexRun
+from retrieval.services import queues, runs
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.runs import cancel_run, sweep_stale_runs
@@ -44,7 +45,7 @@ def ingest_files(collection: Collection, paths: list[Path]) -> IndexRun:
 def test_enqueue_inline_runs_the_task_and_returns_the_finished_run(collection, files):
     ingest_files(collection, files)
     before = chunk_ids()
-    run = tasks.enqueue(tasks.reindex_collection, collection.pk, collection=collection)
+    run = runs.enqueue_run(tasks.reindex_collection, collection.pk, collection=collection)
     assert run.status == IndexRun.Status.SUCCEEDED and run.scope == "reindex_collection"
     assert (run.documents_total, run.documents_done, run.documents_indexed) == (10, 10, 10)
     assert run.options["task"] == "reindex_collection" and run.options["args"] == [collection.pk]
@@ -60,7 +61,7 @@ def test_changed_only_reindexes_what_changed_on_disk_and_what_failed(
     before = chunk_ids()
     files[3].write_text("Note 3 now points east and up.")
     Document.objects.filter(external_id="note05.txt").update(status=Document.Status.FAILED)
-    run = tasks.enqueue(
+    run = runs.enqueue_run(
         tasks.reindex_collection, collection.pk, changed_only=True, collection=collection
     )
     assert (run.documents_indexed, run.documents_skipped) == (2, 8)
@@ -100,7 +101,7 @@ def test_a_running_run_cancelled_stops_before_its_next_document(
         },
         EMBED_BATCH_SIZE=1,
     )
-    run = tasks.enqueue(tasks.reindex_collection, collection.pk, collection=collection)
+    run = runs.enqueue_run(tasks.reindex_collection, collection.pk, collection=collection)
     assert run.status == IndexRun.Status.CANCELLED
     assert run.documents_indexed == 4 and run.message.startswith("Cancelled (4 indexed")
     after = chunk_ids()
@@ -116,15 +117,15 @@ def test_retry_enqueues_only_the_documents_that_failed(collection, files, retrie
     first = ingest_files(collection, files)
     assert first.documents_failed == 2
     with pytest.raises(tasks.RetrievalError, match="has nothing to retry"):
-        tasks.retry(tasks.enqueue(tasks.index_document, Document.objects.first().pk))
+        runs.retry_run(runs.enqueue_run(tasks.index_document, Document.objects.first().pk))
     files[2].write_text("Note 2 is harmless now.")
-    again = tasks.retry(first)
+    again = runs.retry_run(first)
     assert again.scope == "index_documents" and again.documents_total == 2
     assert (again.documents_indexed, again.documents_failed) == (1, 1)
     assert [e["document"] for e in again.errors] == ["note07.txt"]
     assert Document.objects.get(external_id="note02.txt").status == Document.Status.INDEXED
     files[7].write_text("Note 7 is fine.")
-    last = tasks.retry(again)
+    last = runs.retry_run(again)
     assert last.documents_total == 1 and last.status == IndexRun.Status.SUCCEEDED
 
 
@@ -156,7 +157,7 @@ def test_a_run_whose_worker_stopped_is_marked_failed_by_the_sweep(collection, fi
     # Retrying an interrupted run without per-document errors runs the task again.
     dead.options = {"task": "reindex_collection", "args": [collection.pk], "kwargs": {}}
     dead.save()
-    assert tasks.retry(dead).documents_indexed == 10
+    assert runs.retry_run(dead).documents_indexed == 10
 
 
 def test_enqueue_on_workers_pushes_to_the_broker_on_commit(
@@ -168,7 +169,7 @@ def test_enqueue_on_workers_pushes_to_the_broker_on_commit(
     retrieval_settings(TASKS_SYNC=False)
     document = Document.objects.get(external_id="note01.txt")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run = tasks.enqueue(tasks.index_document, document.pk, force=True, collection=collection)
+        run = runs.enqueue_run(tasks.index_document, document.pk, force=True, collection=collection)
         assert run.status == IndexRun.Status.QUEUED and not OrmQ.objects.exists()
     assert len(callbacks) == 1
     callbacks[0]()  # the commit
@@ -189,18 +190,18 @@ def test_without_django_q_tasks_run_inline_or_say_what_to_install(
     from django.core import checks
 
     settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django_q"]
-    assert tasks.runs_inline() is True
-    run = tasks.enqueue(tasks.reindex_collection, collection.pk)
+    assert queues.runs_inline() is True
+    run = runs.enqueue_run(tasks.reindex_collection, collection.pk)
     assert run.status == IndexRun.Status.SUCCEEDED
     retrieval_settings(TASKS_SYNC=False)
     with pytest.raises(ImproperlyConfigured, match=r"django-retrieval\[queue\]"):
-        tasks.enqueue(tasks.reindex_collection, collection.pk)
+        runs.enqueue_run(tasks.reindex_collection, collection.pk)
     assert "retrieval.E015" in [e.id for e in checks.run_checks()]
 
 
 def test_unknown_task_is_refused(collection):
     with pytest.raises(tasks.RetrievalError, match="Unknown task 'summarise'; tasks: index_doc"):
-        tasks.enqueue("summarise", collection.pk)
+        runs.enqueue_run("summarise", collection.pk)
 
 
 def test_reindex_command_sync_and_queued(collection, files, retrieval_settings, capsys):

@@ -18,8 +18,8 @@ from django.db import connection
 from retrieval.models import Chunk, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.runs import sweep_stale_runs
-from retrieval.tasks import enqueue, reindex_collection, retry
+from retrieval.services.runs import enqueue_run, retry_run, sweep_stale_runs
+from retrieval.tasks import reindex_collection
 from tests.conftest import chunk_ids
 from tests.processes import database_url, start_manage
 
@@ -67,7 +67,7 @@ def test_a_worker_killed_mid_run_loses_nothing(keyword_settings, retrieval_setti
     log = tmp_path / "qcluster.log"
     worker = start_manage("qcluster", env=env, log=log)
     try:
-        run = enqueue(reindex_collection, collection.pk, collection=collection)
+        run = enqueue_run(reindex_collection, collection.pk, collection=collection)
         assert run.status == IndexRun.Status.QUEUED
 
         def first_group_written() -> bool:
@@ -99,7 +99,7 @@ def test_a_worker_killed_mid_run_loses_nothing(keyword_settings, retrieval_setti
     # Retrying it on a new worker finishes the job.
     worker = start_manage("qcluster", env={**env, "RETRIEVAL_TEST_HANG_ON_CALL": "0"}, log=log)
     try:
-        again = retry(run)
+        again = retry_run(run)
         assert again.status == IndexRun.Status.QUEUED
 
         def ended() -> bool:

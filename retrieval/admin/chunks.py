@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import admin
@@ -15,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from retrieval.models import Chunk, Document
+from retrieval.services import nesting
 
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 
@@ -96,8 +96,8 @@ class MetadataFilter(admin.SimpleListFilter):
         raw = raw.strip()
         condition = Q(metadata__contains={key: raw})
         try:
-            parsed = json.loads(raw)
-        except ValueError:
+            parsed = nesting.loads(raw, where="The metadata filter")
+        except ValueError:  # not JSON, or nested past MAX_JSON_DEPTH: the text itself
             parsed = raw
         if parsed != raw:
             condition |= Q(metadata__contains={key: parsed})
@@ -112,7 +112,7 @@ class ChunkAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     search_fields = ["content", "document__external_id", "document__title"]
     search_help_text = "Words in the chunk's text, or its document's id or title."
     list_select_related = ["document", "collection"]
-    exclude = ["embedding"]
+    exclude = ["embedding", "metadata"]  # metadata: shown as metadata_json (cut if too deep)
     readonly_fields = ["in_document", "indexed_as", "metadata_json"]
 
     class Media:

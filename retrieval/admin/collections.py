@@ -15,12 +15,13 @@ from django.utils.html import format_html
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
-from retrieval.services.collections import create_collection
+from retrieval.services.collections import check_name_is_free, create_collection
 from retrieval.services.indexes import outbox
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
-from retrieval.tasks import enqueue, extract_graph, reembed_collection
+from retrieval.services.runs import enqueue_run
+from retrieval.tasks import extract_graph, reembed_collection
 
-from .base import ScopedAdminMixin
+from .base import ScopedAdminMixin, scope_of
 from .indexing import queue_reindex
 from .playground import playground_view
 
@@ -77,6 +78,18 @@ class CollectionForm(forms.ModelForm):
             raise forms.ValidationError(str(e)) from e
         return alias
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        name, slug = data.get("name"), data.get("slug")
+        try:
+            if name and "name" in self.changed_data:
+                check_name_is_free(name, exclude=self.instance if self.instance.pk else None)
+        except RetrievalError as e:
+            self.add_error("name", str(e))
+        if slug and Collection.objects.exclude(pk=self.instance.pk).filter(name=slug).exists():
+            self.add_error("slug", f"A collection is called {slug!r}; choose another slug.")
+        return data
+
     def clean_embedder(self) -> str:
         alias = self.cleaned_data["embedder"]
         try:
@@ -90,6 +103,7 @@ class CollectionForm(forms.ModelForm):
 def reindex_collections(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     for collection in queryset:
         run = queue_reindex(collection, user=request.user)
         level = messages.ERROR if run.documents_failed else messages.SUCCESS
@@ -101,8 +115,9 @@ def reindex_collections(
 )
 def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
     """Enqueue one graph extraction per collection (only chunks not extracted before)."""
+    modeladmin.authorize_rows(request, queryset, "change")
     for collection in queryset:
-        run = enqueue(
+        run = enqueue_run(
             extract_graph,
             collection.pk,
             changed_only=True,
@@ -120,6 +135,7 @@ def extract_graphs(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
 )
 def rebuild_indexes(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
     """Record a rebuild in the outbox: the drain builds a new space from PostgreSQL and swaps."""
+    modeladmin.authorize_rows(request, queryset, "change")
     for collection in queryset:
         outbox.record_rebuild(collection)
         modeladmin.message_user(
@@ -140,11 +156,12 @@ def reembed_collections(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> HttpResponse | None:
     """Ask for the new embedder, then enqueue one re-embedding run per collection."""
+    modeladmin.authorize_rows(request, queryset, "change")
     form = ReembedForm(request.POST if "apply" in request.POST else None)
     if form.is_bound and form.is_valid():
         alias = form.cleaned_data["embedder"]
         for collection in queryset:
-            run = enqueue(
+            run = enqueue_run(
                 reembed_collection,
                 collection.pk,
                 alias,
@@ -169,7 +186,6 @@ def reembed_collections(
 @admin.register(Collection)
 class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
     collection_path = "pk"
-    spans_documents = True
     form = CollectionForm
     list_display = [
         "name",
@@ -191,6 +207,8 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # The embedding space is fixed at creation: its vectors would not match another.
         fixed = ["embedder", "index", "index_status"] if obj is not None else []
+        if obj is not None and not scope_of(request).may_create_collections():
+            fixed += ["name", "slug"]  # site-wide keys: renamed only by who may create
         return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
 
     @admin.display(description="Index status")
@@ -203,7 +221,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return format_html(
             "{} ({}{}) · {} pending operations{}{}",
             type(index).__name__,
-            "in PostgreSQL" if index.transactional else "external",
+            "in PostgreSQL" if index.features.transactional else "external",
             f", space {collection.index_space}" if collection.index_space else "",
             state["count"],
             f", oldest from {state['oldest']:%Y-%m-%d %H:%M:%S}" if state["oldest"] else "",

@@ -6,15 +6,15 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from retrieval.exceptions import AccessDenied
 from retrieval.models import Document
-from retrieval.services.indexes import outbox
+from retrieval.services.documents import delete_documents
 
 from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
 from .highlight import segments
@@ -26,6 +26,7 @@ from .uploads import UploadForm
 def reindex_documents(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     runs = queue_indexing(queryset, user=request.user)
     for run in runs:
         modeladmin.message_user(
@@ -40,11 +41,10 @@ def delete_with_chunks(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> HttpResponse | None:
     """Ask once (with counts, not a list of every chunk), then delete in one transaction."""
+    modeladmin.authorize_rows(request, queryset, "delete")
     documents = queryset.annotate(chunk_count=Count("chunks")).order_by("collection", "pk")
     if request.POST.get("confirm") == "yes":
-        with transaction.atomic():
-            _, deleted = queryset.delete()  # chunks and their postings go with them
-            outbox.changed()
+        deleted = delete_documents(queryset, scope=scope_of(request))
         modeladmin.message_user(
             request,
             f"{deleted.get('retrieval.Document', 0)} documents and "
@@ -105,9 +105,7 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return [*fixed, *self.readonly_fields]
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
-        with transaction.atomic():
-            super().delete_model(request, obj)
-            outbox.changed()
+        delete_documents(Document.objects.filter(pk=obj.pk), scope=scope_of(request))
 
     def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         # Django 6.1 passes where the actions show (list or change form); 5.2 does not.
@@ -151,8 +149,13 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
             if request.method == "POST"
             else None
         )
+        documents = None
         if form is not None and form.is_valid():
-            documents = form.save()
+            try:
+                documents = form.save()
+            except AccessDenied as e:
+                form.add_error(None, str(e))
+        if documents is not None:
             self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
             for run in queue_indexing(documents, user=request.user):
                 level = messages.ERROR if run.documents_failed else messages.INFO

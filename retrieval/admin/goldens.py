@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import tempfile
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django import forms
@@ -25,7 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
-from retrieval.services import goldens
+from retrieval.services import archives, goldens
 from retrieval.services.eval_runs import create_eval_run
 from retrieval.services.evaluation import DatasetError
 
@@ -49,6 +49,7 @@ def evaluate_sets(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
 ) -> HttpResponse | None:
     """Ask for a pipeline, then queue one evaluation run per set."""
+    modeladmin.authorize_rows(request, queryset, "change")
     form = EvaluateForm(request.POST if "apply" in request.POST else None)
     if form.is_bound and form.is_valid():
         for eval_set in queryset.select_related("collection"):
@@ -148,6 +149,8 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         try:
             # Only a set and a chunk the user may see; hidden ones read as missing.
             eval_set = self.get_queryset(request).get(pk=int(request.POST.get("eval_set", "")))
+            if not self.has_change_permission(request, eval_set):
+                raise PermissionDenied
             chunks = scope_of(request).restrict(Chunk.objects.all(), document="document")
             chunk = chunks.select_related("document").get(pk=int(request.POST.get("chunk", "")))
             grade = int(request.POST.get("grade", ""))
@@ -175,7 +178,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = ImportForm(request.POST or None, request.FILES or None)
-        form.fields["collection"].queryset = scope_of(request).visible_collections()
+        form.fields["collection"].queryset = scope_of(request).writable_collections("add", EvalSet)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             with tempfile.TemporaryDirectory() as tmp:
@@ -190,6 +193,9 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
                     )
                 except (RetrievalError, zipfile.BadZipFile) as e:
                     form.add_error("archive", str(e).replace(f"{tmp}/", ""))
+                    eval_set = None
+                except UnicodeDecodeError as e:
+                    form.add_error("archive", f"queries.jsonl and qrels must be UTF-8 text ({e}).")
                     eval_set = None
             if eval_set is not None:
                 count = eval_set.queries.count()
@@ -207,20 +213,28 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
 
 
 def _unpack(upload: Any, target: Path) -> Path:
-    """Extract a BEIR zip safely and return the folder holding ``queries.jsonl``."""
-    with zipfile.ZipFile(upload) as archive:
-        for member in archive.namelist():
-            destination = (target / member).resolve()
-            if not destination.is_relative_to(target.resolve()):
-                raise DatasetError(f"The archive holds a path outside its folder: {member}")
-        archive.extractall(target)
+    """Extract a BEIR zip's queries and qrels within the archive limits; return their folder.
+
+    The corpus is not imported, so ``corpus.jsonl`` (and anything else) is never extracted.
+    """
+    limit = int(retrieval_settings.MAX_UPLOAD_BYTES)
+    if upload.size > limit:
+        raise DatasetError(
+            f"The archive is {upload.size} bytes; the limit is {limit} (MAX_UPLOAD_BYTES)."
+        )
+    archives.extract(upload, target, wanted=_beir_member)
     found = sorted(target.rglob("queries.jsonl"))
     if not found:
         raise DatasetError("The archive has no queries.jsonl.")
     folder = found[0].parent
-    if not (folder / "corpus.jsonl").exists():
-        (folder / "corpus.jsonl").write_text("")  # the corpus is not imported
+    (folder / "corpus.jsonl").write_text("")  # load_beir wants one; it is not read
     return folder
+
+
+def _beir_member(name: str) -> bool:
+    """Return whether a member is what an import reads: queries, or a split's qrels."""
+    path = PurePosixPath(name)
+    return path.name == "queries.jsonl" or (path.parent.name == "qrels" and path.suffix == ".tsv")
 
 
 @admin.register(EvalQuery)
@@ -234,12 +248,14 @@ class EvalQueryAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
 
 @admin.action(description="Accept selected judgments", permissions=["change"])
 def accept(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     count = queryset.update(status=Judgment.Status.ACCEPTED)
     modeladmin.message_user(request, f"{count} judgment(s) accepted.")
 
 
 @admin.action(description="Reject selected judgments", permissions=["change"])
 def reject(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    modeladmin.authorize_rows(request, queryset, "change")
     count = queryset.update(status=Judgment.Status.REJECTED)
     modeladmin.message_user(request, f"{count} judgment(s) rejected.")
 

@@ -19,10 +19,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from retrieval.models import Collection, Entity, Triple
+from retrieval.services.access import Scope
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.scope import Scope
 
-from .base import COLLECTION_FILTER, scope_of
+from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, scope_of
 
 VENDOR_SCRIPT = "retrieval/vendor/cytoscape.min.js"
 MAX_HOPS = 3
@@ -61,7 +61,7 @@ def parse_neighbourhood_query(params: Any) -> dict[str, Any]:
 
 
 @admin.register(Entity)
-class EntityAdmin(admin.ModelAdmin):
+class EntityAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     """Entities are written by extraction; the admin browses them and opens the explorer."""
 
     list_display = ["display", "key", "collection"]
@@ -69,15 +69,9 @@ class EntityAdmin(admin.ModelAdmin):
     search_fields = ["key", "display"]
     change_list_template = "retrieval/admin/entity_change_list.html"
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         scope = scope_of(request)
-        entities = scope.restrict(super().get_queryset(request))
+        entities = super().get_queryset(request)
         if scope.documents is not None:
             # Only entities some visible triple mentions: the others name what hidden
             # documents say.

@@ -1,6 +1,6 @@
 """Start indexing work from the admin: every screen goes through these two functions.
 
-They enqueue :mod:`retrieval.tasks` (on django-q2 workers, or inline when
+They enqueue :mod:`retrieval.tasks` (on the queue's workers, or inline when
 ``TASKS_SYNC`` says so) and return the :class:`IndexRun` of each job.
 """
 
@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.tasks import enqueue, index_documents, reindex_collection
+from retrieval.services.runs import enqueue_run
+from retrieval.tasks import index_documents, reindex_collection
 
 
 def queue_indexing(documents: Iterable[Document], *, user: Any = None) -> list[IndexRun]:
@@ -20,7 +21,7 @@ def queue_indexing(documents: Iterable[Document], *, user: Any = None) -> list[I
         by_collection.setdefault(document.collection_id, []).append(document.pk)
     collections = Collection.objects.in_bulk(list(by_collection))
     return [
-        enqueue(
+        enqueue_run(
             index_documents,
             ids,
             force=True,
@@ -33,4 +34,4 @@ def queue_indexing(documents: Iterable[Document], *, user: Any = None) -> list[I
 
 def queue_reindex(collection: Collection, *, user: Any = None) -> IndexRun:
     """Index every document of ``collection`` again."""
-    return enqueue(reindex_collection, collection.pk, collection=collection, created_by=user)
+    return enqueue_run(reindex_collection, collection.pk, collection=collection, created_by=user)

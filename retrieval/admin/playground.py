@@ -15,8 +15,8 @@ from django.template.response import TemplateResponse
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
+from retrieval.services.access import Scope
 from retrieval.services.registry import retrievers
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import RetrievalResult
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import UnsupportedFileType
 from retrieval.models import Collection, Document
+from retrieval.services.access import Scope
+from retrieval.services.documents import Upload, store_uploads
 from retrieval.services.parsing import parser_for
-from retrieval.services.scope import Scope
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -46,22 +46,8 @@ class UploadForm(forms.Form):
     def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.scope = scope
-        # A hidden collection is not offered; choosing it reads as an unknown choice.
-        self.fields["collection"].queryset = scope.visible_collections()
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        collection, files = data.get("collection"), data.get("files")
-        if collection is not None and files and self.scope.documents is not None:
-            names = [upload.name for upload in files]
-            existing = Document.objects.filter(collection=collection, external_id__in=names)
-            readable = self.scope.restrict(existing, document="pk")
-            if existing.count() != readable.count():
-                # Never replace what the uploader may not read.
-                raise forms.ValidationError(
-                    "A file is named like a document you cannot replace; rename it."
-                )
-        return data
+        # Only collections the user may add to; another reads as an unknown choice.
+        self.fields["collection"].queryset = scope.writable_collections("add", Document)
 
     def clean_files(self) -> list[UploadedFile]:
         files: list[UploadedFile] = self.cleaned_data["files"]
@@ -85,24 +71,21 @@ class UploadForm(forms.Form):
         return files
 
     def save(self) -> list[Document]:
-        """Store each file as a pending document of the collection, in one transaction."""
-        collection: Collection = self.cleaned_data["collection"]
-        documents = []
-        with transaction.atomic():
-            for upload in self.cleaned_data["files"]:
-                document, _ = Document.objects.select_for_update().get_or_create(
-                    collection=collection, external_id=upload.name
-                )
-                document.source_file.save(upload.name, upload, save=False)
-                document.mime_type = (
-                    content_type(upload) or mimetypes.guess_type(upload.name)[0] or ""
-                )
-                document.source_path = PurePosixPath(upload.name).name
-                document.status = Document.Status.PENDING
-                document.error = ""
-                document.save()
-                documents.append(document)
-        return documents
+        """Store each file as a pending document of the collection, in one transaction.
+
+        Raises ``AccessDenied`` when the user may not add or replace these documents.
+        """
+        uploads = [
+            Upload(
+                external_id=upload.name,
+                file=upload,
+                name=upload.name,
+                mime_type=content_type(upload) or mimetypes.guess_type(upload.name)[0] or "",
+                source_path=PurePosixPath(upload.name).name,
+            )
+            for upload in self.cleaned_data["files"]
+        ]
+        return store_uploads(self.cleaned_data["collection"], uploads, scope=self.scope)
 
 
 def content_type(upload: UploadedFile) -> str | None:

@@ -18,9 +18,9 @@ from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalSet, Judgment
-from retrieval.services.goldens import judge
+from retrieval.services.goldens import judge, target_of
 
-from .throttling import SearchThrottleMixin
+from .throttling import WriteThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -38,18 +38,21 @@ class FeedbackSerializer(serializers.Serializer):
 
 
 class FeedbackResponseSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
     eval_set = serializers.CharField()
-    query_id = serializers.CharField()
-    target = serializers.CharField()
-    grade = serializers.IntegerField()
-    status = serializers.CharField()
+    target = serializers.CharField(help_text="The judged document or chunk, as the set names it.")
+    grade = serializers.IntegerField(help_text="The vote: 1 relevant, 0 not.")
 
 
-class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
-    """Vote a search result relevant or not; the vote becomes a candidate judgment."""
+class FeedbackView(WriteThrottleMixin, RetrievalAPIMixin, APIView):
+    """Vote a search result relevant or not; the vote becomes a candidate judgment.
 
-    @extend_schema(request=FeedbackSerializer, responses=FeedbackResponseSerializer)
+    Needs Django's ``retrieval.add_judgment`` permission and a collection the user may
+    change (see ``retrieval.services.access``; the vote's chunk must be visible, the
+    rest of the collection need not be). The answer echoes the vote and nothing of what
+    others judged.
+    """
+
+    @extend_schema(request=FeedbackSerializer, responses={202: FeedbackResponseSerializer})
     def post(self, request: Request) -> Response:
         serializer = FeedbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -60,37 +63,27 @@ class FeedbackView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         chunk = self.scope.restrict(chunks, document="document").filter(pk=data["chunk_id"]).first()
         if chunk is None:
             raise NotFound({"chunk_id": [f"No chunk {data['chunk_id']} in {collection}."]})
+        self.scope.authorize("add", Judgment, collection, whole=False)
+        grade = 1 if data["relevant"] else 0
         with transaction.atomic():
+            name = data.get("eval_set") or f"{collection.name} feedback"
             if "eval_set" in data:
-                eval_set = EvalSet.objects.filter(
-                    name=data["eval_set"], collection=collection
-                ).first()
+                eval_set = EvalSet.objects.filter(name=name, collection=collection).first()
                 if eval_set is None:
-                    raise NotFound({"eval_set": [f"No eval set {data['eval_set']!r} here."]})
+                    raise NotFound({"eval_set": [f"No eval set {name!r} here."]})
             else:
-                eval_set, _ = EvalSet.objects.get_or_create(
-                    name=f"{collection.name} feedback", defaults={"collection": collection}
-                )
-                if eval_set.collection_id != collection.pk:
-                    raise ValidationError({"eval_set": ["Name the eval set to vote in."]})
+                eval_set, _ = EvalSet.objects.get_or_create(name=name, collection=collection)
             try:
-                judgment = judge(
+                judge(
                     eval_set,
                     data["query"],
                     chunk,
-                    grade=1 if data["relevant"] else 0,
+                    grade=grade,
                     status=Judgment.Status.CANDIDATE,
                     source="feedback",
                     user=request.user,
                 )
             except RetrievalError as e:
                 raise ValidationError(str(e)) from e
-        body = {
-            "id": judgment.pk,
-            "eval_set": eval_set.name,
-            "query_id": judgment.query.query_id,
-            "target": judgment.target,
-            "grade": judgment.grade,
-            "status": judgment.status,
-        }
-        return Response(body, status=status.HTTP_201_CREATED)
+        body = {"eval_set": eval_set.name, "target": target_of(eval_set, chunk), "grade": grade}
+        return Response(body, status=status.HTTP_202_ACCEPTED)

@@ -17,6 +17,7 @@ from retrieval.services.graph.entities import entity_key
 from retrieval.services.graph.traversal import neighbourhood
 
 from .serializers import TripleSerializer
+from .throttling import GRAPH_SCOPE, ScopedThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -38,7 +39,7 @@ class NeighbourhoodSerializer(serializers.Serializer):
     )
 
 
-class TripleViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+class TripleViewSet(ScopedThrottleMixin, RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     """Knowledge-graph triples: filter by collection, entity, predicate, confidence, chunk."""
 
     queryset = Triple.objects.select_related("collection", "chunk__document").order_by("pk")
@@ -82,7 +83,7 @@ class TripleViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         parameters=[NeighbourhoodQuerySerializer],
         responses=NeighbourhoodSerializer,
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], throttle_scope=GRAPH_SCOPE)
     def neighbourhood(self, request: Request) -> Response:
         """An entity's neighbourhood: nodes, and edges (triples) with their source chunks."""
         query = NeighbourhoodQuerySerializer(data=request.query_params)

@@ -19,6 +19,7 @@ from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.search import search, search_batch
 from retrieval.services.types import SearchResults
 
+from .parsers import BoundedJSONField
 from .serializers import known_component
 from .throttling import SearchThrottleMixin
 from .views import RetrievalAPIMixin
@@ -49,7 +50,7 @@ class SearchOptionsSerializer(serializers.Serializer):
         help_text='Earlier turns, [{"role": "user", "content": "..."}], for rewriters.',
     )
     top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
-    filters = serializers.JSONField(required=False, default=None)
+    filters = BoundedJSONField(required=False, default=None)
     max_tokens = serializers.IntegerField(
         required=False,
         min_value=1,

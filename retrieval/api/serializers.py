@@ -8,20 +8,22 @@ from rest_framework import serializers
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Chunk, Collection, Document, IndexRun, Triple
-from retrieval.services.access import visible_collections
+from retrieval.services.access import Scope
 from retrieval.services.registry import (
     chunkers,
     embedders,
     indexes,
     retrievers,
 )
-from retrieval.services.storable import refuse_nul
+from retrieval.services.storable import refuse_unstorable
+
+from .parsers import BoundedJSONField
 
 
 def _json_object(value: Any) -> dict:
     if not isinstance(value, dict):
         raise serializers.ValidationError("Must be a JSON object.")
-    refuse_nul(value, "metadata", serializers.ValidationError)
+    refuse_unstorable(value, "metadata", serializers.ValidationError)
     return value
 
 
@@ -41,8 +43,10 @@ class CollectionSerializer(serializers.ModelSerializer):
     index = serializers.CharField(
         required=False, help_text="Vector index alias in RETRIEVAL['INDEXES'] (default: default)."
     )
-    metadata = serializers.JSONField(required=False, help_text="A JSON object.")
-    documents = serializers.IntegerField(source="documents.count", read_only=True)
+    metadata = BoundedJSONField(required=False, help_text="A JSON object.")
+    documents = serializers.SerializerMethodField(
+        help_text="How many of its documents the requesting user may see."
+    )
 
     class Meta:
         model = Collection
@@ -64,6 +68,9 @@ class CollectionSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = ["slug", "model_name", "dimensions", "created_at", "updated_at"]
+
+    def get_documents(self, collection: Collection) -> int:
+        return getattr(collection, "document_count", None) or 0
 
     def validate_metadata(self, value: Any) -> dict:
         return _json_object(value)
@@ -113,6 +120,13 @@ class DocumentSerializer(serializers.ModelSerializer):
             "indexed_at",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Document) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        user = getattr(self.context.get("request"), "user", None)
+        if not getattr(user, "is_staff", False):
+            data.pop("source_path", None)  # a server's file path is for staff only
+        return data
 
 
 class ChunkSerializer(serializers.ModelSerializer):
@@ -168,13 +182,13 @@ class DocumentCreateSerializer(serializers.Serializer):
     text = serializers.CharField(trim_whitespace=False, required=False)
     file = serializers.FileField(required=False)
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
-    metadata = serializers.JSONField(required=False, default=dict)
+    metadata = BoundedJSONField(required=False, default=dict)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         request = self.context.get("request")
         if request is not None:  # a hidden collection reads as an unknown one
-            self.fields["collection"].queryset = visible_collections(request.user)
+            self.fields["collection"].queryset = Scope.for_request(request).visible_collections()
 
     def validate_metadata(self, value: Any) -> dict:
         return _json_object(value)

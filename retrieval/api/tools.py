@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from retrieval.services.tools import collection_tools
 
-from .throttling import SearchThrottleMixin
+from .parsers import BoundedJSONField
+from .throttling import ToolCallThrottleMixin
 from .views import RetrievalAPIMixin
 
 
@@ -28,7 +29,7 @@ class ToolListSerializer(serializers.Serializer):
 class ToolCallSerializer(serializers.Serializer):
     collection = serializers.CharField(max_length=200, help_text="Collection slug (or name).")
     name = serializers.CharField(max_length=200, help_text="The tool's name.")
-    arguments = serializers.JSONField(
+    arguments = BoundedJSONField(
         required=False, default=None, help_text="The model's arguments: a JSON string or object."
     )
 
@@ -51,7 +52,7 @@ class ToolListView(RetrievalAPIMixin, APIView):
         return Response({"tools": [tool.spec for tool in tools]})
 
 
-class ToolCallView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+class ToolCallView(ToolCallThrottleMixin, RetrievalAPIMixin, APIView):
     """Run one tool call; the body is the tool's JSON result, errors included.
 
     A tool error (bad arguments, a document that cannot be indexed) is a 200 whose

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.db import DataError, transaction
-from django.db.models import QuerySet
+from django.db import DataError, IntegrityError, transaction
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils.text import slugify
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,6 +17,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
     NotFound,
+    PermissionDenied,
     UnsupportedMediaType,
     ValidationError,
 )
@@ -26,18 +27,30 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.exceptions import (
+    AccessDenied,
+    CollectionNotFound,
+    RetrievalError,
+    UnsupportedFileType,
+)
 from retrieval.models import Chunk, Collection, Document, IndexRun
-from retrieval.services.collections import get_or_create_collection
+from retrieval.services.access import Scope
+from retrieval.services.collections import check_name_is_free, create_collection
+from retrieval.services.documents import (
+    Upload,
+    authorize_documents,
+    delete_documents,
+    store_uploads,
+)
 from retrieval.services.indexes import outbox
 from retrieval.services.parsing import parser_for
-from retrieval.services.runs import ACTIVE, cancel_run
-from retrieval.services.scope import Scope
-from retrieval.services.search import CollectionNotFound
-from retrieval.services.storable import refuse_nul
-from retrieval.tasks import enqueue, index_document, retry
+from retrieval.services.reindexing import discard_new_document
+from retrieval.services.runs import ACTIVE, cancel_run, enqueue_run, retry_run
+from retrieval.services.storable import refuse_unstorable
+from retrieval.tasks import index_document
 
-from . import serializers
+from . import parsers, serializers
+from .throttling import UploadThrottleMixin, WriteThrottleMixin
 
 
 class Pagination(PageNumberPagination):
@@ -55,12 +68,17 @@ class RetrievalAPIMixin:
 
     pagination_class = Pagination
     schema = AutoSchema()
+    get_parsers = parsers.bounded_parsers  # JSON nested too deep: a 400, not a 500
 
     def handle_exception(self, exc: Exception) -> Response:
         # A value PostgreSQL cannot take (a NUL character, a number out of range) is bad
         # input, not a server error.
         if isinstance(exc, DataError):
             exc = ValidationError(f"Invalid value: {exc}")
+        elif isinstance(exc, AccessDenied):
+            exc = PermissionDenied(str(exc))
+        elif isinstance(exc, CollectionNotFound):
+            exc = NotFound({"collection": [str(exc)]})
         return super().handle_exception(exc)
 
     #: Path from this view's rows to their document (``"pk"`` for documents), or None
@@ -70,9 +88,7 @@ class RetrievalAPIMixin:
     @property
     def scope(self) -> Scope:
         """The requesting user's :class:`Scope`, resolved once per request."""
-        if getattr(self, "_scope", None) is None:
-            self._scope = Scope.for_user(self.request.user)
-        return self._scope
+        return Scope.for_request(self.request)
 
     def visible(self, queryset: QuerySet) -> QuerySet:
         """Keep the rows the requesting user may see (collection and document hooks)."""
@@ -80,10 +96,7 @@ class RetrievalAPIMixin:
 
     def collection_or_404(self, name: str) -> Collection:
         """Return a visible collection; hidden and unknown ones are the same 404."""
-        try:
-            return self.scope.collection(name)
-        except CollectionNotFound as e:
-            raise NotFound({"collection": [str(e)]}) from e
+        return self.scope.collection(name)
 
     def get_permissions(self) -> list[Any]:
         if "DEFAULT_PERMISSION_CLASSES" in getattr(settings, "REST_FRAMEWORK", {}):
@@ -93,35 +106,72 @@ class RetrievalAPIMixin:
         return [permission() for permission in classes]
 
 
-class CollectionViewSet(RetrievalAPIMixin, viewsets.ModelViewSet):
-    """Collections: each a corpus with its own embedding space."""
+class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelViewSet):
+    """Collections: each a corpus with its own embedding space.
+
+    Created and renamed by users who may create collections; changed and deleted by
+    those the access policy lets change them (see ``retrieval.services.access``).
+    """
 
     queryset = Collection.objects.all()
     serializer_class = serializers.CollectionSerializer
     lookup_field = "slug"
 
     def get_queryset(self) -> QuerySet:
-        return self.scope.visible_collections()
+        visible = self.scope.restrict(
+            Document.objects.filter(collection=OuterRef("pk")),
+            collection="collection_id",
+            document="pk",
+        )
+        return self.scope.visible_collections().annotate(
+            document_count=Subquery(
+                visible.order_by().values("collection_id").annotate(n=Count("pk")).values("n")
+            )
+        )
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Authorized before validation: a name clash must not answer someone who may not
+        # create collections (it would reveal a hidden one).
+        self.scope.authorize_creation()
+        return super().create(request, *args, **kwargs)
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        collection = self.get_object()
+        self.scope.authorize("change", Collection, collection)
+        if request.data.get("name", collection.name) != collection.name:
+            self.scope.authorize_creation()  # names are site-wide, like at creation
+        return super().update(request, *args, **kwargs)
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
         data = serializer.validated_data
+        fields = {"description", "metadata", "default_pipeline"} & set(data)
+        collection = Collection(
+            name=data["name"],
+            embedder=data.get("embedder") or retrieval_settings.DEFAULT_EMBEDDER,
+            default_retriever=data.get("default_retriever") or "",
+            chunker=data.get("chunker") or "",
+            index=data.get("index") or "default",
+            **{field: data[field] for field in fields},
+        )
         try:
-            collection, created = get_or_create_collection(
-                data["name"],
-                embedder=data.get("embedder"),
-                retriever=data.get("default_retriever") or None,
-                chunker=data.get("chunker") or None,
-                index=data.get("index") or None,
-            )
-        except RetrievalError as e:
-            raise ValidationError(str(e)) from e
-        if not created:  # it exists (the serializer's check missed a concurrent request)
-            raise ValidationError({"name": ["A collection with this name exists."]})
-        for field in ("description", "metadata"):
-            if field in data:
-                setattr(collection, field, data[field])
-        collection.save()
-        serializer.instance = collection
+            serializer.instance = create_collection(collection)
+        except (RetrievalError, IntegrityError) as e:
+            raise ValidationError({"name": [str(e)]}) from e
+
+    def perform_update(self, serializer: serializers.CollectionSerializer) -> None:
+        name = serializer.validated_data.get("name")
+        if name is not None and name != serializer.instance.name:
+            try:
+                check_name_is_free(name, exclude=serializer.instance)
+            except RetrievalError as e:
+                raise ValidationError({"name": [str(e)]}) from e
+        serializer.save()
+
+    def perform_destroy(self, instance: Collection) -> None:
+        self.scope.authorize("delete", Collection, instance)
+        with transaction.atomic():
+            instance.delete()
+            outbox.changed()  # an external index drops the collection's space after the commit
 
 
 FILTER_PARAMETERS = [
@@ -135,6 +185,7 @@ FILTER_PARAMETERS = [
 
 @extend_schema(parameters=FILTER_PARAMETERS)
 class DocumentViewSet(
+    UploadThrottleMixin,
     RetrievalAPIMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -147,9 +198,7 @@ class DocumentViewSet(
     document_path = "pk"
 
     def perform_destroy(self, instance: Document) -> None:
-        with transaction.atomic():
-            instance.delete()
-            outbox.changed()  # an external index drops the chunks after the commit
+        delete_documents(Document.objects.filter(pk=instance.pk), scope=self.scope)
 
     def get_serializer_class(self) -> type:
         if self.action == "retrieve":
@@ -196,38 +245,32 @@ class DocumentViewSet(
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        existing = Document.objects.filter(
-            collection=data["collection"], external_id=data["external_id"]
-        )
-        if existing.exists() and not self.visible(existing).exists():
-            # Never replace what the caller may not read.
-            raise ValidationError(
-                {"external_id": ["A document you cannot replace has this id; choose another."]}
-            )
         if "file" in data:
             name, content, mime_type = _checked_upload(data["file"])
         else:
             name = f"{slugify(data['external_id'])[:100] or 'text'}.txt"
             content, mime_type = ContentFile(data["text"].encode("utf-8")), "text/plain"
-        with transaction.atomic():
-            document, created = Document.objects.select_for_update().get_or_create(
-                collection=data["collection"], external_id=data["external_id"]
-            )
-            # The source is kept beside the indexed content, which stays as it is (and
-            # searchable) until the task replaces it.
-            document.source_file.save(name, content, save=False)
-            document.mime_type = mime_type or ""
-            document.title = data["title"] or document.title
-            document.metadata = data["metadata"]
-            document.status = Document.Status.PENDING
-            document.error = ""
-            document.save()
+        upload = Upload(
+            external_id=data["external_id"],
+            file=content,
+            name=name,
+            mime_type=mime_type or "",
+            title=data["title"],
+            metadata=data["metadata"],
+        )
+        existed = Document.objects.filter(
+            collection=data["collection"], external_id=data["external_id"]
+        ).exists()
+        (document,) = store_uploads(data["collection"], [upload], scope=self.scope)
         run = _enqueue_indexing(document, request)
         document.refresh_from_db()
         if run.status == IndexRun.Status.FAILED:
+            if not existed:  # a document this request stored is not left behind
+                discard_new_document(document)
             field = "file" if "file" in data else "text"
             raise ValidationError({field: [document.error or run.message]})
-        body = {**serializers.DocumentDetailSerializer(document).data, "index_run": run.pk}
+        detail = serializers.DocumentDetailSerializer(document, context={"request": request})
+        body = {**detail.data, "index_run": run.pk}
         queued = run.status in ACTIVE
         return Response(body, status=status.HTTP_202_ACCEPTED if queued else 201)
 
@@ -235,7 +278,9 @@ class DocumentViewSet(
     @action(detail=True, methods=["post"])
     def reindex(self, request: Request, pk: str | None = None) -> Response:
         """Enqueue indexing the document again from its source; return the IndexRun."""
-        return _run_response(_enqueue_indexing(self.get_object(), request))
+        document = self.get_object()
+        authorize_documents([document], "change", scope=self.scope)
+        return _run_response(_enqueue_indexing(document, request))
 
 
 @extend_schema(
@@ -265,7 +310,7 @@ class ChunkViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
         return chunks
 
 
-class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
+class IndexRunViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     """Index runs: progress, counts and per-document errors of every indexing job."""
 
     queryset = IndexRun.objects.select_related("collection")
@@ -285,6 +330,7 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Cancel a queued or running run (a running one stops before its next document)."""
         run = self.get_object()
+        self.scope.authorize("change", IndexRun, run.collection)
         if not cancel_run(run):
             raise Conflict(f"Index run #{run.pk} already ended: it {run.status}.")
         return Response(serializers.IndexRunSerializer(run).data)
@@ -294,8 +340,9 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
     def retry(self, request: Request, pk: str | None = None) -> Response:
         """Enqueue again the documents that failed in this run; return the new run."""
         run = self.get_object()
+        self.scope.authorize("change", IndexRun, run.collection)
         try:
-            new = retry(run, created_by=request.user)
+            new = retry_run(run, created_by=request.user)
         except RetrievalError as e:
             raise Conflict(str(e)) from e
         return _run_response(new)
@@ -303,7 +350,7 @@ class IndexRunViewSet(RetrievalAPIMixin, viewsets.ReadOnlyModelViewSet):
 
 def _enqueue_indexing(document: Document, request: Request) -> IndexRun:
     """Enqueue indexing ``document`` again from its source, for the requesting user."""
-    return enqueue(
+    return enqueue_run(
         index_document,
         document.pk,
         force=True,
@@ -350,9 +397,9 @@ class PayloadTooLarge(APIException):
 def _json_object(raw: str, name: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise ValidationError({name: [f"Not valid JSON: {e}"]}) from e
     if not isinstance(value, dict):
         raise ValidationError({name: ["Must be a JSON object."]})
-    refuse_nul(value, name, lambda message: ValidationError({name: [message]}))
+    refuse_unstorable(value, name, lambda message: ValidationError({name: [message]}))
     return value

@@ -13,33 +13,19 @@ stored uncompressed, and on the latency bench's 100k collection (short chunks, 4
 rows compressed), unchanged.
 """
 
-from importlib import import_module
+from pathlib import Path
 
 from django.db import migrations
 
-query_slots = import_module("retrieval.migrations.0016_bm25_top_k_scores_only_the_query_terms")
-
-FETCHED = "FROM retrieval_bm25_chunk d\n"
-DECOMPRESSED = (
-    "FROM retrieval_bm25_chunk d\n"
-    "CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t\n"
-)
-LOOKUP, DECOMPRESSED_LOOKUP = "(d.tfs -> v_terms[", "(t.tfs -> v_terms["
-
-
-def changed(function: str) -> str:
-    # Step 1's and step 2's statements, each in one form per slot count (0016).
-    assert function.count(FETCHED) == 2 * len(query_slots.SLOTS)
-    assert function.count(LOOKUP) == 2 * sum(query_slots.SLOTS)
-    return function.replace(FETCHED, DECOMPRESSED).replace(LOOKUP, DECOMPRESSED_LOOKUP)
-
-
-TOP_K_FUNCTION = changed(query_slots.TOP_K_FUNCTION)
+FROZEN = Path(__file__).parent / "frozen"
 
 
 class Migration(migrations.Migration):
     dependencies = [("retrieval", "0016_bm25_top_k_scores_only_the_query_terms")]
 
     operations = [
-        migrations.RunSQL(TOP_K_FUNCTION, reverse_sql=query_slots.TOP_K_FUNCTION)
+        migrations.RunSQL(
+            (FROZEN / "0017_bm25_top_k.sql").read_text(),
+            reverse_sql=(FROZEN / "0016_bm25_top_k.sql").read_text(),
+        )
     ]

@@ -1,105 +1,336 @@
-"""Which collections a user may see: the ``COLLECTION_ACCESS`` hook.
+"""Who may see and change what: the app's one access policy.
 
-``RETRIEVAL["COLLECTION_ACCESS"]`` is a dotted path to a function ``(user) ->
-QuerySet[Collection] | Iterable[str] | None``: the collections the user may see, as
-a queryset or as names or slugs, or ``None`` for all of them. Unset, everyone sees
-every collection. Active superusers see every collection: the hook is not asked. A
-collection the user may not see is reported exactly like one that does not exist, so
-its existence does not leak. :class:`~retrieval.services.scope.Scope` adds the
-document-level hook on top of this one.
+Every face (API, admin, search page, tools, Python) gets a :class:`Scope` for the
+requesting user — :meth:`Scope.for_request` in a view, :meth:`Scope.for_user`
+elsewhere, :data:`Scope.ALL` in commands and tasks that act for no user — and the
+services read and write only inside it.
+
+**Reading** is decided by two hooks, dotted paths in ``RETRIEVAL``:
+
+- ``COLLECTION_ACCESS``: ``(user) -> QuerySet[Collection] | Iterable[name or slug] | None``,
+  the collections the user may see (``None``: all of them);
+- ``DOCUMENT_ACCESS``: ``(user) -> Q on Document | QuerySet[Document] | None``, the
+  documents of those collections the user may see (``None``: all of them).
+
+**Writing** needs, besides reading: the Django model permission for the action
+(``retrieval.add_document``, ``retrieval.delete_collection`` ...); a collection the
+``COLLECTION_WRITE_ACCESS`` hook allows (same contract as ``COLLECTION_ACCESS``; unset,
+the collections the user may see); and, for a change to a collection's content, seeing
+all of that collection, so a write can neither touch nor reveal a hidden document.
+Collections are created (or renamed) only by users who see every collection, since
+names and slugs are site-wide. Active superusers may do everything: no hook is asked.
+
+A hidden collection or document is reported exactly like a missing one
+(:class:`~retrieval.exceptions.CollectionNotFound`); a visible one the user may not
+change raises :class:`~retrieval.exceptions.AccessDenied`. A hook setting that is blank
+or does not import is an error (system check ``retrieval.E014``), never "everyone".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, ClassVar
 
-from django.db.models import Q, QuerySet
+from django.contrib.auth import get_permission_codename
+from django.db.models import Case, Model, Q, QuerySet, Value, When
 from django.utils.module_loading import import_string
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import InvalidComponentError
-from retrieval.models import Collection
-from retrieval.services.search import CollectionNotFound
+from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
+from retrieval.models import Collection, Document
+from retrieval.services.filters import Filters
 
-__all__ = [
-    "access_hook",
-    "allowed_collections",
-    "get_visible_collection",
-    "restrict_to_visible",
-    "visible_collections",
-]
+__all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
+
+#: The access hooks: setting -> what its function returns.
+HOOKS = {
+    "COLLECTION_ACCESS": "the collections the user may see (a queryset, names or slugs)",
+    "COLLECTION_WRITE_ACCESS": "the collections the user may change (a queryset, names or slugs)",
+    "DOCUMENT_ACCESS": "a Q on Document or a Document queryset",
+}
 
 
-def setting_hook(key: str) -> Callable[[Any], Any] | None:
-    """Return the function of the user that ``RETRIEVAL[key]`` names, or ``None`` if unset."""
+def hook(key: str) -> Callable[[Any], Any] | None:
+    """Return the function of the user that ``RETRIEVAL[key]`` names; ``None`` if unset.
+
+    A blank value (an unset environment variable, say) is refused like a wrong path:
+    access never falls open by accident.
+    """
     path = getattr(retrieval_settings, key)
-    if not path:
+    if path is None:
         return None
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidComponentError(
+            f"RETRIEVAL[{key!r}] is {path!r}: give the dotted path of a function, or None "
+            "for no restriction."
+        )
     try:
-        hook = import_string(path)
+        function = import_string(path)
     except ImportError as e:
         raise InvalidComponentError(f"RETRIEVAL[{key!r}]: cannot import {path!r}: {e}") from e
-    if not callable(hook):
+    if not callable(function):
         raise InvalidComponentError(f"RETRIEVAL[{key!r}]: {path!r} is not a function of the user.")
-    return hook
+    return function
 
 
-def access_hook() -> Callable[[Any], Any] | None:
-    """Return the ``COLLECTION_ACCESS`` function, or ``None`` when every user sees everything."""
-    return setting_hook("COLLECTION_ACCESS")
+#: A refusal that must read as "not found": the collection is hidden from the user.
+_HIDDEN = "hidden"
 
 
-def allowed_collections(user: Any) -> QuerySet[Collection] | None:
-    """Return the hook's answer as a queryset, or ``None`` when ``user`` sees everything."""
-    if getattr(user, "is_active", False) and getattr(user, "is_superuser", False):
-        return None
-    hook = access_hook()
-    allowed = hook(user) if hook is not None else None
+def _is_superuser(user: Any) -> bool:
+    return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
+
+
+def _collections_of(key: str, user: Any) -> QuerySet[Collection] | None:
+    """Return a collection hook's answer for ``user`` as a queryset (``None``: all)."""
+    function = hook(key)
+    allowed = function(user) if function is not None else None
     if allowed is None:
         return None
     if isinstance(allowed, QuerySet):
         if allowed.model is not Collection:
             raise InvalidComponentError(
-                "RETRIEVAL['COLLECTION_ACCESS'] returned a queryset of "
-                f"{allowed.model.__name__}, not of Collection."
+                f"RETRIEVAL[{key!r}] returned a queryset of {allowed.model.__name__}, "
+                "not of Collection."
             )
-        return Collection.objects.filter(pk__in=allowed.values("pk"))
-    if isinstance(allowed, str):
-        allowed = [allowed]
-    names = [str(name) for name in allowed]
+        return Collection.objects.filter(pk__in=allowed.order_by().values("pk"))
+    names = [allowed] if isinstance(allowed, str) else [str(name) for name in allowed]
     return Collection.objects.filter(Q(name__in=names) | Q(slug__in=names))
 
 
-def visible_collections(user: Any) -> QuerySet[Collection]:
-    """Return the collections ``user`` may see (all of them without a hook)."""
-    allowed = allowed_collections(user)
-    return Collection.objects.all() if allowed is None else allowed
-
-
-def restrict_to_visible(queryset: QuerySet, user: Any, *, field: str = "collection") -> QuerySet:
-    """Keep the rows of ``queryset`` whose ``field`` is a collection ``user`` may see.
-
-    Unrestricted users get ``queryset`` unchanged (no subquery); for the others, rows
-    without a collection are left out too.
-    """
-    allowed = allowed_collections(user)
-    return queryset if allowed is None else queryset.filter(**{f"{field}__in": allowed})
-
-
-def get_visible_collection(collection: Collection | str, user: Any) -> Collection:
-    """Return the collection named (or slugged) ``collection`` if ``user`` may see it.
-
-    Raise :class:`CollectionNotFound` otherwise, with the same message whether it is
-    hidden or absent.
-    """
-    key = collection.pk if isinstance(collection, Collection) else None
-    visible = visible_collections(user)
-    found = (
-        visible.filter(pk=key).first()
-        if key is not None
-        else visible.filter(name=collection).first() or visible.filter(slug=collection).first()
+def _documents_of(user: Any) -> QuerySet[Document] | None:
+    """Return the documents ``user`` may see, or ``None`` for no document restriction."""
+    function = hook("DOCUMENT_ACCESS")
+    allowed = function(user) if function is not None else None
+    if allowed is None:
+        return None
+    if isinstance(allowed, Q):
+        return Document.objects.filter(allowed)
+    if isinstance(allowed, QuerySet) and allowed.model is Document:
+        return Document.objects.filter(pk__in=allowed.order_by().values("pk"))
+    raise InvalidComponentError(
+        "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset or "
+        f"None, not {type(allowed).__name__}."
     )
-    if found is None:
+
+
+@dataclass(frozen=True, eq=False)
+class Scope:
+    """What one user may see and change.
+
+    ``collections`` and ``documents`` are querysets of what may be seen (``None``: no
+    restriction); ``user`` is who the scope is for (``None`` for :data:`Scope.ALL`,
+    which commands and tasks use: it sees and may change everything).
+    """
+
+    collections: QuerySet[Collection] | None = None
+    documents: QuerySet[Document] | None = None
+    label: str = "all"
+    user: Any = field(default=None, repr=False)
+    #: True for :data:`Scope.ALL` and active superusers: no hook is asked, every
+    #: permission is held.
+    trusted: bool = False
+
+    ALL: ClassVar[Scope]
+
+    @classmethod
+    def for_user(cls, user: Any) -> Scope:
+        """Return the scope of ``user`` (``AnonymousUser`` included) from the access hooks."""
+        if user is None:
+            raise TypeError("Scope.for_user() needs a user; pass AnonymousUser() for nobody.")
+        if _is_superuser(user):
+            return cls(label="superuser", user=user, trusted=True)
+        return cls(
+            collections=_collections_of("COLLECTION_ACCESS", user),
+            documents=_documents_of(user),
+            label=f"user {getattr(user, 'pk', None)!r}",
+            user=user,
+        )
+
+    @classmethod
+    def for_request(cls, request: Any) -> Scope:
+        """Return the scope of a request's user, built once per request (DRF's or Django's)."""
+        scope = getattr(request, "_retrieval_scope", None)
+        if scope is None:
+            scope = request._retrieval_scope = cls.for_user(request.user)
+        return scope
+
+    # Reading.
+
+    def visible_collections(self) -> QuerySet[Collection]:
+        """Return the collections of this scope."""
+        return Collection.objects.all() if self.collections is None else self.collections
+
+    def collection(self, collection: Collection | str) -> Collection:
+        """Return the collection (itself, its slug or its name) if this scope sees it.
+
+        A key names the collection with that slug, else the one with that name, whoever
+        asks; a hidden or absent one raises :class:`CollectionNotFound` with the same
+        message (under :data:`Scope.ALL` the message lists existing collections).
+        """
+        if isinstance(collection, Collection):
+            # The caller's own instance, as it is: visible, or reported missing.
+            if self.collections is None or self.collections.filter(pk=collection.pk).exists():
+                return collection
+            found = None
+        else:
+            found = (
+                Collection.objects.filter(Q(slug=collection) | Q(name=collection))
+                .order_by(Case(When(slug=collection, then=Value(0)), default=Value(1)))
+                .first()
+            )
+        if found is not None and self.collections is not None:
+            found = self.collections.filter(pk=found.pk).first()
+        if found is not None:
+            return found
+        if self is Scope.ALL:  # no user is involved (commands, tasks): name the choices
+            names = list(Collection.objects.values_list("name", flat=True)[:20])
+            raise CollectionNotFound(
+                f"No collection named {str(collection)!r}; existing: "
+                f"{', '.join(names) or '(none)'}."
+            )
         raise CollectionNotFound(f"No collection {str(collection)!r}.")
-    return found
+
+    def filters(self, raw: Filters | Mapping[str, Any] | None = None) -> Filters:
+        """Return ``raw`` parsed, with this scope's document restriction added."""
+        parsed = Filters.parse(raw)
+        if self.documents is None:
+            return parsed
+        within = parsed.documents_within
+        documents = self.documents if within is None else within.filter(pk__in=self.documents)
+        return replace(parsed, documents_within=documents)
+
+    def restrict(
+        self, queryset: QuerySet, *, collection: str = "collection", document: str | None = None
+    ) -> QuerySet:
+        """Keep the rows of ``queryset`` in this scope.
+
+        ``collection`` is the path to the row's collection; ``document`` the path to
+        its document (``"pk"`` for documents themselves; ``None``: rows that belong to
+        no single document, restricted by collection only).
+        """
+        if self.collections is not None:
+            queryset = queryset.filter(**{f"{collection}__in": self.collections})
+        if self.documents is not None and document is not None:
+            queryset = queryset.filter(**{f"{document}__in": self.documents.values("pk")})
+        return queryset
+
+    def sees_all_of(self, collection: Collection) -> bool:
+        """True when no document of ``collection`` is hidden from this scope."""
+        if self.documents is None:
+            return True
+        hidden = Document.objects.filter(collection=collection).exclude(
+            pk__in=self.documents.values("pk")
+        )
+        return not hidden.exists()
+
+    # Writing.
+
+    def may(self, action: str, model: type[Model]) -> bool:
+        """True if the user has Django's permission to ``action`` ("add", "change",
+        "delete", "view") objects of ``model``; :data:`Scope.ALL` may do everything."""
+        if self.trusted:
+            return True
+        user = self.user
+        if user is None or not getattr(user, "is_active", False):
+            return False
+        opts = model._meta
+        return bool(user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}"))
+
+    @cached_property
+    def writable(self) -> QuerySet[Collection] | None:
+        """The collections ``COLLECTION_WRITE_ACCESS`` lets this user change (``None``: all
+        it may see)."""
+        if self.trusted:
+            return None
+        return _collections_of("COLLECTION_WRITE_ACCESS", self.user)
+
+    def may_write(
+        self, action: str, model: type[Model], collection: Collection | None, *, whole: bool = True
+    ) -> bool:
+        """True if the user may ``action`` ``model`` objects of ``collection`` (see the
+        module's rules); ``whole=False`` waives seeing all of the collection (a vote on a
+        visible result). A row of no collection needs a scope that sees everything."""
+        return self._collection_refusal(collection, whole) is None and self.may(action, model)
+
+    def _collection_refusal(self, collection: Collection | None, whole: bool) -> str | None:
+        """Why the user may not change ``collection`` whatever the action, or None.
+
+        Decided before the permissions, so its answer is the same for every row of the
+        collection, hidden ones included.
+        """
+        if self.trusted:
+            return None
+        if collection is None:
+            if self.collections is None and self.documents is None:
+                return None
+            return "You may not change rows outside a collection."
+        if self.collections is not None and not self.collections.filter(pk=collection.pk).exists():
+            return _HIDDEN
+        if self.writable is not None and not self.writable.filter(pk=collection.pk).exists():
+            return f"You may not change collection {collection.slug!r}."
+        if whole and not self.sees_all_of(collection):
+            return f"You may not change collection {collection.slug!r}."
+        return None
+
+    def may_create_collections(self) -> bool:
+        """True if the user may create (or rename) collections: the permission, and no
+        collection hidden from them (names and slugs are site-wide, so a clash with a
+        hidden one would reveal it)."""
+        return self.may("add", Collection) and self.collections is None
+
+    def authorize(
+        self, action: str, model: type[Model], collection: Collection | None, *, whole: bool = True
+    ) -> None:
+        """Raise unless :meth:`may_write` allows the write: :class:`CollectionNotFound` for
+        a collection hidden from the user, else :class:`AccessDenied`."""
+        refusal = self._collection_refusal(collection, whole)
+        if refusal is _HIDDEN and collection is not None:
+            raise CollectionNotFound(f"No collection {collection.slug!r}.")
+        if refusal is not None:
+            raise AccessDenied(refusal)
+        if not self.may(action, model):
+            raise AccessDenied(f"You may not {action} {model._meta.verbose_name_plural}.")
+
+    def authorize_creation(self) -> None:
+        """Raise :class:`AccessDenied` unless the user may create collections."""
+        if not self.may_create_collections():
+            raise AccessDenied("You may not create or rename collections.")
+
+    def writable_collections(self, action: str, model: type[Model]) -> QuerySet[Collection]:
+        """Return the visible collections where the user may ``action`` ``model`` objects
+        (a form's choices; each write is still authorized on its own)."""
+        if not self.may(action, model):
+            return Collection.objects.none()
+        collections = self.visible_collections()
+        if self.writable is not None:
+            collections = collections.filter(pk__in=self.writable.values("pk"))
+        return collections
+
+
+Scope.ALL = Scope(label="all", trusted=True)
+
+
+def resolve_scope(scope: Scope | None = None, user: Any = None, *, caller: str) -> Scope:
+    """Return the scope a service call runs in; refuse a call that names neither.
+
+    ``user`` is the requesting user (``AnonymousUser`` for nobody signed in); ``scope``
+    a :class:`Scope`, :data:`Scope.ALL` for commands and tasks.
+    """
+    if scope is not None and user is not None:
+        raise TypeError(f"{caller}() takes user= or scope=, not both.")
+    if scope is not None:
+        if not isinstance(scope, Scope):
+            raise TypeError(
+                f"{caller}(scope=...) must be a Scope, not {type(scope).__name__}; "
+                "pass a user as user=."
+            )
+        return scope
+    if user is not None:
+        return Scope.for_user(user)
+    raise TypeError(
+        f"{caller}() needs user= (the requesting user, AnonymousUser included) or scope= "
+        "(Scope.ALL for commands and tasks that act for no user)."
+    )

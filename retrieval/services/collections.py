@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils.text import slugify
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import DimensionMismatchError, RetrievalError
+from retrieval.exceptions import CollectionNotFound, DimensionMismatchError, RetrievalError
 from retrieval.models import Collection
+from retrieval.services.access import Scope
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
 from retrieval.services.indexes.pgvector import vector_index_name
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 
 __all__ = [
+    "check_name_is_free",
     "create_collection",
     "drop_vector_index",
     "embedder_for",
@@ -35,15 +38,17 @@ def get_or_create_collection(
     chunker: str | None = None,
     index: str | None = None,
 ) -> tuple[Collection, bool]:
-    """Return the collection called ``name``, creating it with the given components.
+    """Return the collection ``name`` names (its slug or name), creating it if none does.
 
-    A new collection takes its dimensions and model name from its embedder and
-    gets its own space in its index (``index``: an alias of ``RETRIEVAL['INDEXES']``,
-    "default" when omitted). An existing collection keeps its index.
+    A new collection is called ``name``, takes its dimensions and model name from its
+    embedder and gets its own space in its index (``index``: an alias of
+    ``RETRIEVAL['INDEXES']``, "default" when omitted). An existing collection keeps its
+    components. No access check: commands and tasks call this; faces authorize first.
     """
-    existing = Collection.objects.filter(name=name).first()
-    if existing is not None:
-        return existing, False
+    try:
+        return Scope.ALL.collection(name), False
+    except CollectionNotFound:
+        pass
     if retriever is not None:
         retrievers[retriever]  # raises InvalidComponentError naming the choices
     if chunker is not None:
@@ -52,7 +57,6 @@ def get_or_create_collection(
     while True:
         collection = Collection(
             name=name,
-            slug=_unique_slug(name),
             embedder=embedder or retrieval_settings.DEFAULT_EMBEDDER,
             default_retriever=retriever or "",
             chunker=chunker or "",
@@ -62,20 +66,28 @@ def get_or_create_collection(
             return create_collection(collection), True
         except IntegrityError:
             # A concurrent call created it (the name is unique), or took its slug.
-            existing = Collection.objects.filter(name=name).first()
-            if existing is not None:
-                return existing, False
-            attempts -= 1
-            if not attempts:
-                raise
+            try:
+                return Scope.ALL.collection(name), False
+            except CollectionNotFound:
+                attempts -= 1
+                if not attempts:
+                    raise
 
 
 def create_collection(collection: Collection) -> Collection:
-    """Save a new, unsaved collection in one transaction: its embedder's model name and
-    dimensions, and its space in its index (an external index's outbox scheduled)."""
+    """Save a new, unsaved collection in one transaction: a free slug (unless set), its
+    embedder's model name and dimensions, and its space in its index (an external
+    index's outbox scheduled).
+
+    A name may not be another collection's slug, nor a slug another's name, so that a
+    key (slug or name) always names one collection (:meth:`Scope.collection`).
+    """
+    check_name_is_free(collection.name)
+    if not collection.slug:
+        collection.slug = _unique_slug(collection.name)
     embedder = embedders[collection.embedder]  # raises InvalidComponentError naming the choices
     collection.model_name, collection.dimensions = embedder.model_name, embedder.dimension
-    collection.external_index = not indexes[collection.index].transactional
+    collection.external_index = not indexes[collection.index].features.transactional
     with transaction.atomic():
         collection.save(force_insert=True)
         if collection.external_index:
@@ -86,10 +98,21 @@ def create_collection(collection: Collection) -> Collection:
     return collection
 
 
+def check_name_is_free(name: str, *, exclude: Collection | None = None) -> None:
+    """Raise :class:`RetrievalError` if ``name`` is another collection's name or slug."""
+    taken = Collection.objects.filter(Q(name=name) | Q(slug=name))
+    if exclude is not None:
+        taken = taken.exclude(pk=exclude.pk)
+    if taken.exists():
+        raise RetrievalError(
+            f"A collection called or slugged {name!r} exists; choose another name."
+        )
+
+
 def _unique_slug(name: str) -> str:
     base = slugify(name)[:180] or "collection"
     slug, n = base, 1
-    while Collection.objects.filter(slug=slug).exists():
+    while Collection.objects.filter(Q(slug=slug) | Q(name=slug)).exists():
         n += 1
         slug = f"{base}-{n}"
     return slug
@@ -114,7 +137,7 @@ def ensure_vector_index(collection: Collection) -> None:
     ingestion goes on while the engine is down.
     """
     index = index_for(collection)
-    if index.transactional:
+    if index.features.transactional:
         index.ensure_space(collection)
 
 

@@ -1,7 +1,7 @@
 """Evaluation runs: a pipeline over a golden set, as a background task with progress.
 
 :func:`create_eval_run` makes a queued :class:`~retrieval.models.EvalRun` and runs
-:func:`execute` inline or on a django-q2 worker (as :func:`retrieval.tasks.enqueue`
+:func:`execute` inline or on the queue's workers (as :func:`retrieval.services.runs.enqueue_run`
 decides for index runs). Metrics are those of :mod:`retrieval.services.evaluation`
 (trec_eval's definitions), averaged over the queries with a relevant judgment.
 """
@@ -19,8 +19,9 @@ from django.utils import timezone
 from retrieval.exceptions import RetrievalError
 from retrieval.models import EvalRun, EvalSet
 from retrieval.services import goldens
+from retrieval.services.access import Scope
 from retrieval.services.evaluation import METRICS, document_ranking, percentile
-from retrieval.services.scope import Scope
+from retrieval.services.queues import enqueue_after_commit, runs_inline
 from retrieval.services.search import pipeline_for, search
 from retrieval.services.traces import untraced
 
@@ -43,8 +44,6 @@ def create_eval_run(
     An unknown pipeline or a bad ``top_k`` raises :class:`RetrievalError` before anything
     is written.
     """
-    from retrieval.tasks import push_after_commit, runs_inline
-
     if not isinstance(top_k, int) or top_k < 1:
         raise RetrievalError(f"top_k must be a positive integer, not {top_k!r}.")
     pipeline_for(eval_set.collection, pipeline=pipeline)  # names the configured ones
@@ -58,10 +57,10 @@ def create_eval_run(
         execute(run.pk)
         run.refresh_from_db()
         return run
-    push_after_commit(
-        "retrieval.services.eval_runs.execute",
+    enqueue_after_commit(
+        "retrieval.tasks.evaluate",
         run.pk,
-        task_name=f"retrieval.evaluate run {run.pk}",
+        label=f"retrieval.evaluate run {run.pk}",
         queued=lambda task_id: EvalRun.objects.filter(pk=run.pk).update(task_id=task_id),
         unreachable=lambda message: _fail(run.pk, message),
     )

@@ -114,6 +114,8 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
                 raise DatasetError(
                     f"{path}, line {line_number}: not valid JSON ({e.msg})"
                 ) from None
+            except RecursionError:
+                raise DatasetError(f"{path}, line {line_number}: JSON nested too deep") from None
             if not isinstance(record, dict):
                 raise DatasetError(f"{path}, line {line_number}: expected a JSON object")
             yield line_number, record

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 
 from retrieval.exceptions import InvalidFilterError
-from retrieval.services.storable import refuse_nul
+from retrieval.services.storable import refuse_unstorable
 
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
 
@@ -22,7 +22,7 @@ class Filters:
     ``document_ids`` are primary keys, ``documents`` external ids, and ``metadata``
     a JSON object each chunk's metadata must contain (chunks carry their
     document's metadata). ``documents_within`` is the access scope's document
-    restriction (a ``Document`` queryset, see :class:`~retrieval.services.scope.Scope`):
+    restriction (a ``Document`` queryset, see :class:`~retrieval.services.access.Scope`):
     never parsed from a request, only added by ``Scope.filters``.
     """
 
@@ -65,8 +65,8 @@ class Filters:
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise InvalidFilterError("filters.metadata must be a JSON object.")
-        refuse_nul(documents, "filters.documents", InvalidFilterError)
-        refuse_nul(metadata, "filters.metadata", InvalidFilterError)
+        refuse_unstorable(documents, "filters.documents", InvalidFilterError)
+        refuse_unstorable(metadata, "filters.metadata", InvalidFilterError)
         return cls(document_ids=document_ids, documents=documents, metadata=dict(metadata))
 
     def __bool__(self) -> bool:

@@ -4,7 +4,10 @@ Each fusion function takes ranked lists (one per retriever) of :class:`ScoredChu
 :class:`RetrievalResult` — anything with ``chunk_id`` and ``score`` — deduplicates
 by chunk, and returns :class:`ScoredChunk` records whose metadata keeps every list's
 score and rank (``metadata["legs"][name] = {"score": ..., "rank": ...}``, rank 1-based),
-best first; among equal scores, the chunk more lists hold comes first. A list may end
+best first; among equal scores, the chunk more lists hold comes first. Fused scores lie in
+[0, 1]: the weighted sum divided by the most any chunk could get (1.0 for a chunk each
+list ranks best; for RRF, ``Σ weight / (k + 1)``), the sum itself kept as
+``metadata["raw_score"]`` and the method as ``metadata["retrieval_method"]``. A list may end
 with scores its retriever gave another list's candidates (``metadata[SCORED_FOR_FUSION]``,
 see :data:`SCORES_EVERY_CANDIDATE`): those keep their score and have no rank. Load the
 fused chunks with :func:`retrieval.services.retrievers.base.load_results`. The lists
@@ -40,37 +43,40 @@ def rrf_fuse(
     ranked_lists: RankedLists,
     weights: Sequence[float] | None = None,
     k: int = 60,
-    top_k: int = 10,
+    top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
 ) -> list[ScoredChunk]:
-    """Weighted reciprocal-rank fusion: ``score = Σ weight / (k + rank)``, rank from 1."""
+    """Weighted reciprocal-rank fusion: ``Σ weight / (k + rank)``, rank from 1, normalised
+    by its most, ``Σ weight / (k + 1)``; ``top_k=None`` keeps every chunk."""
     if k < 0:
         raise ValueError(f"k must be >= 0, not {k!r}.")
     return _fuse(
+        "rrf",
         ranked_lists,
         weights,
         top_k,
         names,
         lambda results: [1.0 / (k + r) for r in range(1, len(results) + 1)],
+        most=1.0 / (k + 1) if k + 1 > 0 else 1.0,
     )
 
 
 def relative_score_fuse(
     ranked_lists: RankedLists,
     weights: Sequence[float] | None = None,
-    top_k: int = 10,
+    top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
 ) -> list[ScoredChunk]:
     """Relative-score fusion: each list's scores min-max normalised to [0, 1], weighted sum."""
-    return _fuse(ranked_lists, weights, top_k, names, _min_max)
+    return _fuse("relative_score", ranked_lists, weights, top_k, names, _min_max)
 
 
 def relative_to_best_fuse(
     ranked_lists: RankedLists,
     weights: Sequence[float] | None = None,
-    top_k: int = 10,
+    top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
 ) -> list[ScoredChunk]:
@@ -80,18 +86,18 @@ def relative_to_best_fuse(
     scored by every leg (:data:`SCORES_EVERY_CANDIDATE`), a chunk's fused score no longer
     depends on how deep each leg's list went.
     """
-    return _fuse(ranked_lists, weights, top_k, names, _ratio_to_best)
+    return _fuse("relative_to_best", ranked_lists, weights, top_k, names, _ratio_to_best)
 
 
 def dbsf_fuse(
     ranked_lists: RankedLists,
     weights: Sequence[float] | None = None,
-    top_k: int = 10,
+    top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
 ) -> list[ScoredChunk]:
     """Distribution-based score fusion: scores scaled by each list's mean ± 3 σ, weighted sum."""
-    return _fuse(ranked_lists, weights, top_k, names, _three_sigma)
+    return _fuse("dbsf", ranked_lists, weights, top_k, names, _three_sigma)
 
 
 def _min_max(results: Sequence[Scored]) -> list[float]:
@@ -104,7 +110,7 @@ def _min_max(results: Sequence[Scored]) -> list[float]:
 
 def _ratio_to_best(results: Sequence[Scored]) -> list[float]:
     best = max((r.score for r in results), default=0.0)
-    return [r.score / best if best > 0 else 0.0 for r in results]
+    return [max(0.0, r.score / best) if best > 0 else 0.0 for r in results]
 
 
 def _three_sigma(results: Sequence[Scored]) -> list[float]:
@@ -119,20 +125,24 @@ def _three_sigma(results: Sequence[Scored]) -> list[float]:
 
 
 def _fuse(
+    method: str,
     ranked_lists: RankedLists,
     weights: Sequence[float] | None,
-    top_k: int,
+    top_k: int | None,
     names: Sequence[str] | None,
     contribution: Callable[[Sequence[Scored]], list[float]],
+    *,
+    most: float = 1.0,
 ) -> list[ScoredChunk]:
+    """Fuse; ``most`` is the largest contribution one list gives a chunk."""
     weights = [1.0] * len(ranked_lists) if weights is None else list(weights)
     names = [str(i) for i in range(len(ranked_lists))] if names is None else list(names)
     if not len(weights) == len(names) == len(ranked_lists):
         raise ValueError(
             f"Got {len(ranked_lists)} ranked lists, {len(weights)} weights and {len(names)} names."
         )
-    if top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, not {top_k!r}.")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, not {top_k!r}.")
     fused: dict[int, float] = {}
     legs: dict[int, dict[str, dict[str, float]]] = {}
     for results, weight, name in zip(ranked_lists, weights, names, strict=True):
@@ -146,10 +156,18 @@ def _fuse(
             legs.setdefault(result.chunk_id, {})[name] = (
                 {"score": result.score, "rank": rank} if ranked else {"score": result.score}
             )
+    ceiling = sum(w for w in weights if w > 0) * most
     # Equal scores: the chunk more lists hold first (under min-max, one a list ranks last
     # scores 0 there, as if that list had missed it), then the lower id.
     order = sorted(fused, key=lambda key: (-fused[key], -len(legs[key]), key))[:top_k]
-    return [ScoredChunk(key, fused[key], {"legs": legs[key]}) for key in order]
+    return [
+        ScoredChunk(
+            key,
+            min(1.0, max(0.0, fused[key] / ceiling)) if ceiling > 0 else 0.0,
+            {"legs": legs[key], "retrieval_method": method, "raw_score": fused[key]},
+        )
+        for key in order
+    ]
 
 
 FUSION_METHODS = {
@@ -163,3 +181,18 @@ FUSION_METHODS = {
 #: (:meth:`retrieval.services.legs.LegResults.fuse`), so that no candidate counts as 0
 #: in a leg merely because that leg's list stopped above it.
 SCORES_EVERY_CANDIDATE = frozenset({"relative_to_best"})
+
+
+def fusion_defaults(method: str | None = None, k: int | None = None) -> tuple[str, int]:
+    """Return ``(method, k)``: the given ones, else ``RETRIEVAL["FUSION"]``'s (the one
+    place fusion defaults live, for hybrid retrievers and pipelines alike)."""
+    from retrieval.conf import retrieval_settings
+
+    configured = {"method": "relative_score", "k": 60, **retrieval_settings.FUSION}
+    method = configured["method"] if method is None else method
+    k = configured["k"] if k is None else k
+    if method not in FUSION_METHODS:
+        raise ValueError(f"Unknown fusion {method!r}; choose one of {', '.join(FUSION_METHODS)}.")
+    if isinstance(k, bool) or not isinstance(k, int | float) or k < 0:
+        raise ValueError(f"k must be a non-negative number, not {k!r}.")
+    return method, k

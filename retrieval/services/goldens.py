@@ -142,14 +142,9 @@ def import_beir(
     """
     dataset = load_beir(directory, split)
     with transaction.atomic():
-        eval_set, created = EvalSet.objects.get_or_create(
-            name=name, defaults={"collection": collection, "level": level}
+        eval_set, _ = EvalSet.objects.get_or_create(
+            name=name, collection=collection, defaults={"level": level}
         )
-        if not created and eval_set.collection_id != collection.pk:
-            raise RetrievalError(
-                f"Eval set {name!r} belongs to collection {eval_set.collection}, "
-                f"not {collection}; choose another name."
-            )
         for query_id, judged in dataset.qrels.items():
             eval_query, _ = EvalQuery.objects.update_or_create(
                 eval_set=eval_set, query_id=query_id, defaults={"text": dataset.queries[query_id]}

@@ -8,16 +8,13 @@ leaves that document's previous chunks searchable.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
-import mimetypes
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -25,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.collections import (
     embedder_for,
@@ -33,7 +30,12 @@ from retrieval.services.collections import (
     lock_embedding_space,
 )
 from retrieval.services.indexes import outbox
-from retrieval.services.preparation import Preparation, PreparedDocument, chunker_alias
+from retrieval.services.preparation import (
+    Preparation,
+    PreparedDocument,
+    Source,
+    chunker_alias,
+)
 from retrieval.services.runs import (
     RunCancelled,
     check_cancelled,
@@ -41,62 +43,11 @@ from retrieval.services.runs import (
     save_progress,
 )
 from retrieval.services.sparse.index import write_postings
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL
 
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["indexed", "skipped", "failed"]
-
-
-@dataclass(frozen=True)
-class Source:
-    """Raw content to ingest as one document of a collection."""
-
-    external_id: str
-    data: bytes
-    filename: str | None = None
-    mime_type: str | None = None
-    title: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    source_path: str = ""
-
-    def __post_init__(self) -> None:
-        refuse_nul(self.external_id, "external_id")  # a document that failed is kept by it
-
-    @classmethod
-    def from_path(
-        cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None
-    ) -> Source:
-        """Read a file; the MIME type is guessed from its name."""
-        return cls(
-            external_id=external_id,
-            data=path.read_bytes(),
-            filename=path.name,
-            mime_type=mimetypes.guess_type(path.name)[0],
-            metadata=metadata or {},
-            source_path=str(path),
-        )
-
-    @classmethod
-    def from_text(
-        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
-    ) -> Source:
-        return cls(
-            external_id=external_id,
-            data=text.encode("utf-8"),
-            mime_type="text/plain",
-            title=title,
-            metadata=metadata or {},
-        )
-
-    @property
-    def fallback_title(self) -> str:
-        """The title of a document whose source and parser name none: its file's stem."""
-        return Path(self.filename or self.external_id).stem
-
-    @property
-    def content_hash(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -362,20 +313,29 @@ class _Indexer:
     def _fail(self, source: Source, error: BaseException) -> None:
         reason = str(error) or error.__class__.__name__
         logger.warning("Could not index %s: %s", source.external_id, reason)
-        title = source.title or source.fallback_title
-        document, created = Document.objects.get_or_create(
-            collection=self.collection,
-            external_id=source.external_id,
-            defaults={"title": title.replace(NUL, "\ufffd")[:1000]},  # storable, whatever failed
-        )
-        # An indexed document keeps its content, hash and chunks: only the status says
-        # the last attempt failed, and a retry with the same bytes is not skipped.
-        document.status = Document.Status.FAILED
-        document.error = reason
-        if created:
-            document.source_path = source.source_path
-            document.mime_type = source.mime_type or ""
-        document.save()
+        title = (source.title or source.fallback_title).replace(NUL, "\ufffd")[:1000]  # storable
+        unreadable = isinstance(error, ParseError) and bool(source.stored_file)
+        with transaction.atomic():
+            document, created = Document.objects.select_for_update().get_or_create(
+                collection=self.collection,
+                external_id=source.external_id,
+                defaults={"title": title},
+            )
+            # An indexed document keeps its content, hash and chunks: only the status says
+            # the last attempt failed, and a retry with the same bytes is not skipped.
+            document.status = Document.Status.FAILED
+            document.error = reason
+            if created:
+                document.source_path = source.source_path
+                document.mime_type = source.mime_type or ""
+            # A stored upload that cannot be parsed is deleted, unless (under the lock) a
+            # newer upload has replaced it meanwhile.
+            discard = unreadable and document.source_file.name == source.stored_file
+            if discard:
+                document.source_file = ""
+            document.save()
+        if discard:  # at once: kept until a commit, a rolled-back request would leave it
+            Document._meta.get_field("source_file").storage.delete(source.stored_file)
         self._record(IngestResult(source.external_id, "failed", document.pk, error=reason))
 
     def _record(self, result: IngestResult) -> None:

@@ -7,7 +7,7 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
         "careful": {
             "rewriter": "prf",               # REWRITERS alias (optional)
             "retrievers": {"hybrid": 1.0},   # RETRIEVERS aliases and fusion weights
-            "fusion": "rrf", "k": 60,        # how several ranked lists are fused
+            "fusion": "rrf", "k": 60,        # how lists are fused (default: RETRIEVAL["FUSION"])
             "reranker": "cross",             # RERANKERS alias (optional)
             "candidates": 50,                # results per list, and reranked
         },
@@ -29,7 +29,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.fusion import fusion_defaults
 from retrieval.services.legs import Leg, run_legs
 from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.retrievers.base import check_top_k, load_results
@@ -54,8 +54,8 @@ class Pipeline:
         name: str = "",
         rewriter: str | None = None,
         retrievers: Mapping[str, float] | Sequence[str] | None = None,
-        fusion: str = "rrf",
-        k: int = 60,
+        fusion: str | None = None,
+        k: int | None = None,
         reranker: str | None = None,
         candidates: int = 50,
     ) -> None:
@@ -64,10 +64,7 @@ class Pipeline:
             legs = dict.fromkeys(legs, 1.0)
         if legs is not None and not legs:
             raise ValueError("retrievers must name at least one retriever (or be left out).")
-        if fusion not in FUSION_METHODS:
-            raise ValueError(
-                f"Unknown fusion {fusion!r}; choose one of {', '.join(FUSION_METHODS)}."
-            )
+        fusion, k = fusion_defaults(fusion, k)
         if not isinstance(candidates, int) or candidates < 1:
             raise ValueError(f"candidates must be a positive integer, not {candidates!r}.")
         self.name = name
@@ -148,8 +145,8 @@ class Pipeline:
         )
         if fused:
             ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
-        else:
-            ranking = answered.ranked[runs[0].name]  # a lone leg raises its own error
+        else:  # a lone leg raises its own error; its scores brought into [0, 1]
+            ranking = runs[0].retriever.normalise(answered.ranked[runs[0].name])
         results = load_results(ranking, filters=filters)
         if self.reranker is not None:
             # With a conversation, the standalone rewrite says what is asked better than the turn.

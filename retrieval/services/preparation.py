@@ -9,13 +9,16 @@ fails alone, and :mod:`retrieval.services.indexing` embeds and stores the rest.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import mimetypes
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import ParseError, RetrievalError
 from retrieval.models import Chunk, Collection
 from retrieval.services.chunk_context import ContextOptions, context_options, context_prefix
 from retrieval.services.chunkers.base import BaseChunker
@@ -25,11 +28,62 @@ from retrieval.services.parsing import parse
 from retrieval.services.registry import analyzers, chunkers
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
-from retrieval.services.storable import NUL, refuse_nul
+from retrieval.services.storable import NUL, refuse_unstorable
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
 
-if TYPE_CHECKING:
-    from retrieval.services.indexing import Source
+
+@dataclass(frozen=True)
+class Source:
+    """Raw content to ingest as one document of a collection."""
+
+    external_id: str
+    data: bytes
+    filename: str | None = None
+    mime_type: str | None = None
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_path: str = ""
+    #: The storage name of the document's stored upload the data was read from, if any:
+    #: deleted when it cannot be parsed (it could never be indexed).
+    stored_file: str = ""
+
+    def __post_init__(self) -> None:
+        refuse_unstorable(self.external_id, "external_id")  # a failed document is kept by it
+
+    @classmethod
+    def from_path(
+        cls, path: Path, *, external_id: str, metadata: dict[str, Any] | None = None
+    ) -> Source:
+        """Read a file; the MIME type is guessed from its name."""
+        return cls(
+            external_id=external_id,
+            data=path.read_bytes(),
+            filename=path.name,
+            mime_type=mimetypes.guess_type(path.name)[0],
+            metadata=metadata or {},
+            source_path=str(path),
+        )
+
+    @classmethod
+    def from_text(
+        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
+    ) -> Source:
+        return cls(
+            external_id=external_id,
+            data=text.encode("utf-8"),
+            mime_type="text/plain",
+            title=title,
+            metadata=metadata or {},
+        )
+
+    @property
+    def fallback_title(self) -> str:
+        """The title of a document whose source and parser name none: its file's stem."""
+        return Path(self.filename or self.external_id).stem
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass
@@ -72,7 +126,7 @@ class Preparation:
         # PostgreSQL text cannot hold NUL; U+FFFD keeps every offset.
         text = parsed.text.replace(NUL, "\ufffd")
         if not text.strip():
-            raise RetrievalError("the file has no text to index")
+            raise ParseError("the file has no text to index")
         spans = self.chunker.chunk(text, sections=parsed.sections)
         section_starts = [section.start for section in parsed.sections]
         rows = [
@@ -93,8 +147,8 @@ class Preparation:
         title = source.title or parsed.title or source.fallback_title
         title = title[:1000]
         metadata = {**parsed.metadata, **source.metadata}
-        refuse_nul(title, "The title", RetrievalError)
-        refuse_nul(metadata, "The metadata", RetrievalError)
+        refuse_unstorable(title, "The title", RetrievalError)
+        refuse_unstorable(metadata, "The metadata", RetrievalError)
         # A file's external id is its path (retrieval_ingest: relative to the folder's
         # parent), which names the topic, as a title does; text sources have none.
         path = source.external_id if source.source_path or source.filename else ""

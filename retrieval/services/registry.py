@@ -110,6 +110,7 @@ rewriters: ComponentHandler[Any] = ComponentHandler("REWRITERS")
 rerankers: ComponentHandler[Any] = ComponentHandler("RERANKERS")
 extractors: ComponentHandler[Any] = ComponentHandler("EXTRACTORS")
 indexes: ComponentHandler[Any] = ComponentHandler("INDEXES")
+queues: ComponentHandler[Any] = ComponentHandler("QUEUES")
 
 HANDLERS = (
     parsers,
@@ -122,6 +123,7 @@ HANDLERS = (
     rerankers,
     extractors,
     indexes,
+    queues,
 )
 
 

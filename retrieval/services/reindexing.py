@@ -33,6 +33,7 @@ def document_source(document: Document) -> Source | None:
             mime_type=document.mime_type or None,
             title=document.title,
             metadata=dict(document.metadata),
+            stored_file=document.source_file.name,
         )
     path = Path(document.source_path) if document.source_path else None
     if path is not None and path.is_file():
@@ -108,3 +109,14 @@ def reindex_collection(
         total=documents.count(),
         changed_only=changed_only,
     )
+
+
+def discard_new_document(document: Document) -> None:
+    """Delete a document first stored by a request whose indexing failed, and its file.
+
+    Kept if another request has stored a newer file for it since (the name differs).
+    """
+    name = document.source_file.name
+    deleted, _ = Document.objects.filter(pk=document.pk, source_file=name).delete()
+    if deleted and name:
+        document.source_file.storage.delete(name)

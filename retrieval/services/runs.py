@@ -12,7 +12,9 @@ documents.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -20,7 +22,8 @@ from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
-from retrieval.models import IndexRun
+from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.queues import enqueue_after_commit, run_now, runs_inline
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,17 @@ PROGRESS_FIELDS = [
 ]
 FINISH_FIELDS = [*PROGRESS_FIELDS, "status", "message", "finished_at"]
 ACTIVE = (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING)
+#: The work an IndexRun records: functions of :mod:`retrieval.tasks`, named here so that
+#: services enqueue them by path and never import the tasks.
+RUN_TASKS = (
+    "index_document",
+    "index_documents",
+    "reindex_collection",
+    "reembed_collection",
+    "extract_graph",
+    "index_object",
+    "remove_object",
+)
 
 
 class RunCancelled(RetrievalError):
@@ -154,3 +168,79 @@ def sweep_stale_runs(*, timeout: float | None = None) -> list[int]:
     if marked:
         logger.warning("Marked stale index runs failed: %s", marked)
     return marked
+
+
+def enqueue_run(
+    task: Callable[..., None] | str,
+    *args: Any,
+    collection: Collection | None = None,
+    created_by: Any = None,
+    sync: bool | None = None,
+    **kwargs: Any,
+) -> IndexRun:
+    """Create a queued IndexRun for the task ``task(*args, **kwargs)``, schedule it, return it.
+
+    ``task`` is a function of :mod:`retrieval.tasks` or its name. On the queue's workers
+    it is handed over when the current transaction commits (at once outside one), so a
+    worker never sees a run or a document that was rolled back; inline (``sync=True``,
+    or ``TASKS_SYNC``) it runs now and the finished run is returned. Arguments must be
+    JSON-able; ``collection`` and ``created_by`` only label the run.
+    """
+    name = task if isinstance(task, str) else task.__name__
+    if name not in RUN_TASKS:
+        raise RetrievalError(f"Unknown task {name!r}; tasks: {', '.join(RUN_TASKS)}.")
+    sweep_stale_runs()
+    run = IndexRun.objects.create(
+        collection=collection,
+        scope=name,
+        options={"task": name, "args": list(args), "kwargs": kwargs},
+        status=IndexRun.Status.QUEUED,
+        created_by=created_by if getattr(created_by, "pk", None) else None,
+    )
+    path = f"retrieval.tasks.{name}"
+    if runs_inline(sync):
+        run_now(path, *args, run_id=run.pk, **kwargs)
+        run.refresh_from_db()
+        return run
+    enqueue_after_commit(
+        path,
+        *args,
+        run_id=run.pk,
+        label=f"retrieval.{name} run {run.pk}",
+        queued=lambda task_id: IndexRun.objects.filter(pk=run.pk).update(task_id=task_id),
+        unreachable=lambda message: finish_run(run, failure=message),
+        **kwargs,
+    )
+    return run
+
+
+def retry_run(run: IndexRun, *, created_by: Any = None, sync: bool | None = None) -> IndexRun:
+    """Enqueue again the documents that failed in ``run``; return the new run.
+
+    A run that failed or was cancelled without per-document errors (a worker that
+    died, a cancelled reindex) is enqueued again as it was asked.
+    """
+    if run.status in ACTIVE:
+        raise RetrievalError(f"Index run #{run.pk} is still {run.status}; cancel it first.")
+    failed = [error["document"] for error in run.errors if "document" in error]
+    if failed:
+        ids = list(
+            Document.objects.filter(collection=run.collection, external_id__in=failed)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if not ids:
+            raise RetrievalError(f"The documents that failed in run #{run.pk} no longer exist.")
+        return enqueue_run(
+            "index_documents", ids, collection=run.collection, created_by=created_by, sync=sync
+        )
+    if run.status == IndexRun.Status.SUCCEEDED or run.options.get("task") not in RUN_TASKS:
+        raise RetrievalError(f"Index run #{run.pk} has nothing to retry.")
+    return enqueue_run(
+        run.options["task"],
+        *run.options.get("args", []),
+        collection=run.collection,
+        created_by=created_by,
+        sync=sync,
+        **run.options.get("kwargs", {}),
+    )

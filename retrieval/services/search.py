@@ -18,38 +18,18 @@ from django.db import connection, connections
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
+from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.context import pack_context
 from retrieval.services.databases import primary_if_unreachable
 from retrieval.services.filters import Filters
 from retrieval.services.pipelines import Pipeline
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
-from retrieval.services.scope import Scope, resolve_scope
 from retrieval.services.traces import record_search
 from retrieval.services.tracing import traced
 from retrieval.services.types import SearchResults
 
 T = TypeVar("T")
-
-
-class CollectionNotFound(RetrievalError, LookupError):
-    """No collection has that name or slug."""
-
-
-def get_collection(collection: Collection | str) -> Collection:
-    """Return a collection given itself, its name or its slug."""
-    if isinstance(collection, Collection):
-        return collection
-    found = (
-        Collection.objects.filter(name=collection).first()
-        or Collection.objects.filter(slug=collection).first()
-    )
-    if found is None:
-        names = list(Collection.objects.values_list("name", flat=True)[:20])
-        raise CollectionNotFound(
-            f"No collection named {collection!r}; existing: {', '.join(names) or '(none)'}."
-        )
-    return found
 
 
 def pipeline_for(

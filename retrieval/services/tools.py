@@ -13,15 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval.exceptions import InvalidComponentError, RetrievalError
+from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalError
 from retrieval.models import Collection, Document
+from retrieval.services import nesting
+from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.context import pack_context
 from retrieval.services.filters import Filters
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.pipelines import retriever_alias
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
-from retrieval.services.scope import Scope, resolve_scope
 from retrieval.services.traces import record_search
 from retrieval.services.tracing import traced
 from retrieval.services.types import RetrievalResult
@@ -95,9 +96,11 @@ def validate_arguments(
     if isinstance(arguments, str):
         try:
             # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
-            arguments = json.loads(arguments, strict=False)
+            arguments = nesting.loads(arguments, where=f"Arguments of {name}", strict=False)
         except json.JSONDecodeError as e:
             raise ToolError(f"Arguments of {name} are not valid JSON: {e}.") from e
+        except nesting.TooDeepError as e:
+            raise ToolError(str(e)) from e
     if not isinstance(arguments, Mapping):
         raise ToolError(f"Arguments of {name} must be a JSON object.")
     properties: Mapping[str, Any] = schema.get("properties", {})
@@ -259,17 +262,19 @@ def index_tool(
     """Return a tool that indexes a text into ``collection`` now (``content``, ``document_id``).
 
     Indexing a ``document_id`` again replaces that document; unchanged text is skipped.
-    ``user`` or ``scope`` is required: a collection they may not see is unknown.
+    ``user`` or ``scope`` is required: a collection they may not see is unknown, and each
+    call is a write the access policy must allow (adding, or changing to replace).
     """
     allowed = resolve_scope(scope, user, caller="index_tool")
     target = allowed.collection(collection)
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
         external_id = arguments["document_id"]
-        existing = Document.objects.filter(collection=target, external_id=external_id)
-        if existing.exists() and not allowed.restrict(existing, document="pk").exists():
-            # Never replace what the caller may not read.
-            raise ToolError(f"Document {external_id!r} cannot be written; choose another id.")
+        exists = Document.objects.filter(collection=target, external_id=external_id).exists()
+        try:
+            allowed.authorize("change" if exists else "add", Document, target)
+        except AccessDenied as e:
+            raise ToolError(str(e)) from e
         source = Source.from_text(
             arguments["content"],
             external_id=external_id,
@@ -314,13 +319,17 @@ def index_tool(
 def collection_tools(
     collection: Collection | str, *, user: Any = None, scope: Scope | None = None
 ) -> list[Tool]:
-    """Return the standard tools of a collection: ``retrieve`` and ``index_document``.
+    """Return the standard tools of a collection: ``retrieve``, and ``index_document``
+    where the user may add documents to it.
 
     ``user`` or ``scope`` is required (see :func:`retrieve_tool`).
     """
     allowed = resolve_scope(scope, user, caller="collection_tools")
     target = allowed.collection(collection)
-    return [retrieve_tool(collection=target, scope=allowed), index_tool(target, scope=allowed)]
+    tools = [retrieve_tool(collection=target, scope=allowed)]
+    if allowed.may_write("add", Document, target):
+        tools.append(index_tool(target, scope=allowed))
+    return tools
 
 
 def assistant_message(message: Any) -> dict[str, Any]:

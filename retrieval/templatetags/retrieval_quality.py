@@ -7,8 +7,8 @@ from typing import Any
 from django import template
 
 from retrieval.models import Chunk, Collection, EvalSet, Judgment
+from retrieval.services.access import Scope
 from retrieval.services.goldens import target_of
-from retrieval.services.scope import Scope
 
 register = template.Library()
 
@@ -19,9 +19,13 @@ def judge_buttons(
 ) -> dict[str, Any]:
     """Render the buttons that judge ``chunk`` for ``query`` in one of the collection's sets."""
     request = context.get("request")
-    sets = list(EvalSet.objects.filter(collection=collection)) if collection else []
-    if request is not None and Scope.for_user(request.user).documents is not None:
-        sets = []  # golden sets are closed to staff restricted to some documents
+    scope = Scope.for_request(request) if request is not None else None
+    sets = []
+    # Golden sets are closed to staff restricted to some documents, and judging is a
+    # write the access policy must allow.
+    if collection and scope and scope.documents is None:
+        if scope.may_write("change", EvalSet, collection):
+            sets = list(EvalSet.objects.filter(collection=collection))
     judged = []
     for eval_set in sets:
         judgment = Judgment.objects.filter(

@@ -67,7 +67,7 @@ def test_reembed_action_asks_for_the_embedder_then_switches_the_space(
     admin_client, atlas, retrieval_settings
 ):
     wide = {
-        "BACKEND": "tests.embedders.KeywordEmbedder",
+        "BACKEND": "retrieval.testing.KeywordEmbedder",
         "OPTIONS": {"keywords": ["north", "east", "up", "hill", "river"], "model": "wide"},
     }
     retrieval_settings(EMBEDDERS={"wide": wide})

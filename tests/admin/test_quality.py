@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from retrieval.models import Chunk, EvalRun, EvalSet, Judgment, QueryTrace
-from retrieval.services.scope import Scope
+from retrieval.services.access import Scope
 from retrieval.services.search import search as scoped_search
 from tests.conftest import collection_of
 

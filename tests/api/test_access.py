@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from rest_framework.test import APIClient
 
+from retrieval.exceptions import CollectionNotFound
 from retrieval.models import Chunk, Document, IndexRun
-from retrieval.services.access import get_visible_collection, visible_collections
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.search import CollectionNotFound
 
 pytestmark = pytest.mark.django_db
 
@@ -97,10 +98,11 @@ def test_visible_collections_search_normally(hook):
 
 def test_the_service_lookups_apply_the_hook(hook):
     alice = get_user_model().objects.create(username="alice")
-    assert [c.slug for c in visible_collections(alice)] == ["atlas"]
-    assert get_visible_collection("Atlas", alice).slug == "atlas"
+    scope = Scope.for_user(alice)
+    assert [c.slug for c in scope.visible_collections()] == ["atlas"]
+    assert scope.collection("Atlas").slug == "atlas"
     with pytest.raises(CollectionNotFound, match="No collection 'Bestiary'."):
-        get_visible_collection("Bestiary", alice)
+        scope.collection("Bestiary")
 
 
 def test_without_a_hook_everyone_sees_everything(keyword_settings):
@@ -115,4 +117,4 @@ def test_a_hook_returning_another_model_names_the_mistake(keyword_settings, retr
 
     retrieval_settings(COLLECTION_ACCESS="tests.api.access.wrong_model")
     with pytest.raises(InvalidComponentError, match="queryset of Document, not of Collection"):
-        visible_collections(None)
+        Scope.for_user(AnonymousUser())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, Collection, Document
+from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db
 
@@ -14,8 +14,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api(keyword_settings) -> APIClient:
     client = APIClient()
-    user = get_user_model().objects.create_user(username="reader", password="x")
-    client.force_authenticate(user)
+    client.force_authenticate(editor("reader"))
     return client
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.collections import get_or_create_collection
 from retrieval.tasks import index_document
+from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api(keyword_settings) -> APIClient:
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user(username="w", password="x"))
+    client.force_authenticate(editor("w"))
     get_or_create_collection("Atlas")
     return client
 
@@ -89,15 +89,23 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
     again = api.post(f"/api/index-runs/{queued.pk}/cancel/")
     assert again.status_code == 409 and "already ended" in again.json()["detail"]
 
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
-    failed = api.post(
+    pill = api.post(
         "/api/documents/",
         {"collection": "atlas", "external_id": "p", "text": "A poison pill."},
         format="json",
+    ).json()
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
+    failed = api.post(
+        "/api/documents/",
+        {"collection": "atlas", "external_id": "q", "text": "Another poison pill."},
+        format="json",
     )
     assert failed.status_code == 400 and "refused" in str(failed.json()["text"])
-    run_id = IndexRun.objects.filter(scope="index_document").latest("pk").pk
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    assert not Document.objects.filter(external_id="q").exists()  # inline: not left behind
+    failed_again = api.post(f"/api/documents/{pill['id']}/reindex/")
+    assert failed_again.json()["status"] == "failed"
+    run_id = failed_again.json()["id"]
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     retried = api.post(f"/api/index-runs/{run_id}/retry/")
     assert retried.status_code == 200, retried.json()
     assert retried.json()["scope"] == "index_documents" and retried.json()["status"] == "succeeded"

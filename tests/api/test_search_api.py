@@ -11,6 +11,7 @@ from retrieval.models import Document
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
+from tests.conftest import editor
 from tests.openai_server import OpenAIServer, status_fault
 
 OPENAI_EMBEDDER = "retrieval.services.embedders.openai.OpenAIEmbedder"
@@ -128,6 +129,9 @@ def test_a_host_scoped_throttle_counts_each_search_once(api, atlas, settings):
 
 
 def test_tool_specs_and_calls_over_http(api, atlas):
+    reader = api.get("/api/tools/", {"collection": "atlas"})
+    assert [spec["function"]["name"] for spec in reader.json()["tools"]] == ["retrieve"]
+    api.force_authenticate(editor())  # may add documents: offered the index tool too
     listing = api.get("/api/tools/", {"collection": "atlas"})
     assert listing.status_code == 200
     names = [spec["function"]["name"] for spec in listing.json()["tools"]]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
+
+from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api(town) -> APIClient:
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user(username="u", password="x"))
+    client.force_authenticate(editor("u"))
     return client
 
 

@@ -44,7 +44,7 @@ def searches() -> dict:
 
 def facade_searches() -> dict:
     """Every retriever's answers through ``search()``, and why it read the primary, if so."""
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
     from retrieval.services.search import search
 
     answers, fallbacks = {}, set()

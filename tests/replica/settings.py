@@ -14,6 +14,6 @@ DATABASES["replica"] = dj_database_url.parse(os.environ["REPLICA_URL"], conn_max
 RETRIEVAL = {
     "SEARCH_DATABASE": "replica",
     "DEFAULT_EMBEDDER": "keywords",
-    "EMBEDDERS": {"keywords": {"BACKEND": "tests.embedders.KeywordEmbedder"}},
+    "EMBEDDERS": {"keywords": {"BACKEND": "retrieval.testing.KeywordEmbedder"}},
     "CHUNKERS": {"default": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"}},
 }

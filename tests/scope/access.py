@@ -32,3 +32,34 @@ def documents(user: Any) -> Q:
 def documents_as_queryset(user: Any):
     """The same grants as a Document queryset."""
     return Document.objects.filter(documents(user))
+
+
+# The write matrix's users (tests/scope/writes.py): what each sees and may change.
+#: username -> collection names seen; users not listed see every collection.
+WRITE_SEES = {
+    "reader": ["Atlas"],
+    "outsider": ["Bestiary"],
+    "partial": ["Atlas"],
+    "fenced": ["Atlas"],
+}
+#: username -> the document teams seen; users not listed see every document.
+WRITE_TEAMS = {"partial": ["a"]}
+#: username -> collection names they may change; users not listed: all they see.
+WRITE_CHANGES = {"fenced": []}
+
+
+def write_collections(user: Any):
+    if not user.is_authenticated:
+        return Collection.objects.none()
+    return WRITE_SEES.get(user.get_username())
+
+
+def write_documents(user: Any) -> Q | None:
+    if not user.is_authenticated:
+        return Q(pk__in=[])
+    teams = WRITE_TEAMS.get(user.get_username())
+    return None if teams is None else Q(metadata__team__in=teams)
+
+
+def writable(user: Any):
+    return WRITE_CHANGES.get(user.get_username()) if user.is_authenticated else []

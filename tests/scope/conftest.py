@@ -118,3 +118,6 @@ def quality(world, retrieval_settings):
     retrieval.search(QUERY, collection="Bestiary", user=world["stella"])  # her own trace
     assert QueryTrace.objects.filter(user=world["stella"]).count() == 1
     retrieval_settings(TRACE_SAMPLE_RATE=0)
+
+
+from tests.scope.writes import write_world  # noqa: E402, F401  (the write matrix's world)

@@ -11,6 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 import retrieval
+from retrieval.exceptions import CollectionNotFound
 from retrieval.models import (
     Chunk,
     Collection,
@@ -25,7 +26,6 @@ from retrieval.models import (
 )
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.registry import retrievers
-from retrieval.services.search import CollectionNotFound
 from retrieval.services.tools import collection_tools
 from tests.conftest import run_async
 from tests.scope.conftest import DOCS, QUERY

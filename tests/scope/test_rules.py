@@ -20,7 +20,7 @@ from retrieval.models import (
 from retrieval.services.graph.traversal import neighbourhood
 from retrieval.services.tools import collection_tools
 from tests.scope.conftest import DOCS, QUERY, shown
-from tests.scope.faces import QUALITY_MODELS, api, browser, collection_pk, legs
+from tests.scope.faces import QUALITY_MODELS, browser, collection_pk, legs
 
 pytestmark = pytest.mark.django_db
 
@@ -63,37 +63,6 @@ def test_a_document_hook_may_return_a_queryset_and_filters_cannot_widen_it(
             filters={"document_ids": [own.pk, hidden.pk]},
         )  # fmt: skip
         assert {r.chunk.document.external_id for r in narrowed} == {"doc-atlas-a"}, leg
-
-
-def test_the_index_tool_never_replaces_a_document_its_caller_cannot_read(world):
-    hidden = Document.objects.get(external_id="doc-atlas-b")
-    call = {
-        "collection": "Atlas",
-        "name": "index_document",
-        "arguments": {"content": "overwritten", "document_id": "doc-atlas-b"},
-    }
-    refused = api(world["alice"]).post("/api/tools/call/", call, format="json")
-    assert refused.status_code == 200
-    assert refused.json() == {
-        "error": "Document 'doc-atlas-b' cannot be written; choose another id."
-    }
-    tool = {t.name: t for t in collection_tools("Atlas", user=world["alice"])}["index_document"]
-    assert json.loads(tool.execute(call["arguments"])) == refused.json()
-    assert Document.objects.get(pk=hidden.pk).content_hash == hidden.content_hash
-    # A hidden collection is unknown to the tool endpoint too.
-    elsewhere = api(world["alice"]).post(
-        "/api/tools/call/", {**call, "collection": "Bestiary"}, format="json"
-    )
-    assert elsewhere.status_code == 404
-    assert elsewhere.json() == {"collection": ["No collection 'Bestiary'."]}
-    # Who may read it may replace it.
-    allowed = json.loads(
-        {t.name: t for t in collection_tools("Atlas", user=world["bob"])}["index_document"].execute(
-            call["arguments"]
-        )
-    )
-    assert allowed["status"] == "indexed"
-    assert Document.objects.get(pk=hidden.pk).content_hash != hidden.content_hash
 
 
 def test_staff_restricted_to_collections_only_see_their_quality_records(

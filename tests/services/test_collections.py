@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
 from retrieval.models import Collection
 from retrieval.services.collections import get_or_create_collection
+from tests.conftest import editor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +70,7 @@ def test_a_slug_taken_meanwhile_gives_the_next_one(keyword_settings):
 
 def test_the_api_refuses_a_name_created_meanwhile_with_a_400(keyword_settings):
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user(username="u", password="x"))
+    client.force_authenticate(editor("u"))
     response = while_another_transaction_creates(
         "Atlas",
         lambda: client.post(

@@ -6,7 +6,7 @@ import pytest
 
 import retrieval
 from retrieval.exceptions import InvalidComponentError, RetrievalError
-from retrieval.services.scope import Scope
+from retrieval.services.access import Scope
 from tests.conftest import collection_of, run_async
 
 pytestmark = pytest.mark.django_db

@@ -28,9 +28,14 @@ def ids(results: list[ScoredChunk]) -> list[int]:
     return [r.chunk_id for r in results]
 
 
+def sums(results: list[ScoredChunk]) -> dict[int, float]:
+    """The fused sums worked out by hand (the score is each divided by its most)."""
+    return {r.chunk_id: r.metadata["raw_score"] for r in results}
+
+
 def test_rrf_by_hand():
     fused = rrf_fuse([SPARSE, DENSE], [1.0, 1.0], k=60, top_k=10, names=["bm25", "dense"])
-    scores = {r.chunk_id: r.score for r in fused}
+    scores = sums(fused)
     assert scores[1] == pytest.approx(1 / 61 + 1 / 63)
     assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
     assert scores[2] == pytest.approx(1 / 62) and scores[4] == pytest.approx(1 / 62)
@@ -46,19 +51,19 @@ def test_rrf_weights_and_top_k():
     fused = rrf_fuse([SPARSE, DENSE], [1.0, 3.0], k=0, top_k=2)
     # k=0: 1/rank. chunk 3: 1/3 + 3/1; chunk 4: 3/2; chunk 1: 1 + 3/3.
     assert ids(fused) == [3, 1]
-    assert fused[0].score == pytest.approx(1 / 3 + 3)
+    assert sums(fused)[3] == pytest.approx(1 / 3 + 3)
 
 
 def test_relative_score_by_hand():
     fused = relative_score_fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10)
-    scores = {r.chunk_id: r.score for r in fused}
+    scores = sums(fused)
     # bm25 min-max: 1 -> 1, 2 -> 0.5, 3 -> 0; dense: 3 -> 1, 4 -> 0.75, 1 -> 0.
     assert scores == pytest.approx({1: 1.0, 2: 0.5, 3: 2.0, 4: 1.5})
 
 
 def test_relative_to_best_by_hand():
     fused = relative_to_best_fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10, names=["bm25", "dense"])
-    scores = {r.chunk_id: r.score for r in fused}
+    scores = sums(fused)
     # bm25 / 9: 1 -> 1, 2 -> 2/3, 3 -> 1/3; dense / 0.9: 3 -> 1, 4 -> 8/9, 1 -> 5/9.
     assert scores == pytest.approx({1: 1 + 10 / 9, 2: 2 / 3, 3: 1 / 3 + 2, 4: 16 / 9})
     assert ids(fused) == [3, 1, 4, 2]
@@ -69,20 +74,20 @@ def test_relative_to_best_scores_from_another_list_have_no_rank():
     dense = [*DENSE, ScoredChunk(2, 0.45, {SCORED_FOR_FUSION: True})]
     fused = relative_to_best_fuse([SPARSE, dense], names=["bm25", "dense"])
     two = next(r for r in fused if r.chunk_id == 2)
-    assert two.score == pytest.approx(6 / 9 + 0.5)
+    assert two.metadata["raw_score"] == pytest.approx(6 / 9 + 0.5)
     assert two.metadata["legs"] == {"bm25": {"score": 6.0, "rank": 2}, "dense": {"score": 0.45}}
 
 
 def test_relative_to_best_a_list_without_a_positive_score_adds_nothing():
     fused = relative_to_best_fuse([SPARSE, ranked((4, -0.2), (1, -0.5))])
-    assert {r.chunk_id: r.score for r in fused} == pytest.approx({1: 1.0, 2: 2 / 3, 3: 1 / 3, 4: 0})
+    assert sums(fused) == pytest.approx({1: 1.0, 2: 2 / 3, 3: 1 / 3, 4: 0})
 
 
 def test_equal_scores_put_the_chunk_more_lists_hold_first():
     # bm25 holds chunk 9 alone (min-max: 1); dense ranks 5 first (1) and 9 last (0).
     fused = relative_score_fuse([ranked((9, 4.0)), ranked((5, 0.9), (6, 0.6), (9, 0.3))])
     assert ids(fused) == [9, 5, 6]
-    assert [r.score for r in fused] == pytest.approx([1.0, 1.0, 0.5])
+    assert [r.metadata["raw_score"] for r in fused] == pytest.approx([1.0, 1.0, 0.5])
 
 
 def test_dbsf_by_hand():
@@ -94,7 +99,38 @@ def test_dbsf_by_hand():
 
 def test_duplicates_within_a_list_count_once():
     fused = rrf_fuse([ranked((1, 2.0), (1, 1.0), (2, 0.5))], k=60, top_k=10)
-    assert fused[0].score == pytest.approx(1 / 61) and fused[1].score == pytest.approx(1 / 62)
+    assert sums(fused) == pytest.approx({1: 1 / 61, 2: 1 / 62})
+
+
+@pytest.mark.parametrize(
+    ("fuse", "most"),
+    [
+        (lambda *a, **k: rrf_fuse(*a, k=60, **k), 1 / 61),
+        (relative_score_fuse, 1.0),
+        (relative_to_best_fuse, 1.0),
+        (dbsf_fuse, 1.0),
+    ],
+)
+def test_fused_scores_lie_in_0_1_as_sums_over_their_most(fuse, most):
+    """Before, RRF gave sums near 0.03 and the weighted fusions up to the weights' sum."""
+    fused = fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10)
+    for result in fused:
+        assert 0.0 <= result.score <= 1.0
+        assert result.score == pytest.approx(result.metadata["raw_score"] / (3.0 * most))
+        assert result.metadata["retrieval_method"] in {
+            "rrf",
+            "relative_score",
+            "relative_to_best",
+            "dbsf",
+        }
+    if fuse is not dbsf_fuse:  # DBSF maps a list's best to 1 only 3 σ above its mean
+        first = fuse([ranked((7, 2.0), (8, 1.0)), ranked((7, 0.9), (8, 0.1))], top_k=1)
+        assert first[0].score == pytest.approx(1.0)
+
+
+def test_top_k_none_keeps_every_chunk():
+    assert ids(rrf_fuse([SPARSE, DENSE], top_k=None)) == [1, 3, 2, 4]
+    assert len(relative_score_fuse([SPARSE, DENSE], top_k=None)) == 4
 
 
 def test_bad_arguments():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk, Document, IndexRun
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.parsers.base import BaseParser
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import ParsedDocument
 
@@ -95,7 +95,7 @@ def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_s
     assert "unavailable" in document.error
     assert document.content == TWO_PARAGRAPHS and document.content_hash == old_hash
     assert [(c.pk, c.content) for c in _chunks(document)] == old
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.KeywordEmbedder"}})
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}})
     hits = search("north", collection=collection, top_k=1, scope=Scope.ALL)
     assert hits[0].chunk.content == "North is where the compass points."
     # The same new bytes are retried (not skipped) once the embedder works again.
@@ -131,7 +131,7 @@ def test_embedder_of_another_dimension_is_refused(collection, retrieval_settings
     retrieval_settings(
         EMBEDDERS={
             "default": {
-                "BACKEND": "tests.embedders.KeywordEmbedder",
+                "BACKEND": "retrieval.testing.KeywordEmbedder",
                 "OPTIONS": {"keywords": ["a", "b", "c", "d"]},
             }
         }

@@ -101,3 +101,17 @@ def test_bad_steps_are_value_errors():
         Pipeline(candidates=0)
     with pytest.raises(ValueError, match="at least one retriever"):
         Pipeline(retrievers={})
+
+
+def test_fusion_defaults_live_in_one_setting(retrieval_settings):
+    """A hybrid retriever defaulted to relative score and a pipeline to RRF: two places."""
+    from retrieval.services.retrievers.hybrid import HybridRetriever
+
+    assert (HybridRetriever().method, Pipeline().fusion) == ("relative_score", "relative_score")
+    retrieval_settings(FUSION={"method": "rrf", "k": 20})
+    assert (HybridRetriever().method, HybridRetriever().k) == ("rrf", 20)
+    assert (Pipeline().fusion, Pipeline().k) == ("rrf", 20)
+    assert Pipeline(fusion="dbsf", k=5).fusion == "dbsf"
+    retrieval_settings(FUSION={"method": "max"})
+    with pytest.raises(ValueError, match="Unknown fusion 'max'"):
+        Pipeline()

@@ -7,12 +7,13 @@ import pytest
 from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection, vector_index_name
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.reembedding import reembed
-from retrieval.services.scope import Scope
+from retrieval.services.runs import enqueue_run
 from retrieval.services.search import search
-from retrieval.tasks import enqueue, reembed_collection
+from retrieval.tasks import reembed_collection
 from tests.processes import database_url
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 # The keyword embedder's three axes, then two more: a 5-dimensional space in which
 # "south" and "west" exist, so a query only the new space understands tells them apart.
 WIDE = {
-    "BACKEND": "tests.embedders.KeywordEmbedder",
+    "BACKEND": "retrieval.testing.KeywordEmbedder",
     "OPTIONS": {"keywords": ["north", "east", "up", "south", "west"], "model": "wide"},
 }
 TEXTS = {
@@ -109,7 +110,7 @@ def test_a_document_indexed_during_the_reembedding_is_caught_up(collection):
 
 
 def test_reembed_task_and_cancel_keep_the_old_space(collection, retrieval_settings):
-    run = enqueue(reembed_collection, collection.pk, "wide", collection=collection)
+    run = enqueue_run(reembed_collection, collection.pk, "wide", collection=collection)
     assert run.status == IndexRun.Status.SUCCEEDED
     assert run.options["from"] == {"embedder": "default", "dimensions": 3}
     retrieval_settings(
@@ -120,12 +121,12 @@ def test_reembed_task_and_cancel_keep_the_old_space(collection, retrieval_settin
             }
         }
     )
-    cancelled = enqueue(reembed_collection, collection.pk, "cancelling", collection=collection)
+    cancelled = enqueue_run(reembed_collection, collection.pk, "cancelling", collection=collection)
     assert cancelled.status == IndexRun.Status.CANCELLED
     collection.refresh_from_db()
     assert (collection.embedder, collection.dimensions) == ("wide", 5)
     assert not Chunk.objects.filter(embedding_next__isnull=False).exists()
-    unknown = enqueue(reembed_collection, collection.pk, "nope", collection=collection)
+    unknown = enqueue_run(reembed_collection, collection.pk, "nope", collection=collection)
     assert unknown.status == IndexRun.Status.FAILED and "nope" in unknown.message
 
 

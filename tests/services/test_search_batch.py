@@ -6,9 +6,9 @@ import pytest
 from django.db import connections, transaction
 
 from retrieval.exceptions import RetrievalError
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.scope import Scope
 from retrieval.services.search import search, search_batch
 from tests.retrievers import RendezvousRetriever
 

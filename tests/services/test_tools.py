@@ -10,9 +10,9 @@ import pytest
 
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Document
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.scope import Scope
 from retrieval.services.tools import (
     assistant_message,
     collection_tools,

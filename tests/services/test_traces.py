@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from retrieval.models import QueryTrace
-from retrieval.services.scope import Scope
+from retrieval.services.access import Scope
 from retrieval.services.search import search as scoped_search
 from retrieval.services.traces import prune_traces
 from tests.conftest import collection_of

@@ -17,12 +17,12 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.management.progress import progress_bar
 from retrieval.models import EvalRun, EvalSet
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.eval_runs import create_eval_run, fail_under
 from retrieval.services.evaluation import METRICS, load_beir
 from retrieval.services.evaluation import evaluate as run_evaluation
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 
@@ -47,7 +47,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--split", default="test", help="Which qrels/<split>.tsv (default test)."
         )
-        parser.add_argument("--collection", help="Collection holding the dataset's corpus.")
+        parser.add_argument(
+            "--collection",
+            help="Collection holding the dataset's corpus; with --eval-set, the set's collection.",
+        )
         parser.add_argument("--pipeline", help="Pipeline alias (default: the collection's).")
         parser.add_argument("--retriever", help="Retriever alias, for --dataset only.")
         parser.add_argument(
@@ -85,12 +88,22 @@ class Command(BaseCommand):
             raise CommandError("Below the threshold: " + "; ".join(missed) + ".", returncode=1)
 
     def golden_set(self, options: dict[str, Any]) -> dict[str, Any]:
-        eval_set = (
-            EvalSet.objects.select_related("collection").filter(name=options["eval_set"]).first()
-        )
-        if eval_set is None:
+        sets = EvalSet.objects.select_related("collection").filter(name=options["eval_set"])
+        if options["collection"]:
+            try:
+                sets = sets.filter(collection=Scope.ALL.collection(options["collection"]))
+            except RetrievalError as e:
+                raise CommandError(str(e)) from e
+        found = list(sets[:2])
+        if not found:
             names = ", ".join(EvalSet.objects.values_list("name", flat=True)[:20]) or "(none)"
             raise CommandError(f"No eval set named {options['eval_set']!r}; existing: {names}.")
+        if len(found) > 1:  # set names are unique within a collection only
+            raise CommandError(
+                f"Several collections have an eval set named {options['eval_set']!r}; "
+                "name one with --collection."
+            )
+        eval_set = found[0]
         collection = eval_set.collection
         pipeline = (
             options["pipeline"]

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from retrieval.exceptions import RetrievalError
 from retrieval.management.progress import progress_bar
 from retrieval.models import IndexRun
+from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.search import get_collection
 
 
 class Command(BaseCommand):
@@ -27,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            collection = get_collection(options["collection"])
+            collection = Scope.ALL.collection(options["collection"])
             with progress_bar() as bar:
                 task = bar.add_task("Extracting triples", total=None)
 

@@ -9,8 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from retrieval.management.progress import progress_bar
 from retrieval.models import Collection, IndexRun
 from retrieval.services.indexing import IngestResult, listen
-from retrieval.services.runs import sweep_stale_runs
-from retrieval.tasks import enqueue, reindex_collection, runs_inline
+from retrieval.services.queues import runs_inline
+from retrieval.services.runs import enqueue_run, sweep_stale_runs
+from retrieval.tasks import reindex_collection
 
 
 class Command(BaseCommand):
@@ -52,7 +53,7 @@ class Command(BaseCommand):
                     f"{collection.name}: IndexRun #{run.pk} {run.status}: {run.message}."
                 )
             else:
-                run = enqueue(
+                run = enqueue_run(
                     reindex_collection,
                     collection.pk,
                     changed_only=options["changed_only"],
@@ -76,7 +77,7 @@ class Command(BaseCommand):
                     self.stderr.write(f"failed   {result.external_id}: {result.error}")
 
             with listen(advance):
-                return enqueue(
+                return enqueue_run(
                     reindex_collection,
                     collection.pk,
                     changed_only=changed_only,

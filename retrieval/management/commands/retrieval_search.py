@@ -9,9 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
+from retrieval.services.access import Scope
 from retrieval.services.pipelines import retriever_alias
-from retrieval.services.scope import Scope
-from retrieval.services.search import get_collection, search
+from retrieval.services.search import search
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--filters is not valid JSON: {e}") from e
         history = parse_history(options["history"]) if options["history"] else None
         try:
-            collection = get_collection(options["collection"])
+            collection = Scope.ALL.collection(options["collection"])
             results = search(
                 options["query"],
                 collection=collection,

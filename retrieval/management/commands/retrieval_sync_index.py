@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
+from retrieval.services.access import Scope
 from retrieval.services.indexes import index_for, outbox, sync
-from retrieval.services.search import get_collection
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            collection = get_collection(options["collection"])
+            collection = Scope.ALL.collection(options["collection"])
             index = index_for(collection)
         except RetrievalError as e:
             raise CommandError(str(e)) from e

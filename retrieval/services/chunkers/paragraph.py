@@ -18,30 +18,44 @@ PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\u2029")
 class ParagraphChunker(BaseChunker):
     """Merge consecutive paragraphs into chunks of at most ``max_chars`` characters.
 
-    A paragraph longer than ``max_chars`` is cut into character windows.
+    A paragraph longer than ``max_chars`` is cut into character windows. With
+    ``overlap=n``, a chunk begins with the last ``n`` paragraphs of the chunk before it
+    (as many as fit within ``max_chars``), so a passage cut between chunks is whole in one.
     """
 
-    def __init__(self, max_chars: int = 2000) -> None:
+    def __init__(self, max_chars: int = 2000, overlap: int = 0) -> None:
         require_int("max_chars", max_chars, low=1)
+        require_int("overlap", overlap, low=0)
         self.max_chars = max_chars
+        self.overlap = overlap
 
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
         """Return paragraph groups of ``text``; ``sections`` are ignored."""
-        spans: list[tuple[int, int]] = []
-        group: tuple[int, int] | None = None
+        groups: list[list[tuple[int, int]]] = []  # each a run of paragraphs, or one window
+        group: list[tuple[int, int]] = []
         for start, end in split_at(PARAGRAPH_BREAK, text, 0, len(text)):
-            if group is not None and end - group[0] <= self.max_chars:
-                group = (group[0], end)
+            if group and end - group[0][0] <= self.max_chars:
+                group.append((start, end))
                 continue
-            if group is not None:
-                spans.append(group)
-                group = None
+            if group:
+                groups.append(group)
+                group = []
             if end - start <= self.max_chars:
-                group = (start, end)
+                group = [(start, end)]
             else:
-                spans.extend(split_by_characters(text, start, end, size=self.max_chars))
-        if group is not None:
-            spans.append(group)
+                groups.extend([window] for window in split_by_characters(
+                    text, start, end, size=self.max_chars
+                ))  # fmt: skip
+        if group:
+            groups.append(group)
+        spans = [(g[0][0], g[-1][1]) for g in groups]
+        if self.overlap:
+            for i in range(1, len(groups)):
+                carried = groups[i - 1][-self.overlap :]
+                while carried and spans[i][1] - carried[0][0] > self.max_chars:
+                    carried = carried[1:]
+                if carried and carried[0][0] > spans[i - 1][0]:
+                    spans[i] = (carried[0][0], spans[i][1])
         return [ChunkSpan(start, end) for start, end in spans]
 
 

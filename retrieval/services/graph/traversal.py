@@ -20,7 +20,7 @@ from retrieval.services.filters import Filters
 from retrieval.services.graph.entities import entity_key
 
 if TYPE_CHECKING:
-    from retrieval.services.scope import Scope
+    from retrieval.services.access import Scope
 
 # The walk's step: ``{beam}``, ``{predicates}`` are filled in by the callers.
 _STEP = """
@@ -246,7 +246,7 @@ def neighbourhood(
     triples followed from each entity per hop (most confident first).
     """
     from retrieval.models import Entity, Triple
-    from retrieval.services.scope import resolve_scope
+    from retrieval.services.access import resolve_scope
 
     allowed = resolve_scope(scope, user, caller="neighbourhood")
     collection = allowed.collection(collection)

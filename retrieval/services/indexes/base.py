@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from retrieval.exceptions import DimensionMismatchError
+from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
 from retrieval.services.types import ScoredChunk
@@ -22,18 +23,57 @@ from retrieval.services.types import ScoredChunk
 VectorRow = tuple[int, int, dict[str, Any], Sequence[float]]
 
 
-class BaseIndex(ABC):
-    """Store and rank chunk vectors, one space per collection.
+@dataclass(frozen=True)
+class IndexFeatures:
+    """What an index can do: read by the code that uses it and by its conformance suite
+    (``retrieval.testing``), never guessed from its class.
 
-    Capability flags: ``transactional`` (writes commit with PostgreSQL's, no
-    outbox needed), ``supports_filters`` (ranks under :class:`Filters` itself,
-    exactly), ``supports_sparse`` (can also rank BM25; unused by this app so far).
+    The filter fields say which metadata values the index compares: objects (nested
+    keys), lists (of scalars; of anything only with objects and nulls too) and null.
+    A filter it cannot express raises ``InvalidFilterError``: it is never dropped.
     """
 
-    alias: str = ""
+    #: Writes commit with PostgreSQL's (no outbox, nothing can drift).
     transactional: bool = False
-    supports_filters: bool = True
-    supports_sparse: bool = False
+    filter_objects: bool = True
+    filter_lists: bool = True
+    filter_nulls: bool = True
+    #: Ranks many query vectors in one request (:meth:`BaseIndex.rank_many`).
+    batch_queries: bool = False
+
+    def unsupported(self, value: Any) -> str | None:
+        """Return what kind of metadata value this index cannot compare, or None."""
+        if value is None:
+            return None if self.filter_nulls else "a null"
+        if isinstance(value, dict):
+            if not self.filter_objects:
+                return "an object"
+            return next(filter(None, map(self.unsupported, value.values())), None)
+        if isinstance(value, list | tuple):
+            if not self.filter_lists:
+                return "a list"
+            compound = any(item is None or isinstance(item, dict | list) for item in value)
+            if compound and not (self.filter_objects and self.filter_nulls):
+                return "a list of objects or nulls"
+        return None
+
+
+class BaseIndex(ABC):
+    """Store and rank chunk vectors, one space per collection; ``features`` says what it can."""
+
+    alias: str = ""
+    features: ClassVar[IndexFeatures] = IndexFeatures()
+
+    def check_filters(self, filters: Filters) -> None:
+        """Raise ``InvalidFilterError`` for a metadata filter this index cannot express."""
+        for key, value in filters.metadata.items():
+            kind = self.features.unsupported(value)
+            if kind is not None:
+                raise InvalidFilterError(
+                    f"Index {self.alias!r} ({type(self).__name__}) cannot filter on metadata "
+                    f"{key!r} = {value!r}: it does not compare {kind}. Use another value, or "
+                    "a collection on the pgvector index."
+                )
 
     def check(self) -> list:
         """Return Django check messages about this index's configuration."""

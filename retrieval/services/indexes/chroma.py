@@ -18,10 +18,9 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.indexes.base import VectorRow
+from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
 
 SCALARS = (str, int, float, bool)
@@ -60,6 +59,7 @@ def bounded_http_client(
 class ChromaIndex(ExternalIndex):
     """Chunk vectors in a Chroma server, one Chroma collection per space (cosine)."""
 
+    features = IndexFeatures(filter_objects=False, filter_lists=False, filter_nulls=False)
     #: Chroma refuses very large n_results; rank widens up to this.
     max_fetch = 4096
 
@@ -164,12 +164,6 @@ class ChromaIndex(ExternalIndex):
                 return EMPTY
             clauses.append({"document_id": {"$in": [int(i) for i in document_ids]}})
         for key, value in filters.metadata.items():
-            if not isinstance(value, SCALARS):
-                raise InvalidFilterError(
-                    f"Index {self.alias!r} (Chroma) cannot filter on metadata {key!r} = "
-                    f"{value!r}: only strings, numbers and booleans compare. Use a scalar "
-                    "value, or a collection on the pgvector index."
-                )
             clauses.append({f"m.{key}": value})
         if not clauses:
             return None

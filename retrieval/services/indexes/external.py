@@ -34,7 +34,6 @@ REBUILD_BATCH = 1000
 class ExternalIndex(BaseIndex):
     """An engine outside PostgreSQL, kept in step through the outbox."""
 
-    transactional = False
     #: The most hits one engine query may return.
     max_fetch = 16384
 
@@ -90,10 +89,8 @@ class ExternalIndex(BaseIndex):
 
     @abstractmethod
     def translate(self, filters: Filters, collection: Collection) -> Any:
-        """Return the engine's form of ``filters`` (None: no condition).
-
-        Raise ``InvalidFilterError`` for a condition the engine cannot express.
-        """
+        """Return the engine's form of ``filters`` (None: no condition), which
+        :meth:`check_filters` found the engine can express (its ``features``)."""
 
     # Spaces -----------------------------------------------------------------
 
@@ -184,7 +181,8 @@ class ExternalIndex(BaseIndex):
     ) -> list[ScoredChunk]:
         check_query_dimensions(vector, collection)
         filters = Filters.parse(filters)
-        engine_filters = self.translate(filters, collection)  # refuses what it cannot express
+        self.check_filters(filters)  # refuses what the engine cannot express
+        engine_filters = self.translate(filters, collection)
         name = self._space(collection)
         if not name or engine_filters is EMPTY:
             return []

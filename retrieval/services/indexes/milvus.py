@@ -8,8 +8,8 @@ search; default 10). Needs ``pip install "django-retrieval[milvus]"``.
 Each space is one Milvus collection: primary key the chunk id, the retrieval
 collection id as partition key, the document id, the chunk metadata as JSON, and a
 cosine-indexed vector. Filters translate to a boolean expression with every literal
-escaped; a metadata value the expression cannot compare (null) raises
-``InvalidFilterError``. Below strong consistency a search may still return deleted
+escaped; a metadata value the expression cannot compare (null, see ``features``)
+raises ``InvalidFilterError``. Below strong consistency a search may still return deleted
 ids: results are re-checked against PostgreSQL (see ``external``).
 """
 
@@ -19,10 +19,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.indexes.base import VectorRow
+from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
 
 #: Rows per query_iterator page when listing a space's ids.
@@ -37,6 +36,8 @@ IDLE_FRIENDLY_GRPC = {
 
 class MilvusIndex(ExternalIndex):
     """Chunk vectors in Milvus (or Milvus Lite), one Milvus collection per space."""
+
+    features = IndexFeatures(filter_nulls=False)
 
     def __init__(
         self,
@@ -197,33 +198,22 @@ class MilvusIndex(ExternalIndex):
                 return EMPTY
             clauses.append(f"document_id in [{', '.join(str(int(i)) for i in document_ids)}]")
         for key, value in filters.metadata.items():
-            clauses.extend(self._contains(f"metadata[{literal(str(key))}]", key, value))
+            clauses.extend(self._contains(f"metadata[{literal(str(key))}]", value))
         return clauses
 
-    def _contains(self, path: str, key: str, value: Any) -> list[str]:
+    def _contains(self, path: str, value: Any) -> list[str]:
         """Return conditions meaning "the JSON at ``path`` contains ``value``" (jsonb ``@>``)."""
         if isinstance(value, dict):
             return [
                 condition
                 for k, v in value.items()
-                for condition in self._contains(f"{path}[{literal(str(k))}]", k, v)
+                for condition in self._contains(f"{path}[{literal(str(k))}]", v)
             ]
         if isinstance(value, list):
-            if any(isinstance(v, dict | list) or v is None for v in value):
-                raise self._refuse(key, value)
             if not value:
                 return []
             return [f"json_contains_all({path}, [{', '.join(literal(v) for v in value)}])"]
-        if value is None:
-            raise self._refuse(key, value)
         return [f"{path} == {literal(value)}"]
-
-    def _refuse(self, key: str, value: Any) -> InvalidFilterError:
-        return InvalidFilterError(
-            f"Index {self.alias!r} (Milvus) cannot filter on metadata {key!r} = {value!r}: "
-            "null values and lists of objects do not translate. Use other values, or a "
-            "collection on the pgvector index."
-        )
 
 
 def literal(value: Any) -> str:

@@ -26,7 +26,8 @@ from django.db.models import Min
 from django.utils import timezone
 
 from retrieval.models import Chunk, Collection, IndexOperation
-from retrieval.services.registry import indexes
+from retrieval.services.queues import enqueue_after_commit, runs_inline
+from retrieval.services.registry import indexes, queues
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ BATCH = 50
 #: Chunk vectors sent to the engine in one call.
 WRITE_BATCH = 500
 MAX_BACKOFF_SECONDS = 300
+#: The task that drains the outbox on the queue's workers.
+DRAIN_TASK = "retrieval.tasks.drain_index_outbox"
 
 
 @dataclass
@@ -199,39 +202,24 @@ def changed(*, using: str = "default") -> None:
 
 
 def ensure_schedule() -> None:
-    """On django-q2 workers, make sure a schedule drains the outbox every minute."""
-    from retrieval.tasks import runs_inline
-
+    """On a queue that runs schedules (django-q2), drain the outbox every minute too."""
     if runs_inline():
         return
-    from django_q.models import Schedule
-
-    Schedule.objects.get_or_create(
-        name="retrieval: drain the index outbox",
-        defaults={
-            "func": "retrieval.tasks.drain_index_outbox",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-        },
+    queues["default"].schedule_every(
+        DRAIN_TASK, minutes=1, name="retrieval: drain the index outbox"
     )
 
 
 def schedule_drain(*, using: str = "default") -> None:
-    """Drain once the current transaction commits: inline, or on a django-q2 worker."""
-    from retrieval.tasks import runs_inline
+    """Drain once the current transaction commits: inline, or on the queue's workers."""
+    if not runs_inline():
+        enqueue_after_commit(DRAIN_TASK, label="retrieval: drain the index outbox", using=using)
+        return
 
     def run() -> None:
-        if runs_inline():
-            try:
-                drain()
-            except Exception:  # a drain must never break the write that scheduled it
-                logger.exception("Draining the index outbox failed")
-            return
         try:
-            from django_q.tasks import async_task
-
-            async_task("retrieval.tasks.drain_index_outbox", q_options={"group": "retrieval"})
-        except Exception:
-            logger.exception("Could not enqueue the index outbox drain")
+            drain()
+        except Exception:  # a drain must never break the write that scheduled it
+            logger.exception("Draining the index outbox failed")
 
     transaction.on_commit(run, using=using)

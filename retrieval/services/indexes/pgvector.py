@@ -22,7 +22,12 @@ from django.db import DatabaseError, OperationalError, connection, connections, 
 from retrieval.models import Chunk, Collection
 from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
-from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
+from retrieval.services.indexes.base import (
+    BaseIndex,
+    IndexFeatures,
+    VectorRow,
+    check_query_dimensions,
+)
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)
@@ -48,12 +53,12 @@ class PgvectorIndex(BaseIndex):
     of these can be overridden per query through ``rank``'s hints.
     """
 
-    transactional = True
+    features = IndexFeatures(transactional=True)
 
     def __init__(
         self, *, ef_search: int = 100, exact_scan_limit: int = 5000, max_scan_tuples: int = 20000
     ) -> None:
-        _check_search_options(ef_search, exact_scan_limit)
+        check_search_options(ef_search, exact_scan_limit)
         self.ef_search = ef_search
         self.exact_scan_limit = exact_scan_limit
         self.max_scan_tuples = max_scan_tuples
@@ -232,7 +237,9 @@ def vector_literal(vector: Sequence[float]) -> str:
     return "[" + ("%.9g," * len(values) % tuple(values))[:-1] + "]"
 
 
-def _check_search_options(ef_search: int, exact_scan_limit: int) -> None:
+def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
+    """Refuse search hints that make no sense (the index's, and the dense retriever's,
+    which passes them on to whichever index ranks)."""
     if ef_search < 1:
         raise ValueError(f"ef_search must be positive, not {ef_search!r}.")
     if exact_scan_limit < 0:

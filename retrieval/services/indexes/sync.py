@@ -63,7 +63,7 @@ def rebuild(collection: Collection) -> None:
         started = IndexOperation.objects.filter(collection_id=collection.pk).order_by("-pk")
         last = started.values_list("pk", flat=True).first()
         index.rebuild(collection)
-        if last is not None and not index.transactional:
+        if last is not None and not index.features.transactional:
             IndexOperation.objects.filter(
                 collection_id=collection.pk, pk__lte=last, kind__in=["write", "delete", "rebuild"]
             ).delete()

@@ -1,4 +1,8 @@
-"""PDF files via PyMuPDF: one section per page, split further at outline headings."""
+"""PDF files via PyMuPDF: one section per page, split further at outline headings.
+
+Work per file is bounded: pages and bytes before any page is read (see
+:mod:`.pdf_bounds`), and ``MAX_PARSE_SECONDS`` between pages.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import pymupdf
 
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
+from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
     TextBuilder,
     clip_title,
@@ -17,6 +22,7 @@ from retrieval.services.parsers.layout import (
     nest_heading,
     stem_title,
 )
+from retrieval.services.parsers.pdf_bounds import check_size
 from retrieval.services.types import ParsedDocument, Section
 
 # Expand ligatures ("ﬁ" -> "fi") and join words hyphenated across lines, so they match queries.
@@ -26,6 +32,9 @@ TEXT_FLAGS = (
 # A heading may be printed with a number the outline omits: "2.1 Installation".
 NUMBER_PREFIX_MAX_CHARS = 8
 _WHITESPACE = re.compile(r"\s+")
+#: A page with more text than this keeps MuPDF's reading order instead of being sorted by
+#: position: sorting is Python work per word (about 0.3 s for a page this full).
+SORTED_PAGE_MAX_CHARS = 50_000
 
 OutlineEntry = tuple[int, str]  # (level, title)
 
@@ -42,9 +51,10 @@ class PdfParser(BaseParser):
     def parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the pages' text joined by blank lines, one section per page (or part of one)."""
         label = file_label(filename)
+        budget = ParseBudget(label)
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
-        content = _read(data, label, use_outline=self.use_outline)
+        content = _read(data, label, use_outline=self.use_outline, budget=budget)
         text, sections = _assemble(content.pages, content.outline)
         if not text and content.repaired:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
@@ -68,7 +78,7 @@ class _PdfContent(NamedTuple):
     repaired: bool
 
 
-def _read(data: bytes, label: str, *, use_outline: bool) -> _PdfContent:
+def _read(data: bytes, label: str, *, use_outline: bool, budget: ParseBudget) -> _PdfContent:
     """Return each page's text, the outline entries by page and the metadata title."""
     try:
         document = pymupdf.open(stream=data, filetype="pdf")
@@ -88,14 +98,28 @@ def _read(data: bytes, label: str, *, use_outline: bool) -> _PdfContent:
                 "marker); upload the complete file."
             )
         try:
+            check_size(document, label)
             return _PdfContent(
-                pages=[page.get_text("text", sort=True, flags=TEXT_FLAGS) for page in document],
+                pages=_pages(document, budget),
                 outline=_outline(document) if use_outline else {},
                 title=(document.metadata or {}).get("title") or "",
                 repaired=bool(document.is_repaired),
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
+
+
+def _pages(document: pymupdf.Document, budget: ParseBudget) -> list[str]:
+    """Return each page's text, within the parse budget."""
+    pages = []
+    for number, page in enumerate(document, start=1):
+        budget.check(f"before page {number} of {document.page_count}")
+        textpage = page.get_textpage(flags=TEXT_FLAGS)
+        text = textpage.extractText()
+        if len(text) <= SORTED_PAGE_MAX_CHARS:
+            text = page.get_text("text", sort=True, textpage=textpage)
+        pages.append(text)
+    return pages
 
 
 def _assemble(

@@ -15,12 +15,18 @@ class BaseReranker(ABC):
     """Reorder results for a query; each keeps its previous score as ``original_score``."""
 
     alias: str = ""
+    #: How many results :meth:`rerank` keeps when the call does not say (None: all).
+    top_k: int | None = None
 
     def rerank(
         self, query: str, results: Sequence[RetrievalResult], *, top_k: int | None = None
     ) -> list[RetrievalResult]:
-        """Return ``results`` reordered for ``query`` (at most ``top_k``), ranks renumbered."""
-        if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        """Return ``results`` reordered for ``query`` (at most ``top_k``, else the
+        reranker's own ``top_k``), ranks renumbered."""
+        top_k = self.top_k if top_k is None else top_k
+        if top_k is not None and (
+            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
+        ):
             raise ValueError(f"top_k must be a positive integer or None, not {top_k!r}.")
         if not results:
             return []

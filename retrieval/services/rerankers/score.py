@@ -13,7 +13,14 @@ from retrieval.services.types import RetrievalResult
 class ScoreReranker(BaseReranker):
     """Score each result with ``function(query, text)``: a callable or its dotted path."""
 
-    def __init__(self, *, function: Callable[[str, str], float] | str) -> None:
+    def __init__(
+        self, *, function: Callable[[str, str], float] | str, top_k: int | None = None
+    ) -> None:
+        if top_k is not None and (
+            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
+        ):
+            raise ValueError(f"top_k must be a positive integer or None, not {top_k!r}.")
+        self.top_k = top_k
         if isinstance(function, str):
             try:
                 function = import_string(function)

@@ -25,7 +25,6 @@ class BaseRetriever(ABC):
     """
 
     alias: str = ""
-    supports_filters: bool = True
     #: :meth:`prepare` takes real time (it embeds the query): fusion prepares such a leg
     #: while the database ranks the others (:func:`retrieval.services.legs.run_legs`).
     costly_prepare: bool = False
@@ -38,10 +37,22 @@ class BaseRetriever(ABC):
         top_k: int = 10,
         filters: Filters | Mapping[str, Any] | None = None,
     ) -> list[RetrievalResult]:
-        """Return at most ``top_k`` results for ``query`` in ``collection``."""
-        return load_results(
-            self.rank(query, collection=collection, top_k=top_k, filters=filters), filters=filters
-        )
+        """Return at most ``top_k`` results for ``query`` in ``collection``, each ``score``
+        in [0, 1] (:meth:`normalise`)."""
+        ranking = self.rank(query, collection=collection, top_k=top_k, filters=filters)
+        return load_results(self.normalise(ranking), filters=filters)
+
+    def normalise(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
+        """Return ``ranking`` with its scores in [0, 1], the score it had kept as
+        ``metadata["raw_score"]`` (unless it holds one already, as fused scores do).
+
+        Scores of at most 1 stay as they are, negatives counting 0 (cosine similarities,
+        fused scores); a ranking with a score above 1 is divided by its best. :meth:`rank`
+        keeps the raw scores, which fusion combines.
+        """
+        if any(s.score > 1.0 for s in ranking):
+            return scaled_by_best(ranking)
+        return [_with_raw(s, max(0.0, s.score)) for s in ranking]
 
     def rank(
         self,
@@ -139,3 +150,14 @@ def load_results(
         )
         for rank, s in enumerate(present)
     ]
+
+
+def scaled_by_best(ranking: list[ScoredChunk]) -> list[ScoredChunk]:
+    """Each score divided by the ranking's best (negatives count 0), the raw one kept."""
+    best = max((s.score for s in ranking), default=0.0)
+    return [_with_raw(s, max(0.0, s.score / best) if best > 0 else 0.0) for s in ranking]
+
+
+def _with_raw(scored: ScoredChunk, score: float) -> ScoredChunk:
+    metadata = {"raw_score": scored.score, **scored.metadata}
+    return ScoredChunk(scored.chunk_id, score, metadata)

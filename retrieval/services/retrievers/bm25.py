@@ -10,7 +10,7 @@ from retrieval.models import Collection
 from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.registry import analyzers
-from retrieval.services.retrievers.base import BaseRetriever, check_top_k
+from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL
 from retrieval.services.types import ScoredChunk
 
@@ -96,6 +96,10 @@ class BM25Retriever(BaseRetriever):
     def prepare(self, query: str, *, collection: Collection) -> list[str]:
         """Analyse the query into index terms."""
         return analyzers[self.analyzer].terms(query)
+
+    def normalise(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
+        """BM25 scores divided by the ranking's best: the best result scores 1."""
+        return scaled_by_best(ranking)
 
     def _rank(
         self, terms: list[str], *, collection: Collection, top_k: int, filters: Filters

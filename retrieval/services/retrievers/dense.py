@@ -13,7 +13,7 @@ from retrieval.services.databases import search_database
 from retrieval.services.filters import Filters
 from retrieval.services.indexes import index_for
 from retrieval.services.indexes.base import check_query_dimensions
-from retrieval.services.indexes.pgvector import _check_search_options, vector_literal
+from retrieval.services.indexes.pgvector import check_search_options, vector_literal
 from retrieval.services.retrievers.base import BaseRetriever, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
@@ -38,7 +38,7 @@ class DenseRetriever(BaseRetriever):
         score_threshold: float | None = None,
         max_scan_tuples: int = 20000,
     ) -> None:
-        _check_search_options(ef_search, exact_scan_limit)
+        check_search_options(ef_search, exact_scan_limit)
         if score_threshold is not None and not -1.0 <= score_threshold <= 1.0:
             raise ValueError(f"score_threshold must be within [-1, 1], not {score_threshold!r}.")
         self.ef_search = ef_search

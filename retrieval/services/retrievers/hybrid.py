@@ -8,7 +8,7 @@ from django.core import checks
 
 from retrieval.models import Collection
 from retrieval.services.filters import Filters
-from retrieval.services.fusion import FUSION_METHODS
+from retrieval.services.fusion import fusion_defaults
 from retrieval.services.legs import Leg, run_legs
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
@@ -37,8 +37,8 @@ class HybridRetriever(BaseRetriever):
         self,
         *,
         retrievers: Mapping[str, float] | Sequence[str] = ("bm25", "dense"),
-        method: str = "relative_score",
-        k: int = 60,
+        method: str | None = None,
+        k: int | None = None,
         candidates: int = 100,
     ) -> None:
         legs = (
@@ -48,10 +48,7 @@ class HybridRetriever(BaseRetriever):
             raise ValueError("retrievers must name at least one retriever.")
         if any(not isinstance(w, int | float) or w < 0 for w in legs.values()):
             raise ValueError(f"retriever weights must be non-negative numbers, not {legs!r}.")
-        if method not in FUSION_METHODS:
-            raise ValueError(
-                f"Unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}."
-            )
+        method, k = fusion_defaults(method, k)
         if candidates < 1:
             raise ValueError(f"candidates must be positive, not {candidates!r}.")
         self.legs = {alias: float(weight) for alias, weight in legs.items()}

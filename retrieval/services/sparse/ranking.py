@@ -1,4 +1,4 @@
-"""Exact BM25 top-k that reads a fraction of the postings (migrations 0010, 0011, 0015–0017).
+"""Exact BM25 top-k that reads a fraction of the postings (``retrieval/sql/bm25_top_k.sql``).
 
 ``retrieval_bm25_top_k``, a PL/pgSQL function (its plans are cached per connection),
 ranks a whole collection. A term's contribution ``w · tf / (tf + a + b' · dl)`` is

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient, build
 from retrieval.services.agentic.stages import (
     CoverageEvaluator,
@@ -16,7 +17,6 @@ from retrieval.services.agentic.stages import (
 from retrieval.services.registry import retrievers, rewriters
 from retrieval.services.retrievers.agentic import AgenticRetriever
 from retrieval.services.rewriters.llm import LLMQueryRewriter
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import Budget, traced
 from tests.conftest import collection_of

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline
 from retrieval.services.agentic.stages import LLMEvaluator, LLMSelector
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.llm import LLMQueryRewriter
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tools import retrieve_tool
 from retrieval.services.tracing import Budget, traced

@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrieval.services.chunkers.character import CharacterChunker
-
-from .strategies import PROPERTY_SETTINGS, assert_contract, texts
+from retrieval.testing.chunkers import PROPERTY_SETTINGS, assert_contract, texts
 
 
 def texts_of(text: str, chunker: CharacterChunker) -> list[str]:

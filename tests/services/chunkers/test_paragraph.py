@@ -7,8 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrieval.services.chunkers.paragraph import ParagraphChunker
-
-from .strategies import PROPERTY_SETTINGS, assert_contract, texts
+from retrieval.testing.chunkers import PROPERTY_SETTINGS, assert_contract, texts
 
 
 def texts_of(text: str, chunker: ParagraphChunker) -> list[str]:
@@ -57,3 +56,29 @@ def test_bad_max_chars_raise_value_error(max_chars: object) -> None:
         ValueError, match=f"max_chars must be a positive integer, got {max_chars!r}"
     ):
         ParagraphChunker(max_chars=max_chars)  # type: ignore[arg-type]
+
+
+def test_overlap_repeats_the_last_paragraphs_that_fit():
+    """The design's paragraph chunker overlaps; it did not take the option at all."""
+    text = "one one\n\ntwo two\n\nthree three\n\nfour four"
+
+    def pieces(chunker: ParagraphChunker) -> list[str]:
+        return [text[s.start : s.end] for s in chunker.chunk(text)]
+
+    assert pieces(ParagraphChunker(max_chars=20)) == [
+        "one one\n\ntwo two",
+        "three three",
+        "four four",
+    ]
+    # Each chunk begins with the paragraph before it when both fit within max_chars.
+    assert pieces(ParagraphChunker(max_chars=20, overlap=1)) == [
+        "one one\n\ntwo two",
+        "two two\n\nthree three",
+        "four four",  # "three three" and it would take 22 characters
+    ]
+    assert pieces(ParagraphChunker(max_chars=30, overlap=1)) == [
+        "one one\n\ntwo two\n\nthree three",
+        "three three\n\nfour four",
+    ]
+    with pytest.raises(ValueError, match="overlap"):
+        ParagraphChunker(overlap=-1)

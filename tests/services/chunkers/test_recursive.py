@@ -12,8 +12,7 @@ from retrieval.services.chunkers import tokens
 from retrieval.services.chunkers.recursive import RecursiveChunker
 from retrieval.services.chunkers.tokens import count_tokens
 from retrieval.services.types import Section
-
-from .strategies import (
+from retrieval.testing.chunkers import (
     PROPERTY_SETTINGS,
     assert_contract,
     assert_within_tokens,

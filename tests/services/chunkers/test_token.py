@@ -11,8 +11,12 @@ from hypothesis import strategies as st
 from retrieval.services.chunkers import tokens
 from retrieval.services.chunkers.token import TokenChunker
 from retrieval.services.chunkers.tokens import count_tokens
-
-from .strategies import PROPERTY_SETTINGS, assert_contract, assert_within_tokens, texts
+from retrieval.testing.chunkers import (
+    PROPERTY_SETTINGS,
+    assert_contract,
+    assert_within_tokens,
+    texts,
+)
 
 # Every word of this text is one token, so windows can be worked out by hand.
 CAT_TEXT = " ".join(["the cat sat on the mat"] * 6)

@@ -15,8 +15,7 @@ from hypothesis import given
 from retrieval.exceptions import InvalidComponentError
 from retrieval.services.chunkers import tokens
 from retrieval.services.chunkers.tokens import count_tokens, get_encoding, token_boundaries
-
-from .strategies import PROPERTY_SETTINGS, texts
+from retrieval.testing.chunkers import PROPERTY_SETTINGS, texts
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.registry import analyzers
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

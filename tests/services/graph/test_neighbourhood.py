@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk
+from retrieval.services.access import Scope
 from retrieval.services.graph.entities import merge_entities
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.scope import Scope
 from tests.conftest import TOWN
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from retrieval.models import Collection, IndexOperation
 from retrieval.services.indexes import outbox, sync
+from retrieval.testing.indexes import make_collection
 from tests.services.indexes.conftest import BACKENDS, engine_for
-from tests.services.indexes.test_conformance import make
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def test_a_new_collection_can_be_put_on_an_external_index(admin_client, chroma):
 
 
 def test_the_page_shows_pending_operations_and_the_last_error(admin_client, chroma):
-    collection = make("compass", "ext")
+    collection = make_collection("compass", "ext")
     IndexOperation.objects.create(
         collection_id=collection.pk,
         index="ext",
@@ -52,7 +52,7 @@ def test_the_page_shows_pending_operations_and_the_last_error(admin_client, chro
 
 
 def test_the_rebuild_action_builds_a_new_space(admin_client, chroma):
-    collection = make("compass", "ext")
+    collection = make_collection("compass", "ext")
     before = collection.index_space
     response = admin_client.post(
         reverse("admin:retrieval_collection_changelist"),

@@ -1,171 +1,33 @@
-"""One suite for every index backend, each on its real engine (see conftest).
-
-Vectors come from the keyword embedder (axes north, east, up), so every similarity
-is worked out by hand: "north" is [1, 0, 0], "north east" [1, 1, 0]/√2.
-"""
+"""Every index backend of the app through the public suite (retrieval.testing.indexes),
+each on its real engine: pgvector in the test database, Chroma and Milvus Lite started
+here on 127.0.0.1 (see conftest)."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
-import pytest
-
-from retrieval.exceptions import InvalidFilterError
-from retrieval.models import Collection, Document, IndexOperation, IndexRun
-from retrieval.services.collections import get_or_create_collection
-from retrieval.services.filters import Filters
-from retrieval.services.indexes import index_for, outbox, sync
-from retrieval.services.indexing import Source, ingest
-from retrieval.services.reembedding import reembed
-
-pytestmark = pytest.mark.django_db
-
-NORTH = [1.0, 0.0, 0.0]
-TEXTS = {"n": "north", "ne": "north east", "e": "east", "u": "up"}
-META = {
-    "n": {"axis": "n", "group": "flat", "rank": 1, "tags": ["a", "b"], "geo": {"deg": 0}},
-    "ne": {"axis": "ne", "group": "flat", "rank": 2, "tags": ["a"], "geo": {"deg": 45}},
-    "e": {"axis": "e", "group": "flat", "rank": 3, "tags": ["c"], "geo": {"deg": 90}},
-    "u": {"axis": "u", "group": "vertical", "rank": 4, "tags": [], "geo": {"deg": None}},
-}
+from retrieval.testing.indexes import IndexSuite
+from tests.services.indexes.conftest import BACKENDS, engine_for
 
 
-def make(name: str, alias: str, texts: dict[str, str] = TEXTS) -> Collection:
-    collection, _ = get_or_create_collection(name, index=alias)
-    sources = [
-        Source.from_text(text, external_id=key, metadata=META.get(key, {}))
-        for key, text in texts.items()
-    ]
-    run = ingest(collection, sources)
-    assert run.status == "succeeded", run.errors
-    result = outbox.drain()  # on a worker the commit triggers it
-    assert result.failed == 0, result.errors
-    return Collection.objects.get(pk=collection.pk)
+class EngineIndexSuite(IndexSuite):
+    """The suite on an engine this test session starts once."""
+
+    kind = ""
+
+    def index_config(self, request) -> dict[str, Any]:
+        engines = request.getfixturevalue("engines")
+        engine = engine_for(engines, self.kind, request.getfixturevalue("tmp_path_factory"))
+        return {"BACKEND": BACKENDS[self.kind], "OPTIONS": dict(engine.options)}
 
 
-def rank(collection: Collection, vector=NORTH, top_k: int = 10, filters=None):
-    """Return [(external id, similarity rounded)] best first."""
-    scored = index_for(collection).rank(
-        vector, collection=collection, top_k=top_k, filters=Filters.parse(filters)
-    )
-    names = dict(
-        Document.objects.filter(chunks__pk__in=[s.chunk_id for s in scored]).values_list(
-            "chunks__pk", "external_id"
-        )
-    )
-    return [(names[s.chunk_id], round(s.score, 4)) for s in scored]
+class TestPgvectorIndex(IndexSuite):
+    backend = BACKENDS["pgvector"]
 
 
-def test_written_vectors_rank_by_cosine_similarity(index_alias):
-    collection = make("compass", index_alias)
-    ranked = rank(collection)
-    assert ranked[:2] == [("n", 1.0), ("ne", round(1 / math.sqrt(2), 4))]
-    assert sorted(ranked[2:]) == [("e", 0.0), ("u", 0.0)]
-    assert index_for(collection).count(collection) == 4
+class TestChromaIndex(EngineIndexSuite):
+    kind = "chroma"
 
 
-def test_top_k_keeps_the_best(index_alias):
-    collection = make("compass", index_alias)
-    assert rank(collection, top_k=1) == [("n", 1.0)]
-    east = [0.0, 1.0, 0.0]
-    assert [name for name, _ in rank(collection, east, top_k=2)] == ["e", "ne"]
-
-
-def test_document_filters(index_alias):
-    collection = make("compass", index_alias)
-    assert {n for n, _ in rank(collection, filters={"documents": ["e", "u"]})} == {"e", "u"}
-    up = Document.objects.get(collection=collection, external_id="u").pk
-    assert rank(collection, filters={"document_ids": [up]}) == [("u", 0.0)]
-    assert rank(collection, filters={"document_ids": []}) == []
-    assert rank(collection, filters={"documents": ["nope"]}) == []
-
-
-def test_scalar_metadata_filters(index_alias):
-    collection = make("compass", index_alias)
-    flat = rank(collection, filters={"metadata": {"group": "flat"}})
-    assert [n for n, _ in flat][:2] == ["n", "ne"] and {n for n, _ in flat} == {"n", "ne", "e"}
-    assert rank(collection, filters={"metadata": {"rank": 2}}) == [("ne", 0.7071)]
-    both = {"metadata": {"group": "flat", "axis": "e"}, "documents": ["e", "n"]}
-    assert rank(collection, filters=both) == [("e", 0.0)]
-    # Quotes and backslashes are literals, not syntax: no match, no error.
-    assert rank(collection, filters={"metadata": {"group": 'flat" or 1 == 1 or "\\'}}) == []
-
-
-def test_nested_and_list_metadata_filters_match_or_are_refused(index_alias, settings):
-    collection = make("compass", index_alias)
-    backend = settings.RETRIEVAL["INDEXES"][index_alias]["BACKEND"]
-    nested = {"metadata": {"geo": {"deg": 45}}}
-    listed = {"metadata": {"tags": ["a"]}}
-    if backend.endswith("ChromaIndex"):
-        for filters in (nested, listed):
-            with pytest.raises(InvalidFilterError, match="cannot filter"):
-                rank(collection, filters=filters)
-        return
-    assert rank(collection, filters=nested) == [("ne", 0.7071)]
-    assert [n for n, _ in rank(collection, filters=listed)] == ["n", "ne"]
-    if backend.endswith("MilvusIndex"):
-        with pytest.raises(InvalidFilterError, match="cannot filter"):
-            rank(collection, filters={"metadata": {"geo": {"deg": None}}})
-    else:
-        assert rank(collection, filters={"metadata": {"geo": {"deg": None}}}) == [("u", 0.0)]
-
-
-def test_ranking_stays_inside_the_collection(index_alias):
-    compass = make("compass", index_alias)
-    other = make("other", index_alias, {"n2": "north north", "x": "up up"})
-    assert {n for n, _ in rank(compass)} == set(TEXTS)
-    assert [n for n, _ in rank(other)] == ["n2", "x"]
-
-
-def test_deleted_chunks_disappear_at_once_and_from_the_engine_after_the_drain(index_alias):
-    collection = make("compass", index_alias)
-    index = index_for(collection)
-    Document.objects.filter(collection=collection, external_id="n").delete()
-    # Before the drain: the engine may still hold them, PostgreSQL's check drops them.
-    top = rank(collection, top_k=2)
-    assert top[0] == ("ne", 0.7071) and top[1] in {("e", 0.0), ("u", 0.0)}
-    assert "n" not in {name for name, _ in rank(collection)}
-    assert outbox.drain().failed == 0
-    assert index.count(collection) == 3
-    assert not sync.compare(collection)
-
-
-def test_drift_is_named_and_a_rebuild_repairs_it(index_alias):
-    collection = make("compass", index_alias)
-    index = index_for(collection)
-    assert not sync.compare(collection)
-    if index.transactional:
-        return  # the vectors are the chunk rows: nothing can drift
-    gone = Document.objects.get(collection=collection, external_id="e").chunks.get().pk
-    IndexOperation.objects.all().delete()  # a lost operation: what the outbox prevents
-    Document.objects.filter(collection=collection, external_id="e").delete()
-    IndexOperation.objects.all().delete()
-    drift = sync.compare(collection)
-    assert drift.extra == {gone} and not drift.missing
-    assert "PostgreSQL holds 3 chunk vectors, the index 4" in drift.describe()
-    before = Collection.objects.get(pk=collection.pk).index_space
-    sync.rebuild(collection)
-    after = Collection.objects.get(pk=collection.pk).index_space
-    assert after != before
-    assert not sync.compare(collection)
-    assert [n for n, _ in rank(collection)][:2] == ["n", "ne"]
-
-
-def test_re_embedding_swaps_the_index_to_the_new_space(index_alias, retrieval_settings):
-    retrieval_settings(
-        EMBEDDERS={
-            "turned": {
-                "BACKEND": "tests.embedders.KeywordEmbedder",
-                "OPTIONS": {"keywords": ["east", "north", "up", "west"], "model": "turned"},
-            }
-        }
-    )
-    collection = make("compass", index_alias)
-    run = IndexRun.objects.create(collection=collection, scope="reembed_collection")
-    reembed(collection, "turned", run=run)
-    assert outbox.drain().failed == 0
-    collection = Collection.objects.get(pk=collection.pk)
-    assert collection.dimensions == 4
-    east_in_new_space = [1.0, 0.0, 0.0, 0.0]
-    assert [n for n, _ in rank(collection, east_in_new_space)][:2] == ["e", "ne"]
-    assert not sync.compare(collection)
+class TestMilvusIndex(EngineIndexSuite):
+    kind = "milvus"

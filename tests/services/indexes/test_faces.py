@@ -6,13 +6,13 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from retrieval.models import Collection, Document, IndexOperation
 from retrieval.services.indexes import index_for
+from tests.conftest import editor
 from tests.services.indexes.conftest import BACKENDS, engine_for
 
 
@@ -29,8 +29,7 @@ def chroma(engines, tmp_path_factory, keyword_settings, retrieval_settings):
 @pytest.fixture
 def api() -> APIClient:
     client = APIClient()
-    user = get_user_model().objects.create_user(username="reader", password="x")
-    client.force_authenticate(user)
+    client.force_authenticate(editor("reader"))
     return client
 
 

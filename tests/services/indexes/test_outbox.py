@@ -19,10 +19,10 @@ from rest_framework.test import APIClient
 
 from retrieval.exceptions import IndexUnavailableError
 from retrieval.models import Chunk, Collection, Document, IndexOperation
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import index_for, outbox
 from retrieval.services.indexing import Source, ingest
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from tests.services.indexes.conftest import BACKENDS, engine_for
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from django.db.models import Q
 
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexes import external
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
-from retrieval.services.scope import Scope
 from retrieval.services.search import search as scoped_search
-from tests.services.indexes.test_conformance import TEXTS, make
+from retrieval.testing.indexes import TEXTS, make_collection
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_the_suite_covers_every_configured_and_shipped_retriever():
 
 @pytest.mark.parametrize("retriever", RETRIEVERS)
 def test_results_are_ordered_ranked_and_limited(index_alias, retriever):
-    make("compass", index_alias)
+    make_collection("compass", index_alias)
     results = search("north", collection="compass", retriever=retriever, top_k=2)
     assert names(results) == ["n", "ne"]
     assert [r.rank for r in results] == [0, 1]
@@ -81,7 +81,7 @@ def test_results_are_ordered_ranked_and_limited(index_alias, retriever):
 
 @pytest.mark.parametrize("retriever", RETRIEVERS)
 def test_top_k_must_be_a_positive_integer(index_alias, retriever):
-    collection = make("compass", index_alias)
+    collection = make_collection("compass", index_alias)
     for top_k in (0, -1, True, 2.5):
         with pytest.raises(ValueError, match="top_k"):
             retrievers[retriever].retrieve("north", collection=collection, top_k=top_k)
@@ -89,15 +89,15 @@ def test_top_k_must_be_a_positive_integer(index_alias, retriever):
 
 @pytest.mark.parametrize("retriever", RETRIEVERS)
 def test_scope_is_the_collection(index_alias, retriever):
-    make("compass", index_alias)
-    make("other", index_alias, {"far": "north north north"})
+    make_collection("compass", index_alias)
+    make_collection("other", index_alias, {"far": "north north north"})
     assert set(names(search("north", collection="compass", retriever=retriever))) <= set(TEXTS)
     assert names(search("north", collection="other", retriever=retriever)) == ["far"]
 
 
 @pytest.mark.parametrize("retriever", RETRIEVERS)
 def test_filters_hold_on_every_leg(index_alias, retriever):
-    make("compass", index_alias)
+    make_collection("compass", index_alias)
     flat = search(
         "north", collection="compass", retriever=retriever, filters={"metadata": {"group": "flat"}}
     )
@@ -128,7 +128,7 @@ def test_the_access_scope_holds_on_every_index(
     if not prefilter:
         # A scope too wide to send to the engine: PostgreSQL's confirmation alone holds it.
         monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
-    make("compass", index_alias)
+    make_collection("compass", index_alias)
     reader = django_user_model.objects.create_user(username="reader")
     seen = scoped_search("north up", collection="compass", retriever=retriever, user=reader)
     assert {"n", "ne"} <= set(names(seen)) <= {"n", "ne", "e"}

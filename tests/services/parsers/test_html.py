@@ -7,7 +7,7 @@ import pytest
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.html import HtmlParser
 from retrieval.services.types import ParsedDocument
-from tests.services.parsers.test_conformance import assert_well_formed
+from retrieval.testing.parsers import assert_well_formed
 
 PAGE = """<!DOCTYPE html>
 <html>

@@ -7,8 +7,7 @@ from hypothesis import strategies as st
 
 from retrieval.services.parsers.rst import RstParser, looks_like_rst
 from retrieval.services.parsers.text import TextParser
-
-from .test_conformance import assert_well_formed
+from retrieval.testing.parsers import assert_well_formed
 
 GUIDE = b"""\
 :orphan:

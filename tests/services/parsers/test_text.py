@@ -12,7 +12,7 @@ from retrieval.exceptions import ParseError
 from retrieval.services.parsers.layout import TextBuilder
 from retrieval.services.parsers.text import TextParser
 from retrieval.services.types import ParsedDocument, Section
-from tests.services.parsers.test_conformance import assert_well_formed
+from retrieval.testing.parsers import assert_well_formed
 
 
 def parse(data: bytes, filename: str | None = "notes.txt") -> ParsedDocument:

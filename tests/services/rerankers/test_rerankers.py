@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 from retrieval.services.rerankers.llm import LLMReranker
 from retrieval.services.rerankers.score import ScoreReranker
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import traced
 from tests.openai_server import status_fault
@@ -191,3 +191,16 @@ def test_llm_reranker_reads_integer_valued_floats(llm_server, results):
     llm_server.queue_chat('{"ranking": [1.0, 0.0]}')
     reranked = LLMReranker().rerank("question", results)
     assert _ids(reranked) == [before[1], before[0], *before[2:]]
+
+
+def test_score_reranker_keeps_its_own_top_k_unless_the_call_says(results):
+    """The design's ScoreReranker(top_k=...) was refused as an unknown option."""
+
+    def length(query: str, text: str) -> float:
+        return len(text)
+
+    reranker = ScoreReranker(function=length, top_k=2)
+    assert len(reranker.rerank("q", results)) == 2
+    assert len(reranker.rerank("q", results, top_k=4)) == 4
+    with pytest.raises(ValueError, match="top_k"):
+        ScoreReranker(function=length, top_k=0)

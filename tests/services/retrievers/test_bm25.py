@@ -104,11 +104,16 @@ def test_scores_equal_bm25s(pets, k1, b):
     for query in ("cats that sleep", "bark bark", "birds migrating in winter", "the pets"):
         expected = dict(zip(DOCS, reference_scores(model, query), strict=True))
         results = retriever.retrieve(query, collection=pets, top_k=10)
-        got = {r.chunk.document.external_id: r.score for r in results}
+        got = {r.chunk.document.external_id: r.metadata["raw_score"] for r in results}
         assert set(got) == {key for key, score in expected.items() if score > 0}, query
         for key, score in got.items():
             assert score == pytest.approx(expected[key], rel=1e-5), (query, key)
-        assert [r.score for r in results] == sorted(got.values(), reverse=True)
+        assert [r.metadata["raw_score"] for r in results] == sorted(got.values(), reverse=True)
+        # The score is the raw one divided by the best: the design's [0, 1].
+        best = max(got.values())
+        assert [r.score for r in results] == pytest.approx(
+            [s / best for s in sorted(got.values(), reverse=True)]
+        )
 
 
 def test_only_positive_scores_and_empty_queries(pets):

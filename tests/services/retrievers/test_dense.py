@@ -10,6 +10,7 @@ from django.db import connection
 
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Chunk, Collection, Document
+from retrieval.services.access import Scope
 from retrieval.services.collections import (
     ensure_vector_index,
     get_or_create_collection,
@@ -18,7 +19,6 @@ from retrieval.services.collections import (
 from retrieval.services.indexes.pgvector import vector_literal
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.dense import PgvectorRetriever
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 
 pytestmark = pytest.mark.django_db
@@ -256,3 +256,20 @@ def test_the_query_vector_reaches_postgresql_exactly():
             parsed = np.array(cursor.fetchone()[0], dtype=np.float32)
             assert np.array_equal(parsed, vector)
     assert vector_literal([]) == "[]" and vector_literal([0.5, -2]) == "[0.5,-2]"
+
+
+def test_scores_lie_in_0_1_with_the_raw_cosine_kept():
+    """A dense result's score is its cosine similarity, a negative one counting 0."""
+    from retrieval.services.retrievers.base import BaseRetriever
+    from retrieval.services.types import ScoredChunk
+
+    class Plain(BaseRetriever):
+        def _rank(self, query, *, collection, top_k, filters):  # pragma: no cover
+            return []
+
+    ranking = [ScoredChunk(1, 0.8), ScoredChunk(2, 0.1), ScoredChunk(3, -0.3)]
+    scored = Plain().normalise(ranking)
+    assert [s.score for s in scored] == [0.8, 0.1, 0.0]
+    assert [s.metadata["raw_score"] for s in scored] == [0.8, 0.1, -0.3]
+    above = Plain().normalise([ScoredChunk(1, 4.0), ScoredChunk(2, 1.0)])
+    assert [s.score for s in above] == [1.0, 0.25]

@@ -15,11 +15,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from retrieval.exceptions import RetrievalError
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.indexing import Source, ingest
 from retrieval.services.retrievers.graph import GraphRetriever, merge
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.types import ScoredChunk
 

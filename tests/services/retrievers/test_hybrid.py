@@ -9,6 +9,7 @@ from django.db import connection, connections
 
 from retrieval.exceptions import DimensionMismatchError, RetrievalError
 from retrieval.models import Chunk
+from retrieval.services.access import Scope
 from retrieval.services.collections import get_or_create_collection
 from retrieval.services.filters import Filters
 from retrieval.services.fusion import relative_score_fuse
@@ -17,7 +18,6 @@ from retrieval.services.legs import Leg, _spare_connection, run_legs
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.dense import DenseRetriever
 from retrieval.services.retrievers.hybrid import HybridRetriever
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from tests.conftest import collection_of
 from tests.retrievers import FailingScorerRetriever, RankOnlyRetriever
@@ -217,7 +217,7 @@ def test_no_second_connection_in_a_transaction_from_an_empty_pool_or_without_a_p
 
 
 def test_bad_options_and_checks(retrieval_settings):
-    with pytest.raises(ValueError, match="Unknown fusion method 'max'"):
+    with pytest.raises(ValueError, match="Unknown fusion 'max'"):
         HybridRetriever(method="max")
     with pytest.raises(ValueError, match="at least one"):
         HybridRetriever(retrievers={})
@@ -285,7 +285,7 @@ def test_relative_to_best_scores_every_candidate_with_every_leg(compass):
     expected = {
         i: full["bm25"][i] / best["bm25"] + 2.0 * full["dense"][i] / best["dense"] for i in (a, c)
     }
-    assert {s.chunk_id: s.score for s in fused} == pytest.approx(expected)
+    assert {s.chunk_id: s.metadata["raw_score"] for s in fused} == pytest.approx(expected)
     legs_of = {s.chunk_id: s.metadata["legs"] for s in fused}
     assert legs_of[c] == {
         "bm25": {"score": pytest.approx(full["bm25"][c]), "rank": 1},
@@ -308,8 +308,8 @@ def test_a_leg_that_cannot_score_given_chunks_or_fails_to_counts_them_as_zero(co
         fused = {s.chunk_id: s for s in ranked.fuse("relative_to_best", top_k=10)}
         # "a", dense's only candidate, has no sparse score; "c" gets dense's.
         assert set(fused[pk["a"]].metadata["legs"]) == {"dense"}
-        assert fused[pk["a"]].score == pytest.approx(1.0)
-        assert fused[pk["c"]].score == pytest.approx(1.0 + full["dense"][pk["c"]])
+        assert fused[pk["a"]].metadata["raw_score"] == pytest.approx(1.0)
+        assert fused[pk["c"]].metadata["raw_score"] == pytest.approx(1.0 + full["dense"][pk["c"]])
     assert "could not score the other legs' candidates" in caplog.text  # the failing one
 
 
@@ -330,4 +330,5 @@ def test_hybrid_relative_to_best_fuses_its_legs_candidates_with_every_score(comp
     }
     # Each scored by both legs, "c" wins (1 + 1.25 · 0.71); by its own leg only, "a" would (1.25).
     assert fused.chunk.document.external_id == "c"
-    assert fused.score == pytest.approx(max(expected.values()))
+    assert fused.metadata["raw_score"] == pytest.approx(max(expected.values()))
+    assert fused.score == pytest.approx(max(expected.values()) / 2.25)  # over the weights

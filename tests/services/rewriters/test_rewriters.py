@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from retrieval.services.access import Scope
 from retrieval.services.rewriters.llm import (
     HyDEQueryRewriter,
     LLMQueryRewriter,
     MultiQueryRewriter,
 )
 from retrieval.services.rewriters.prf import RM3QueryRewriter
-from retrieval.services.scope import Scope
 from retrieval.services.search import search
 from retrieval.services.tracing import traced
 from tests.conftest import collection_of
