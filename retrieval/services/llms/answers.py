@@ -76,14 +76,15 @@ def answer_token_bound(schema: Mapping[str, Any]) -> int | None:
     return None if length is None else length + SLACK_CHARS
 
 
-def parse_answer(text: str) -> Any:
-    """Return ``text`` parsed as JSON, cleaned (see :func:`clean`).
+def parse_answer(text: str, *, cleaned: bool = True) -> Any:
+    """Return ``text`` parsed as JSON, cleaned (see :func:`clean`) unless ``cleaned`` is false.
 
     ``strict=False``: llama.cpp's JSON grammar lets raw control characters into
     strings. ``NaN`` and ``Infinity`` (which Python's parser accepts) and numbers too
     large for a double are refused with ``ValueError``.
     """
-    return clean(json.loads(text, strict=False, parse_constant=_refuse, parse_float=_finite))
+    data = json.loads(text, strict=False, parse_constant=_refuse, parse_float=_finite)
+    return clean(data) if cleaned else data
 
 
 def clean(value: Any) -> Any:

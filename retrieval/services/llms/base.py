@@ -121,8 +121,8 @@ def check_llm_alias(owner: str, llm: str) -> list:
 
 def json_problem(text: str, schema: Mapping[str, Any]) -> str | None:
     """Return why ``text`` is not JSON matching ``schema``, or ``None`` if it is."""
-    try:
-        data = parse_answer(strip_code_fence(text))
+    try:  # validated as the model wrote it: cleaning may empty a string it may not be
+        data = parse_answer(strip_code_fence(text), cleaned=False)
     except (TypeError, ValueError, RecursionError) as e:
         return f"not JSON ({e})"
     try:

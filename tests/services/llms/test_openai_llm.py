@@ -157,3 +157,13 @@ def test_invalid_json_answers_are_not_cached(llm_server):
     assert llm.complete_json(ASK, schema=SCORE) == {"score": 0.25}  # asked again, not "not json"
     assert llm.complete_json(ASK, schema=SCORE) == {"score": 0.25}  # a valid answer is cached
     assert len(llm_server.requests_to(PATH)) == 3
+
+
+def test_answers_are_validated_as_written_and_cleaned_after(llm_server):
+    # A string of NUL characters is schema-valid; cleaned to "" it must not cost a repair.
+    schema = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}}
+    llm_server.queue_chat('{"name": "\\u0000\\ud800"}')
+    assert llms["default"].complete_json(ASK, schema=schema) == {"name": "\ufffd"}
+    llm_server.queue_chat('{"name": "\\u0000"}')
+    assert llms["default"].complete_json([*ASK, ASK[0]], schema=schema) == {"name": ""}
+    assert len(llm_server.requests_to(PATH)) == 2
