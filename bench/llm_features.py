@@ -6,7 +6,7 @@
 It configures the LLM as ``default`` (the alias every component uses unless told
 otherwise), ingests a small ``llm-features`` collection into the example project's
 database, then runs, one after another: a text completion, a JSON completion, the
-standalone/multi-query/HyDE rewriters, the LLM reranker, the agentic retriever (with
+standalone/multi-query/decomposition/HyDE rewriters, the LLM reranker, the agentic retriever (with
 the configured budget and with a tiny one), the LLM triple extractor, and a tool
 loop (``tool_choice`` naming ``retrieve``). It prints what each returned and how long
 it took, and exits 1 if any failed. Nothing is mocked: this is the check that the
@@ -73,6 +73,7 @@ def main() -> int:
                 "BACKEND": "retrieval.services.rewriters.llm.MultiQueryRewriter",
                 "OPTIONS": {"n": 2},
             },
+            "decompose": {"BACKEND": "retrieval.services.rewriters.llm.DecompositionRewriter"},
             "hyde": {"BACKEND": "retrieval.services.rewriters.llm.HyDEQueryRewriter"},
         },
         "RERANKERS": {"llm": {"BACKEND": "retrieval.services.rerankers.llm.LLMReranker"}},
@@ -139,6 +140,9 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
             calls = results.trace["llm_calls"]
             if not results:
                 raise RuntimeError("no results")
+            budget = results.trace["budget"]
+            if budget["max_tokens"] is not None and budget["tokens"] > budget["max_tokens"]:
+                raise RuntimeError(f"spent {budget['tokens']} of {budget['max_tokens']} tokens")
             return {
                 "results": [r.chunk.document.external_id for r in results],
                 "llm_calls": [(c["purpose"], c.get("error") or "ok") for c in calls],
@@ -149,6 +153,10 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
     def tiny_budget() -> Any:
         with traced(Budget(max_tokens=100)):
             return searched(retriever="agentic")()
+
+    def rewrite_budget() -> Any:
+        with traced(Budget(max_tokens=100)):
+            return searched(rewriter="standalone")()
 
     def extraction() -> Any:
         run = extract_graph(collection, extractor="llm")
@@ -161,10 +169,12 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
         ("complete_json", lambda: llms["default"].complete_json(ask, schema=score)),
         ("rewriter standalone", rewrite("standalone")),
         ("rewriter multi_query", rewrite("multi")),
+        ("rewriter decompose", rewrite("decompose")),
         ("rewriter hyde", rewrite("hyde")),
         ("reranker llm", searched(reranker="llm")),
         ("retriever agentic", searched(retriever="agentic")),
         ("retriever agentic, LLM_BUDGET max_tokens=100", tiny_budget),
+        ("rewritten search, LLM_BUDGET max_tokens=100", rewrite_budget),
         ("extractor llm (retrieval_extract_graph)", extraction),
         ("tool loop (tool_choice: retrieve)", lambda: tool_loop(collection)),
     ]

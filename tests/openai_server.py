@@ -254,6 +254,8 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
     finish = message.pop("finish_reason", None) or (
         "tool_calls" if message.get("tool_calls") else "stop"
     )
+    if server.tokens is not None:
+        return counted_reply(body, message, finish, server)
     words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
     completion = {
         "id": f"chatcmpl-{len(server.requests)}",
@@ -277,6 +279,46 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
     return Reply(200, completion)
 
 
+def counted_reply(
+    body: dict[str, Any], message: dict[str, Any], finish: str, server: OpenAIServer
+) -> Reply:
+    """Answer as a server with a tokenizer and a chat template does: the prompt counted
+    through the template, the answer cut at ``max_tokens`` (``finish_reason`` "length")."""
+    count = server.tokens
+    assert count is not None
+    prompt = server.template_tokens + sum(
+        count(str(m.get("content") or "")) + server.message_tokens for m in body["messages"]
+    )
+    content = str(message.get("content") or "")
+    limit = body.get("max_tokens")
+    if limit is not None and count(content) > limit:
+        low, high = 0, len(content)  # the longest prefix within the limit
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if count(content[:middle]) <= limit else (low, middle - 1)
+        content, finish = content[:low], "length"
+        message = {**message, "content": content}
+    completion = count(content)
+    reply = {
+        "id": f"chatcmpl-{len(server.requests)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", server.models[0]),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+    return Reply(200, reply)
+
+
+def characters(text: str) -> int:
+    """Count a token per character, as a small model pays for "1.0.3.4.1.1"."""
+    return len(text)
+
+
 def models_reply(request: RecordedRequest, server: OpenAIServer) -> Reply:
     """Answer ``GET /v1/models``."""
     data = [
@@ -295,6 +337,11 @@ class OpenAIServer:
         local servers do.
     :param strict_messages: answer 500 to an assistant message without ``content``, as
         llama-cpp-python does.
+    :param tokens: count chat tokens with this function (e.g. :func:`characters`) and cut
+        answers at the request's ``max_tokens``, as a real server does; ``None`` counts
+        words and never cuts.
+    :param template_tokens: with ``tokens``, what the chat template adds to each prompt
+        (a default system message, the assistant header); ``message_tokens`` a message.
     """
 
     def __init__(
@@ -304,8 +351,14 @@ class OpenAIServer:
         shuffle: bool = False,
         reject_dimensions: bool = False,
         strict_messages: bool = False,
+        tokens: Callable[[str], int] | None = None,
+        template_tokens: int = 0,
+        message_tokens: int = 0,
     ) -> None:
         self.strict_messages = strict_messages
+        self.tokens = tokens
+        self.template_tokens = template_tokens
+        self.message_tokens = message_tokens
         self.dimension = dimension
         self.models = models
         self.shuffle = shuffle

@@ -8,8 +8,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from retrieval.exceptions import BudgetExceeded, LLMError
+from retrieval.services.llms.answers import valid_indices
 from retrieval.services.registry import analyzers, llms
 from retrieval.services.types import RetrievalResult
 
@@ -28,6 +30,12 @@ class Verdict:
 
     score: float
     reason: str = ""
+
+
+#: Ids above this are refused by the schema; any past the candidates is ignored.
+MAX_ID = 999
+#: The longest reason a selector or judge may give (it bounds the answer's tokens).
+REASON_CHARS = 200
 
 
 def _passages(results: Sequence[RetrievalResult], chars: int = 700) -> str:
@@ -99,16 +107,24 @@ class CoverageEvaluator(BaseEvaluator):
 
 
 class LLMSelector(BaseSelector):
-    """Ask the model which passages help; falls back to :class:`CoverageSelector`."""
+    """Ask the model which passages help; falls back to :class:`CoverageSelector`.
 
-    SCHEMA = {
-        "type": "object",
-        "properties": {
-            "selected": {"type": "array", "items": {"type": "integer"}},
-            "reason": {"type": "string"},
-        },
-        "required": ["selected"],
-    }
+    Ids are read as :func:`valid_indices` reads them: ``1.0`` is 1; ids out of range,
+    repeated or past ``limit`` are ignored.
+    """
+
+    @staticmethod
+    def schema(limit: int) -> dict[str, Any]:
+        """Return the answer's schema: at most ``limit`` ids and a short reason."""
+        ids = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+        return {
+            "type": "object",
+            "properties": {
+                "selected": {"type": "array", "items": ids, "maxItems": limit},
+                "reason": {"type": "string", "maxLength": REASON_CHARS},
+            },
+            "required": ["selected"],
+        }
 
     def __init__(self, *, llm: str = "default") -> None:
         self.llm = llm
@@ -120,17 +136,16 @@ class LLMSelector(BaseSelector):
         )
         try:
             data = llms[self.llm].complete_json(
-                [{"role": "user", "content": prompt}], schema=self.SCHEMA, purpose="select"
+                [{"role": "user", "content": prompt}],
+                schema=self.schema(limit),
+                purpose="select",
             )
         except BudgetExceeded:
             raise
         except LLMError as e:
             fallback = CoverageSelector().select(query, candidates, limit=limit)
             return Selection(fallback.results, f"model failed ({e}); {fallback.reason}")
-        ids: list[int] = []
-        for i in data["selected"]:
-            if 0 <= i < len(candidates) and i not in ids:  # invented ids are ignored
-                ids.append(i)
+        ids, _ = valid_indices(data["selected"], len(candidates))
         return Selection(tuple(candidates[i] for i in ids[:limit]), data.get("reason", ""))
 
 
@@ -141,7 +156,7 @@ class LLMEvaluator(BaseEvaluator):
         "type": "object",
         "properties": {
             "score": {"type": "number", "minimum": 0, "maximum": 1},
-            "reason": {"type": "string"},
+            "reason": {"type": "string", "maxLength": REASON_CHARS},
         },
         "required": ["score"],
     }

@@ -12,6 +12,7 @@ import jsonschema
 from django.core import checks
 
 from retrieval.exceptions import LLMError
+from retrieval.services.llms.answers import answer_token_bound, parse_answer
 
 Message = Mapping[str, str]
 
@@ -64,14 +65,16 @@ class BaseLLM(ABC):
     ) -> Any:
         """Return the answer parsed and validated against ``schema``.
 
-        An invalid answer gets one repair request (the answer and what is wrong with
-        it); a second invalid answer raises :class:`LLMError`.
+        ``max_tokens`` defaults to the schema's bound (:func:`answer_token_bound`), so any
+        valid answer fits. An invalid answer gets one repair request (the answer and
+        what is wrong with it); a second invalid answer raises :class:`LLMError`.
         """
         messages = list(messages)
+        max_tokens = max_tokens or answer_token_bound(schema)
         answer = self.complete(messages, purpose=purpose, json_schema=schema, max_tokens=max_tokens)
         problem = json_problem(answer.text, schema)
         if problem is None:
-            return json.loads(strip_code_fence(answer.text), strict=False)
+            return parse_answer(strip_code_fence(answer.text))
         if answer.truncated:  # a cut answer is not malformed: asking again would cut it again
             raise LLMError(
                 f"{self.alias or type(self).__name__} answer for {purpose or 'a call'} was cut "
@@ -95,7 +98,7 @@ class BaseLLM(ABC):
                 f"{self.alias or type(self).__name__} gave no valid JSON for {purpose or 'a call'} "
                 f"after one repair: {problem}"
             )
-        return json.loads(strip_code_fence(answer.text), strict=False)
+        return parse_answer(strip_code_fence(answer.text))
 
     def check(self) -> list:
         return []
@@ -118,10 +121,9 @@ def check_llm_alias(owner: str, llm: str) -> list:
 
 def json_problem(text: str, schema: Mapping[str, Any]) -> str | None:
     """Return why ``text`` is not JSON matching ``schema``, or ``None`` if it is."""
-    try:
-        # strict=False: llama.cpp's JSON grammar lets raw control characters into strings
-        data = json.loads(strip_code_fence(text), strict=False)
-    except (TypeError, ValueError) as e:
+    try:  # validated as the model wrote it: cleaning may empty a string it may not be
+        data = parse_answer(strip_code_fence(text), cleaned=False)
+    except (TypeError, ValueError, RecursionError) as e:
         return f"not JSON ({e})"
     try:
         jsonschema.validate(data, schema)

@@ -14,8 +14,9 @@ from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.clients.openai import build_client, resolve_api_key
-from retrieval.services.clients.tokens import count_tokens
-from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
+from retrieval.services.llms.answers import clean
+from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message, json_problem
+from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
 from retrieval.services.query.tracing import LLMCall, current_trace
 
 #: ``response_format`` modes: OpenAI's strict schema, plain JSON mode (the schema goes
@@ -31,11 +32,14 @@ class OpenAIChatLLM(BaseLLM):
         OpenAI-compatible endpoint); ``None`` means OpenAI itself.
     :param api_key: defaults to ``OPENAI_API_KEY``, then to a placeholder when ``base_url``
         is set.
-    :param timeout: seconds for one response (capped by the query's remaining budget).
+    :param timeout: seconds for one call, retries included (capped by the query's remaining
+        budget). A local server needs prompt tokens / its prompt speed plus answer tokens /
+        its generation speed.
     :param max_retries: the client's retries, with exponential backoff, on 408/409/429/5xx,
         connection errors and timeouts.
     :param temperature: sampling temperature (0 keeps answers repeatable and cacheable).
-    :param max_tokens: completion tokens asked for per call.
+    :param max_tokens: completion tokens asked for per text call (a JSON call asks for
+        its schema's bound instead).
     :param json_mode: how JSON is requested (see :data:`JSON_MODES`).
     :param cache: Django cache alias for identical calls, or ``None`` to disable.
     :param cache_timeout: seconds a cached answer lives.
@@ -77,6 +81,7 @@ class OpenAIChatLLM(BaseLLM):
         self.cache_timeout = cache_timeout
         self._client: Any = None
         self._lock = threading.Lock()
+        self.prompt_estimator = PromptEstimator()
 
     def check(self) -> list[checks.CheckMessage]:
         if resolve_api_key(self.api_key, self.base_url) is not None:
@@ -98,6 +103,12 @@ class OpenAIChatLLM(BaseLLM):
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> LLMAnswer:
+        """Answer ``messages`` within the query's budget.
+
+        A text answer's ``max_tokens`` is cut to what the budget has left; a JSON answer
+        (``json_schema``) is not sent unless all of its ``max_tokens`` fit, since a cut
+        one is useless.
+        """
         params = self._params(messages, json_schema, max_tokens or self.max_tokens)
         key = self._cache_key(params)
         trace = current_trace()
@@ -115,10 +126,14 @@ class OpenAIChatLLM(BaseLLM):
                     )
                 )
             return LLMAnswer(**cached, cached=True)
+        # Imports and the client come before the deadline is computed: a cold process
+        # spends ~2 s importing openai, which must not push the call past the budget.
+        client = self._get_client()
+        prompt_estimate = self.prompt_estimator.estimate(params["messages"])
         timeout = self.timeout
         if trace is not None:
-            prompt_estimate = estimate_prompt_tokens(params["messages"])
-            trace.budget.ensure_available(tokens_needed=prompt_estimate + 1)
+            whole = params["max_tokens"] if json_schema is not None else 1
+            trace.budget.ensure_available(tokens_needed=prompt_estimate + whole)
             remaining = trace.budget.remaining_tokens()
             if remaining is not None:  # the answer may not overrun what is left
                 answer_room = remaining - prompt_estimate
@@ -129,16 +144,26 @@ class OpenAIChatLLM(BaseLLM):
         started = time.monotonic()
         attempts = [0]
         try:
-            answer = self._request(params, timeout, attempts)
+            answer = self._request(client, params, timeout, attempts, prompt_estimate)
         except LLMError as e:
             if trace is not None:
                 ms = (time.monotonic() - started) * 1000
                 trace.llm_calls.append(
-                    LLMCall(self.model, purpose, 0, 0, ms, attempts=attempts[0], error=str(e))
+                    LLMCall(
+                        self.model,
+                        purpose,
+                        0,
+                        0,
+                        ms,
+                        attempts=attempts[0],
+                        error=str(e),
+                        prompt_estimate=prompt_estimate,
+                    )
                 )
                 trace.budget.charge(0)
             raise
         ms = (time.monotonic() - started) * 1000
+        self.prompt_estimator.observe(params["messages"], answer.prompt_tokens)
         if trace is not None:
             trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
             trace.llm_calls.append(
@@ -149,9 +174,10 @@ class OpenAIChatLLM(BaseLLM):
                     answer.completion_tokens,
                     ms,
                     attempts=attempts[0],
+                    prompt_estimate=prompt_estimate,
                 )
             )
-        if self.cache and answer.text and not answer.truncated:
+        if self._cacheable(answer, json_schema):
             caches[self.cache].set(
                 key,
                 {
@@ -163,6 +189,13 @@ class OpenAIChatLLM(BaseLLM):
                 self.cache_timeout,
             )
         return answer
+
+    def _cacheable(self, answer: LLMAnswer, schema: Mapping[str, Any] | None) -> bool:
+        """Whether to keep ``answer``: never a blank, cut or (for JSON) invalid one, which
+        would otherwise be served again for a day."""
+        if not self.cache or not answer.text.strip() or answer.truncated:
+            return False
+        return schema is None or json_problem(answer.text, schema) is None
 
     def _params(
         self, messages: Sequence[Message], schema: Mapping[str, Any] | None, max_tokens: int
@@ -200,7 +233,14 @@ class OpenAIChatLLM(BaseLLM):
         payload = json.dumps({"base_url": self.base_url, **params}, sort_keys=True, default=str)
         return "retrieval:llm:" + hashlib.sha256(payload.encode()).hexdigest()
 
-    def _request(self, params: dict[str, Any], timeout: float, attempts: list[int]) -> LLMAnswer:
+    def _request(
+        self,
+        client: Any,
+        params: dict[str, Any],
+        timeout: float,
+        attempts: list[int],
+        prompt_estimate: int,
+    ) -> LLMAnswer:
         """Send ``params``, retrying as ``max_retries`` allows, all within ``timeout`` seconds.
 
         ``attempts[0]`` counts the requests sent.
@@ -210,19 +250,22 @@ class OpenAIChatLLM(BaseLLM):
         if timeout <= 0:
             raise BudgetExceeded("LLM budget exhausted: no time left for another call.")
         deadline = time.monotonic() + timeout
-        client = self._get_client()
         while True:
             left = deadline - time.monotonic()
             attempts[0] += 1
             try:
                 response = client.with_options(timeout=left).chat.completions.create(**params)
                 choice = response.choices[0]
-                text = choice.message.content or ""
+                text = clean(choice.message.content or "")
                 break
             except openai.APITimeoutError as e:
                 raise LLMError(
-                    f"{self._name()} timed out after {timeout:.1f} s "
-                    f"({attempts[0]} attempt(s)): {e}"
+                    f"{self._name()} timed out after {timeout:.1f} s ({attempts[0]} "
+                    f"attempt(s)) on a prompt of ~{prompt_estimate} tokens and up to "
+                    f"{params['max_tokens']} answer tokens: {e}. A local server needs about "
+                    "prompt tokens / its prompt speed + answer tokens / its generation speed: "
+                    "raise the LLM's timeout (and LLM_BUDGET max_seconds) or send less "
+                    "(e.g. the LLM reranker's max_passages and passage_chars)."
                 ) from e
             except openai.OpenAIError as e:
                 pause = _retry_pause(e, attempts[0])
@@ -261,8 +304,8 @@ class OpenAIChatLLM(BaseLLM):
 
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
-    """Return the tokens ``messages`` will take, as sent (system messages included)."""
-    return sum(count_tokens(m.get("content") or "") + 4 for m in messages)
+    """Return the app's own count of ``messages`` (before any server's chat template)."""
+    return count_prompt_tokens(messages)
 
 
 def _retry_pause(error: Exception, attempt: int) -> float | None:

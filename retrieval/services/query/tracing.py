@@ -36,6 +36,8 @@ class LLMCall:
     cached: bool = False
     attempts: int = 1
     error: str = ""
+    #: the prompt tokens reserved before sending (the server's count, estimated)
+    prompt_estimate: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval.exceptions import LLMError
+from retrieval.services.llms.answers import valid_indices
 from retrieval.services.llms.base import check_llm_alias
 from retrieval.services.registry import llms
 from retrieval.services.rerankers.base import BaseReranker
@@ -13,11 +16,18 @@ TEMPLATE = (
     "Use the passage ids shown in brackets; leave out passages that do not help.\n\n"
     "Question: {query}\n\n{passages}"
 )
-SCHEMA = {
-    "type": "object",
-    "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}},
-    "required": ["ranking"],
-}
+#: Ids above this are refused by the schema (any id past the passages shown is ignored).
+MAX_ID = 999
+
+
+def ranking_schema(passages: int) -> dict[str, Any]:
+    """Return the answer's schema: at most ``passages`` ids, so its length is bounded."""
+    ids = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+    return {
+        "type": "object",
+        "properties": {"ranking": {"type": "array", "items": ids, "maxItems": passages}},
+        "required": ["ranking"],
+    }
 
 
 class LLMReranker(BaseReranker):
@@ -37,8 +47,11 @@ class LLMReranker(BaseReranker):
         passage_chars: int = 800,
         template: str = TEMPLATE,
     ) -> None:
-        if max_passages < 1 or passage_chars < 1:
-            raise ValueError("max_passages and passage_chars must be at least 1.")
+        if not 1 <= max_passages <= MAX_ID + 1 or passage_chars < 1:
+            raise ValueError(
+                f"max_passages must be from 1 to {MAX_ID + 1} and passage_chars at least 1, "
+                f"not {max_passages!r} and {passage_chars!r}."
+            )
         if "{query}" not in template or "{passages}" not in template:
             raise ValueError("template must contain {query} and {passages}.")
         self.llm = llm
@@ -60,21 +73,20 @@ class LLMReranker(BaseReranker):
         prompt = self.template.format(query=query, passages=passages)
         try:
             data = llms[self.llm].complete_json(
-                [{"role": "user", "content": prompt}], schema=SCHEMA, purpose="rerank"
+                [{"role": "user", "content": prompt}],
+                schema=ranking_schema(len(shown)),
+                purpose="rerank",
             )
             ranking, error = data["ranking"], ""
         except LLMError as e:
             ranking, error = [], str(e)
-        valid: list[int] = []
-        for i in ranking:
-            if 0 <= i < len(shown) and i not in valid:  # invented and repeated ids are ignored
-                valid.append(i)
+        # 1.0 is a schema-valid integer; invented, repeated and out-of-range ids are ignored
+        valid, ignored = valid_indices(ranking, len(shown))
         order = valid + [i for i in range(len(results)) if i not in valid]
         scores = [0.0] * len(results)
         for position, i in enumerate(order):
             scores[i] = 1.0 - position / len(results)
         details: dict[str, object] = {"ranked_by_model": len(valid)}
-        ignored = [i for i in ranking if not 0 <= i < len(shown)]
         if ignored:
             details["ignored_ids"] = ignored
         if error:

@@ -9,33 +9,34 @@ from typing import Any
 from django.core import checks
 
 from retrieval.models import Collection
-from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, validate_limits
-from retrieval.services.agentic.stages import (
-    CoverageEvaluator,
-    CoverageSelector,
-    LLMEvaluator,
-    LLMSelector,
+from retrieval.services.agentic.pipeline import (
+    SUFFICIENCY_THRESHOLD,
+    AgenticRetrievalPipeline,
+    OnInsufficient,
+    build,
+    validate_limits,
 )
 from retrieval.services.query.filters import Filters
-from retrieval.services.registry import llms, retrievers, rewriters
+from retrieval.services.registry import retrievers, rewriters
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k
-from retrieval.services.rewriters.llm import LLMQueryRewriter
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
 class AgenticRetriever(BaseRetriever):
     """Search ``retriever`` in rounds until a judge finds the chunks sufficient.
 
-    Round 1 searches the query as asked; each later round searches a rewrite of it
-    with a larger ``top_k`` (see :class:`AgenticRetrievalPipeline`). A judge scores
-    each round's selected chunks in [0, 1]; the rounds stop at
-    ``sufficiency_threshold`` or ``max_rounds``. Returns the deduplicated chunks of
-    all rounds, best score first; the rounds are in the query's trace.
+    Round 1 searches the query as asked; each later round searches a refinement of it
+    (from what the rounds learned, never a query already searched) with a larger
+    ``top_k`` (see :class:`AgenticRetrievalPipeline`). A judge scores each round's
+    selected chunks in [0, 1]; the rounds stop at ``sufficiency_threshold`` or
+    ``max_rounds``. Returns the deduplicated chunks of all rounds, best score first;
+    the rounds are in the query's trace.
 
     The stages use the LLM ``llm`` when ``RETRIEVAL["LLMS"]`` configures it, and
-    otherwise run offline: pseudo-relevance feedback rewrites (``rewriter``, default
-    ``"prf"``) and a query-term coverage judge. ``rewriter`` names a configured
-    rewriter to use in either case.
+    otherwise run offline: pseudo-relevance feedback from the selected chunks
+    (``rewriter``, default ``"prf"``) and a query-term coverage judge. ``rewriter``
+    names a configured rewriter to use in either case. With ``on_insufficient``
+    ``"empty"``, a search no round was judged sufficient for returns nothing.
     """
 
     def __init__(
@@ -45,9 +46,10 @@ class AgenticRetriever(BaseRetriever):
         llm: str = "default",
         rewriter: str | None = None,
         max_rounds: int = 3,
-        sufficiency_threshold: float = 0.75,
-        max_top_k: int = 100,
+        sufficiency_threshold: float = SUFFICIENCY_THRESHOLD,
+        max_top_k: int | None = 100,
         selected_chunk_limit: int = 5,
+        on_insufficient: OnInsufficient | str = OnInsufficient.BEST_EFFORT,
     ) -> None:
         validate_limits(
             max_rounds=max_rounds,
@@ -62,6 +64,13 @@ class AgenticRetriever(BaseRetriever):
         self.sufficiency_threshold = sufficiency_threshold
         self.max_top_k = max_top_k
         self.selected_chunk_limit = selected_chunk_limit
+        try:
+            self.on_insufficient = OnInsufficient(on_insufficient)
+        except ValueError:
+            choices = ", ".join(repr(choice.value) for choice in OnInsufficient)
+            raise ValueError(
+                f"on_insufficient must be one of {choices}, not {on_insufficient!r}."
+            ) from None
 
     def check(self) -> list:
         errors = []
@@ -85,23 +94,16 @@ class AgenticRetriever(BaseRetriever):
 
     def pipeline(self, top_k: int) -> AgenticRetrievalPipeline:
         """Return the rounds' pipeline, with LLM stages if the LLM is configured."""
-        online = self.llm in llms
-        if self.rewriter is not None:
-            rewriter = rewriters[self.rewriter]
-        elif online:
-            rewriter = LLMQueryRewriter(llm=self.llm)
-        else:
-            rewriter = rewriters["prf"]
-        return AgenticRetrievalPipeline(
-            retriever=retrievers[self.retriever],
-            selector=LLMSelector(llm=self.llm) if online else CoverageSelector(),
-            evaluator=LLMEvaluator(llm=self.llm) if online else CoverageEvaluator(),
-            rewriter=rewriter,
+        return build(
+            retriever=self.retriever,
+            llm=self.llm,
+            rewriter=self.rewriter,
             max_rounds=self.max_rounds,
             top_k=top_k,
-            max_top_k=max(top_k, self.max_top_k),
+            max_top_k=None if self.max_top_k is None else max(top_k, self.max_top_k),
             selected_chunk_limit=self.selected_chunk_limit,
             sufficiency_threshold=self.sufficiency_threshold,
+            on_insufficient=self.on_insufficient,
         )
 
     def retrieve(
@@ -138,6 +140,8 @@ class AgenticRetriever(BaseRetriever):
         outcome = self.pipeline(top_k).run(
             query, collection=collection, filters=Filters.parse(filters)
         )
+        if not outcome.sufficient and self.on_insufficient is OnInsufficient.EMPTY:
+            return []
         selected = {r.chunk_id for r in outcome.results}
         return [
             replace(r, metadata={**r.metadata, "agentic_selected": r.chunk_id in selected})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,8 @@ from retrieval.services.query.tracing import current_trace
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
 Turn = dict[str, str]
+#: What callers may pass as a turn: a turn, or a plain string (an earlier user message).
+TurnLike = Mapping[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,9 @@ class Rewrite:
     """The queries to retrieve with (results of several are fused), and why.
 
     ``fallback`` says the rewriter answered with the original query because its own
-    method failed or gave nothing; ``reason`` then says what went wrong.
+    method failed or gave nothing; ``reason`` then says what went wrong. ``stopped``
+    holds the message when it was the query's LLM budget that ran out (a caller that
+    must stop then, like the agentic loop, can).
     """
 
     original: str
@@ -29,9 +33,10 @@ class Rewrite:
     fallback: bool = False
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    stopped: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "original": self.original,
             "queries": list(self.queries),
             "method": self.method,
@@ -39,6 +44,33 @@ class Rewrite:
             "reason": self.reason,
             **self.details,
         }
+        if self.stopped:
+            data["stopped"] = self.stopped
+        return data
+
+
+@dataclass(frozen=True)
+class RetryFeedback:
+    """What earlier rounds of a search learned, for a rewrite that must do better.
+
+    ``tried`` are the queries already searched, ``reason`` the judge's last verdict,
+    ``found`` the chunks selected so far as ``(text, score)``.
+    """
+
+    tried: tuple[str, ...]
+    reason: str = ""
+    found: tuple[tuple[str, float], ...] = ()
+
+    def describe(self, chars: int = 200) -> str:
+        """Render the feedback as prompt context."""
+        lines = ["Already searched (write a different query, for what these did not find):"]
+        lines += [f"- {query}" for query in self.tried]
+        if self.reason:
+            lines.append(f"Why that was not enough: {self.reason}")
+        if self.found:
+            lines.append("Found so far:")
+            lines += [f"- {' '.join(text.split())[:chars]}" for text, _ in self.found]
+        return "\n".join(lines)
 
 
 class BaseQueryRewriter(ABC):
@@ -48,18 +80,58 @@ class BaseQueryRewriter(ABC):
     #: True when ``_rewrite`` reads the collection (and so takes ``filters``: the
     #: search's filters and access scope, which its reading must respect).
     supports_filters: bool = False
+    #: True when ``_rewrite`` takes ``context`` (what the caller knows beyond the
+    #: conversation); other rewriters ignore it.
+    supports_context: bool = False
 
     def rewrite(
         self,
         query: str,
         *,
         collection: Collection,
-        history: Sequence[Turn] | None = None,
+        history: Sequence[TurnLike] | None = None,
+        context: str | None = None,
         filters: Filters | None = None,
     ) -> Rewrite:
-        """Return the queries to run for ``query``; never raises for a bad model answer."""
-        options = {"filters": filters} if self.supports_filters else {}
-        result = self._rewrite(query, collection=collection, history=list(history or ()), **options)
+        """Return the queries to run for ``query``; never raises for a bad model answer.
+
+        :param history: earlier turns, ``{"role", "content"}`` dicts or plain strings
+            (earlier user messages).
+        :param context: what the caller knows that the query does not say (the site's
+            domain, what earlier searches found), for rewriters that take it.
+        """
+        turns = normalize_history(history)
+        return self._record(self._call(query, collection, turns, context, filters))
+
+    def refine(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        feedback: RetryFeedback,
+        filters: Filters | None = None,
+    ) -> Rewrite:
+        """Return a query for another search round, using what earlier rounds learned.
+
+        By default the feedback is the rewrite's ``context``; a rewriter that takes no
+        context rewrites as usual.
+        """
+        return self._record(self._call(query, collection, [], feedback.describe(), filters))
+
+    def _call(
+        self,
+        query: str,
+        collection: Collection,
+        history: list[Turn],
+        context: str | None,
+        filters: Filters | None,
+    ) -> Rewrite:
+        options: dict[str, Any] = {"filters": filters} if self.supports_filters else {}
+        if self.supports_context:
+            options["context"] = context or ""
+        return self._rewrite(query, collection=collection, history=history, **options)
+
+    def _record(self, result: Rewrite) -> Rewrite:
         trace = current_trace()
         if trace is not None:
             trace.record("rewrite", rewriter=self.alias or type(self).__name__, **result.to_dict())
@@ -71,6 +143,33 @@ class BaseQueryRewriter(ABC):
 
     def check(self) -> list:
         return []
+
+
+def normalize_history(history: Sequence[TurnLike] | None) -> list[Turn]:
+    """Return ``history`` as ``{"role", "content"}`` turns; a string is a user turn.
+
+    Raises ``ValueError`` naming the accepted forms for anything else.
+    """
+    if history is None:
+        return []
+    if isinstance(history, str | Mapping):
+        raise ValueError(
+            "history must be a list of turns: strings or {'role', 'content'} dicts, "
+            f"not a single {type(history).__name__}."
+        )
+    turns: list[Turn] = []
+    for position, turn in enumerate(history):
+        if isinstance(turn, str):
+            turns.append({"role": "user", "content": turn})
+        elif isinstance(turn, Mapping) and isinstance(turn.get("content"), str):
+            role = turn.get("role") or "user"
+            turns.append({"role": str(role), "content": turn["content"]})
+        else:
+            raise ValueError(
+                f"history[{position}] must be a string or a {{'role', 'content'}} dict with "
+                f"string content, not {turn!r}."
+            )
+    return turns
 
 
 def format_history(history: Sequence[Turn]) -> str:

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from retrieval.models import Collection
 from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers, retrievers
-from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite, Turn
+from retrieval.services.rewriters.base import BaseQueryRewriter, RetryFeedback, Rewrite, Turn
 
 WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 
@@ -66,10 +66,35 @@ class RM3QueryRewriter(BaseQueryRewriter):
         expanded = " ".join([seed, *expansion])
         return Rewrite(query, (expanded,), self.method, details={"expansion_terms": expansion})
 
-    def expansion_terms(self, query: str, texts: list[str], scores: list[float]) -> list[str]:
-        """Return the best expansion words for ``query`` from feedback ``texts``."""
+    def refine(
+        self,
+        query: str,
+        *,
+        collection: Collection,
+        feedback: RetryFeedback,
+        filters: Filters | None = None,
+    ) -> Rewrite:
+        """Expand ``query`` with words of the chunks found so far (``feedback.found``) that no
+        query tried yet holds; with nothing found, expand from a fresh BM25 search."""
+        if not feedback.found:
+            return self.rewrite(query, collection=collection, filters=filters)
+        texts = [text for text, _ in feedback.found]
+        scores = [score for _, score in feedback.found]
+        terms = self.expansion_terms(query, texts, scores, exclude=" ".join(feedback.tried))
+        if not terms:
+            reason = "the chunks found hold no word the queries tried lack"
+            return self._record(Rewrite(query, (query,), self.method, fallback=True, reason=reason))
+        expanded = " ".join([query, *terms])
+        details = {"expansion_terms": terms, "feedback": "selected chunks"}
+        return self._record(Rewrite(query, (expanded,), self.method, details=details))
+
+    def expansion_terms(
+        self, query: str, texts: list[str], scores: list[float], *, exclude: str = ""
+    ) -> list[str]:
+        """Return the best expansion words for ``query`` from feedback ``texts`` (none of
+        the words of ``query`` or ``exclude``)."""
         analyzer = analyzers[self.analyzer]
-        query_terms = set(analyzer.terms(query))
+        query_terms = set(analyzer.terms(f"{query} {exclude}"))
         total = sum(max(s, 0.0) for s in scores) or float(len(scores))
         weights: defaultdict[str, float] = defaultdict(float)
         surfaces: defaultdict[str, Counter[str]] = defaultdict(Counter)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from retrieval.services.access import Scope
-from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient
+from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient, build
 from retrieval.services.agentic.stages import (
     CoverageEvaluator,
     CoverageSelector,
@@ -17,6 +17,8 @@ from retrieval.services.agentic.stages import (
 from retrieval.services.query.search import search
 from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import retrievers, rewriters
+from retrieval.services.retrievers.agentic import AgenticRetriever
+from retrieval.services.rewriters.llm import LLMQueryRewriter
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +99,9 @@ def test_llm_stages_handle_invented_ids_and_out_of_range_scores(llm_server, coll
         json.dumps({"score": 1.7}),  # out of range: repaired
         json.dumps({"score": 0.9, "reason": "answers it"}),
     )
-    loop = pipeline(selector=LLMSelector(), evaluator=LLMEvaluator(), top_k=2)
+    loop = pipeline(
+        selector=LLMSelector(), evaluator=LLMEvaluator(), top_k=2, selected_chunk_limit=3
+    )
     with traced() as trace:
         outcome = loop.run("what do penguins do?", collection=collection)
     assert outcome.sufficient and len(outcome.rounds) == 1
@@ -137,3 +141,77 @@ def test_agentic_retriever_uses_the_llm_when_one_is_configured(llm_server, colle
     )
     assert [c["purpose"] for c in results.trace["llm_calls"]] == ["select", "evaluate"]
     assert results.trace["budget"]["calls"] == 2
+
+
+def test_offline_rounds_refine_with_words_of_the_selected_chunks(collection):
+    # Issue 33: each retry rewrote the original query the same way, so rounds 2 and 3
+    # searched the identical query.
+    outcome = pipeline(rewriter=rewriters["prf"]).run("penguins unicorns", collection=collection)
+    queries = [r["query"] for r in outcome.rounds]
+    assert len(queries) == 3 and len(set(queries)) == 3
+    selected = {
+        r.chunk_id: r.chunk.content.lower() for r in outcome.retrieved
+    }  # words of round 1's selection extend round 2's query
+    added = set(queries[1].split()) - set(queries[0].split())
+    first_selection = " ".join(selected[i] for i in outcome.rounds[0]["selected"])
+    assert added and all(word in first_selection for word in added)
+
+
+def test_llm_retries_are_told_what_the_rounds_learned_and_never_repeat_a_query(
+    llm_server, collection
+):
+    llm_server.queue_chat(
+        json.dumps({"selected": [0]}),
+        json.dumps({"score": 0.2, "reason": "nothing about their diet"}),
+        "penguins food",  # the model gives back the query already searched
+        json.dumps({"selected": [0]}),
+        json.dumps({"score": 0.9}),
+    )
+    loop = pipeline(
+        selector=LLMSelector(), evaluator=LLMEvaluator(), rewriter=LLMQueryRewriter(), max_rounds=2
+    )
+    outcome = loop.run("penguins food", collection=collection)
+    first, second = (r["query"] for r in outcome.rounds)
+    assert first == "penguins food" and second != first and second.startswith("penguins food ")
+    prompt = llm_server.requests_to("/v1/chat/completions")[2].body["messages"][0]["content"]
+    assert "Already searched" in prompt and "- penguins food" in prompt
+    assert "nothing about their diet" in prompt and "Penguins" in prompt.split("Found so far:")[1]
+
+
+def test_build_returns_a_configured_pipeline(collection, retrieval_settings):
+    offline = build(retriever="bm25", max_rounds=2, on_insufficient="empty", max_top_k=None)
+    assert isinstance(offline.selector, CoverageSelector) and offline.rewriter.alias == "prf"
+    assert offline.max_rounds == 2 and offline.max_top_k is None
+    assert offline.sufficiency_threshold == AgenticRetriever().sufficiency_threshold == 0.7
+    assert offline.on_insufficient is OnInsufficient.EMPTY
+    outcome = offline.run("penguins unicorns", collection=collection)
+    assert not outcome.sufficient and outcome.results == ()
+    retrieval_settings(LLMS={"default": "openai:gpt-4o-mini"})
+    online = build(retriever="bm25")
+    assert isinstance(online.selector, LLMSelector) and isinstance(
+        online.rewriter, LLMQueryRewriter
+    )
+
+
+def test_on_insufficient_round_trips_as_a_string_and_max_top_k_may_be_uncapped(
+    collection, retrieval_settings
+):
+    assert json.loads(json.dumps({"on_insufficient": OnInsufficient.BEST_EFFORT})) == {
+        "on_insufficient": "best_effort"
+    }
+    uncapped = pipeline(max_top_k=None, rewriter=rewriters["prf"])
+    assert [
+        r["top_k"] for r in uncapped.run("penguins unicorns", collection=collection).rounds
+    ] == [
+        1,
+        2,
+        4,
+    ]
+    agentic = "retrieval.services.retrievers.agentic.AgenticRetriever"
+    options = {"retriever": "bm25", "on_insufficient": "empty", "max_top_k": None}
+    retrieval_settings(RETRIEVERS={"strict": {"BACKEND": agentic, "OPTIONS": options}})
+    found = search("penguins unicorns", collection=collection, retriever="strict", scope=Scope.ALL)
+    assert list(found) == []  # no round was sufficient: "empty" returns nothing
+    assert search("penguins ice", collection=collection, retriever="strict", scope=Scope.ALL)
+    with pytest.raises(ValueError, match="on_insufficient must be one of 'best_effort', 'empty'"):
+        AgenticRetriever(on_insufficient="some")

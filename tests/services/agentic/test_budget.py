@@ -111,3 +111,19 @@ def test_the_retrieve_tool_runs_inside_the_budget(llm_server, collection, retrie
     answer = json.loads(tool.execute({"query": "penguins", "top_k": 2}))
     assert answer["results"], answer  # the retriever's candidates, despite the hung LLM
     assert len(llm_server.requests_to(PATH)) == 1  # max_calls=1 holds for the tool too
+
+
+def test_a_budget_stop_in_the_retry_rewrite_ends_the_loop_in_that_round(llm_server, collection):
+    # Issue 37: the rewriter turned BudgetExceeded into a fallback to the original query, so
+    # with 2 calls the loop used both, then searched a second round and recorded the stop there.
+    llm_server.queue_chat(
+        json.dumps({"selected": [0]}), json.dumps({"score": 0.1, "reason": "no diet"})
+    )
+    with traced(Budget(max_calls=2)):
+        outcome = llm_pipeline(rewriter=LLMQueryRewriter()).run(
+            "penguins food", collection=collection
+        )
+    (round_,) = outcome.rounds
+    assert "2 of 2 calls" in round_["stopped"] and "next_query" not in round_
+    assert round_["llm_calls"] == 2 and len(llm_server.requests_to(PATH)) == 2
+    assert [r.chunk_id for r in outcome.results] == round_["selected"]

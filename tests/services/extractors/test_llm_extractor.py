@@ -12,8 +12,11 @@ from retrieval.services.extractors.llm import LLMTripleExtractor
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from tests.openai_server import OpenAIServer, characters
+from tests.services.llms.schemas import longest, schema_of
 
 pytestmark = pytest.mark.django_db
+OPENAI_LLM = "retrieval.services.llms.openai.OpenAIChatLLM"
 
 
 def answer_for(request) -> str:
@@ -116,32 +119,26 @@ def test_a_failing_extraction_logs_one_line_and_the_run_keeps_the_reason(
     assert record.exc_info is None  # one line, no traceback per chunk
 
 
-def test_the_schema_bounds_the_answer_within_the_tokens_asked_for(llm_server, retrieval_settings):
-    # A schema-constrained server (llama.cpp) must close the JSON before max_tokens: with no
-    # bound on the triples, a small model repeated them until cut, and the chunk failed.
-    from retrieval.services.clients.tokens import count_tokens
+def test_the_longest_valid_answer_fits_the_tokens_asked_for(keyword_settings, retrieval_settings):
+    # Issue 37: SmolLM2 pays a token per character for strings like "1.0.3.4.1.1"; the
+    # schema allowed answers of ~1,900 such tokens against the 640 asked for, the answer
+    # was cut, and retrieval_extract_graph --extractor llm failed the chunk.
+    def longest_answer(request) -> str:
+        return json.dumps(longest(schema_of(request)))[: 10**6]
 
-    llm_server.queue_chat(json.dumps({"triples": []}))
-    options = {"model": "test-chat", "base_url": llm_server.base_url, "json_mode": "llama_cpp"}
-    retrieval_settings(
-        LLMS={
-            "default": {
-                "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
-                "OPTIONS": options,
-            }
-        }
-    )
-    LLMTripleExtractor().extract(["Ada Lovelace wrote the Notes."])
-    body = llm_server.requests_to("/v1/chat/completions")[0].body
-    schema = body["response_format"]["schema"]["properties"]["triples"]
-    assert "maxItems" in schema
-    fields = schema["items"]["properties"]
-    longest = {
-        name: " ".join(["word"] * (fields[name].get("maxLength", 0) // 5)) or 1.0
-        for name in ("subject", "predicate", "object", "confidence")
-    }
-    worst = json.dumps({"triples": [longest] * schema["maxItems"]})
-    assert count_tokens(worst) <= body["max_tokens"]
+    with OpenAIServer(models=("m",), tokens=characters) as server:
+        options = {"model": "m", "base_url": server.base_url, "json_mode": "llama_cpp"}
+        retrieval_settings(
+            LLMS={"default": {"BACKEND": OPENAI_LLM, "OPTIONS": {**options, "cache": None}}},
+            EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}},
+        )
+        collection, _ = get_or_create_collection("versions")
+        ingest(collection, [Source.from_text("Release 1.0.3.4 is out.", external_id="a")])
+        server.queue_chat(longest_answer)
+        run = extract_graph(collection, extractor="llm", changed_only=True)
+        (request,) = server.requests_to("/v1/chat/completions")
+    assert run.documents_failed == 0 and run.documents_indexed == 1, run.errors
+    assert len(longest_answer(request)) <= request.body["max_tokens"]
 
 
 def test_confidences_out_of_range_are_clamped_not_failed(llm_server):

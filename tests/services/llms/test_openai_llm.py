@@ -148,3 +148,22 @@ def test_json_modes_shape_the_request(llm_server, mode, expected):
     assert (body.get("response_format") or {}).get("type") == expected
     if mode == "llama_cpp":
         assert body["response_format"]["schema"] == SCORE
+
+
+def test_invalid_json_answers_are_not_cached(llm_server):
+    llm_server.queue_chat("not json", '{"score": 0.5}', '{"score": 0.25}')
+    llm = llms["default"]
+    assert llm.complete_json(ASK, schema=SCORE) == {"score": 0.5}  # after a repair
+    assert llm.complete_json(ASK, schema=SCORE) == {"score": 0.25}  # asked again, not "not json"
+    assert llm.complete_json(ASK, schema=SCORE) == {"score": 0.25}  # a valid answer is cached
+    assert len(llm_server.requests_to(PATH)) == 3
+
+
+def test_answers_are_validated_as_written_and_cleaned_after(llm_server):
+    # A string of NUL characters is schema-valid; cleaned to "" it must not cost a repair.
+    schema = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}}
+    llm_server.queue_chat('{"name": "\\u0000\\ud800"}')
+    assert llms["default"].complete_json(ASK, schema=schema) == {"name": "\ufffd"}
+    llm_server.queue_chat('{"name": "\\u0000"}')
+    assert llms["default"].complete_json([*ASK, ASK[0]], schema=schema) == {"name": ""}
+    assert len(llm_server.requests_to(PATH)) == 2

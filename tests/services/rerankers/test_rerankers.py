@@ -51,8 +51,9 @@ def _ids(results) -> list[str]:
 
 def test_llm_reranker_orders_scores_and_keeps_omitted_passages(llm_server, results):
     before = _ids(results)
-    # The model ranks passages 3 and 1, repeats 3, and invents 17 and -2.
-    llm_server.queue_chat(json.dumps({"ranking": [3, 1, 3, 17, -2]}))
+    # The model ranks passages 3 and 1 (1 as 1.0, a JSON Schema integer), repeats 3 and
+    # invents 17 (negative ids are refused by the schema).
+    llm_server.queue_chat(json.dumps({"ranking": [3, 1.0, 3, 17]}))
     with traced() as trace:
         reranked = LLMReranker().rerank("question", results, top_k=4)
     expected = [before[3], before[1], *(x for i, x in enumerate(before) if i not in (1, 3))]
@@ -61,7 +62,7 @@ def test_llm_reranker_orders_scores_and_keeps_omitted_passages(llm_server, resul
     assert [r.rank for r in reranked] == [0, 1, 2, 3]
     assert reranked[0].metadata["original_score"] == results[3].score
     (event,) = trace.events
-    assert event["ranked_by_model"] == 2 and event["ignored_ids"] == [17, -2]
+    assert event["ranked_by_model"] == 2 and event["ignored_ids"] == [3, 17]
     prompt = llm_server.requests_to("/v1/chat/completions")[0].body["messages"][-1]["content"]
     assert "[0] " in prompt and "Question: question" in prompt
 
@@ -182,6 +183,15 @@ def test_cross_encoder_reports_a_missing_model(tmp_path, results):
     assert reranker.check()[0].id == "retrieval.E013"
     with pytest.raises(Exception, match="No model.onnx"):
         reranker.rerank("q", results)
+
+
+def test_llm_reranker_reads_integer_valued_floats(llm_server, results):
+    # Issue 37: {"ranking": [1.0, 0.0]} passes the schema's integer check (JSON Schema counts
+    # 1.0 as an integer); indexing the passages with it was a TypeError, and a 500.
+    before = _ids(results)
+    llm_server.queue_chat('{"ranking": [1.0, 0.0]}')
+    reranked = LLMReranker().rerank("question", results)
+    assert _ids(reranked) == [before[1], before[0], *before[2:]]
 
 
 def test_score_reranker_keeps_its_own_top_k_unless_the_call_says(results):

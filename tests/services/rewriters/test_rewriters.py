@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from retrieval.services.access import Scope
+from retrieval.services.query.search import search
 from retrieval.services.query.tracing import traced
 from retrieval.services.rewriters.llm import (
     HyDEQueryRewriter,
@@ -18,6 +20,7 @@ from tests.openai_server import status_fault, truncated
 
 pytestmark = pytest.mark.django_db
 PATH = "/v1/chat/completions"
+LLM_REWRITERS = "retrieval.services.rewriters.llm"
 HISTORY = [
     {"role": "user", "content": "Tell me about the Eiffel Tower."},
     {"role": "assistant", "content": "It is a wrought-iron tower in Paris."},
@@ -114,3 +117,71 @@ def test_standalone_rewrite_is_the_first_line_even_when_the_rest_was_cut(llm_ser
     llm_server.queue_chat(truncated("Eiffel Tower he"))
     rewrite = LLMQueryRewriter().rewrite("How tall is it?", collection=collection, history=HISTORY)
     assert rewrite.queries == ("How tall is it?",) and rewrite.fallback
+
+
+def test_history_may_be_plain_strings(llm_server, collection):
+    # Issue 33: the design's form, a list of strings, raised AttributeError.
+    llm_server.queue_chat("Eiffel Tower height")
+    rewrite = LLMQueryRewriter().rewrite(
+        "How tall is it?", collection=collection, history=["Tell me about the Eiffel Tower."]
+    )
+    assert rewrite.queries == ("Eiffel Tower height",)
+    prompt = llm_server.requests_to(PATH)[0].body["messages"][0]["content"]
+    assert "user: Tell me about the Eiffel Tower." in prompt
+    prf = RM3QueryRewriter().rewrite("its stairs?", collection=collection, history=["Paris tower"])
+    assert prf.queries[0].startswith("Paris tower its stairs?")
+    with pytest.raises(ValueError, match=r"history\[0\] must be a string or"):
+        LLMQueryRewriter().rewrite("q", collection=collection, history=[42])
+
+
+def test_context_reaches_the_prompt(llm_server, collection):
+    llm_server.queue_chat("iron tower height", "height")
+    LLMQueryRewriter().rewrite(
+        "How tall?", collection=collection, context="The site documents Paris landmarks."
+    )
+    custom = LLMQueryRewriter(template="Known: {context}. Query: {query}")
+    custom.rewrite("How tall?", collection=collection, context="landmarks")
+    first, second = (r.body["messages"][0]["content"] for r in llm_server.requests_to(PATH))
+    assert first.startswith("Context:\nThe site documents Paris landmarks.\n\n")
+    assert second == "Known: landmarks. Query: How tall?"
+
+
+def test_the_standalone_prompt_asks_for_disambiguation_and_synonyms(llm_server, collection):
+    llm_server.queue_chat("query")
+    LLMQueryRewriter().rewrite("How tall?", collection=collection)
+    prompt = llm_server.requests_to(PATH)[0].body["messages"][0]["content"]
+    assert "ambiguous" in prompt and "synonym" in prompt and "abbreviations" in prompt
+
+
+def test_decomposition_splits_a_question_and_the_pipeline_fuses_the_sub_queries(
+    llm_server, collection, retrieval_settings
+):
+    retrieval_settings(
+        REWRITERS={
+            "decompose": {"BACKEND": "retrieval.services.rewriters.llm.DecompositionRewriter"}
+        }
+    )
+    answer = {"sub_queries": ["Paris tower iron", "Rome fountains", "rome FOUNTAINS"]}
+    llm_server.queue_chat(json.dumps(answer))
+    results = search(
+        "Paris tower iron and Rome fountains",
+        collection=collection,
+        retriever="bm25",
+        rewriter="decompose",
+        top_k=3,
+        scope=Scope.ALL,
+    )
+    (event,) = [e for e in results.trace["events"] if e["stage"] == "pipeline"]
+    assert event["queries"] == ["Paris tower iron", "Rome fountains"] and event["fused_lists"] == 2
+    assert {"a", "c"} <= {r.chunk.document.external_id for r in results}
+    prompt = llm_server.requests_to(PATH)[0].body["messages"][-1]["content"]
+    assert "at most 4" in prompt and "Paris tower iron and Rome fountains" in prompt
+
+
+def test_blank_answers_are_not_cached(llm_server, collection):
+    # Issue 33: an all-whitespace answer was cached for 24 h, so every later rewrite of the
+    # same question fell back without asking again.
+    llm_server.queue_chat("  \n ", "Eiffel Tower height")
+    assert LLMQueryRewriter().rewrite("How tall?", collection=collection).fallback
+    again = LLMQueryRewriter().rewrite("How tall?", collection=collection)
+    assert again.queries == ("Eiffel Tower height",) and len(llm_server.requests_to(PATH)) == 2
