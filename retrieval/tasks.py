@@ -117,10 +117,15 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
             raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection, _ = get_or_create_collection(entry.collection)
         _label(run, collection)
-        obj = entry.model._default_manager.filter(pk=object_pk).first()
+        obj = entry.get(object_pk)
         if obj is None or not entry.wants(obj):
             _remove(run, collection, entry.external_id(object_pk))
             return
+        seen_by = entry.visibility_of(obj)
+        if seen_by is not None:  # first, so it holds even if rendering the text fails
+            collection.documents.filter(external_id=entry.external_id(object_pk)).update(
+                access=seen_by.stored()
+            )
         ingest(collection, [entry.source(obj)], total=1, run=run)
 
     _execute(run_id, work)
