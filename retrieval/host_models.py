@@ -30,10 +30,11 @@ this module connects the signals and re-exports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save
 
 from retrieval.models import Collection
@@ -52,12 +53,15 @@ from retrieval.services.ingestion.host_registry import (
 from retrieval.services.ingestion.host_registry import add as _add
 from retrieval.services.ingestion.host_registry import remove as _remove
 from retrieval.services.ingestion.runs import enqueue_run
+from retrieval.services.queues import runs_inline
 from retrieval.services.visibility import Visibility
-from retrieval.tasks import index_object, remove_object
+from retrieval.tasks import index_object, index_objects, remove_object
 
 __all__ = [
     "HostIndex",
     "Visibility",
+    "refresh",
+    "refresh_objects",
     "register",
     "registration",
     "registrations",
@@ -94,18 +98,58 @@ def unregister(model: type[models.Model]) -> None:
     _remove(model._meta.label_lower)
 
 
-def refresh(entry: HostIndex, obj: models.Model, *, pk: Any = None) -> None:
+def refresh(entry: HostIndex, obj: models.Model) -> None:
     """Enqueue indexing ``obj`` (the registered model's view of it) or removing its document.
 
     Removal is enqueued only when it has a document, so saving a draft that was never
-    indexed records no run.
+    indexed records no run. On a queue, one object is enqueued once per transaction
+    (a Wagtail publish saves the page and sends ``page_published``): the task reads the
+    object when the transaction has committed.
     """
-    pk = json_value(obj.pk if pk is None else pk)
+    pk = json_value(obj.pk)
     collection = Collection.objects.filter(name=entry.collection).first()
     if entry.wants(obj):
+        if _pending(("index", entry.label, pk)):
+            return
         enqueue_run(index_object, entry.label, pk, collection=collection)
     elif collection is not None and has_document(entry, pk):
+        if _pending(("remove", entry.label, pk)):
+            return
         enqueue_run(remove_object, entry.label, pk, collection=collection)
+
+
+def refresh_objects(objects: Iterable[tuple[HostIndex, Any]]) -> None:
+    """Enqueue indexing many registered objects again: one run per collection."""
+    grouped: dict[str, list[list[Any]]] = defaultdict(list)
+    for entry, pk in objects:
+        grouped[entry.collection].append([entry.label, json_value(pk)])
+    for name, members in grouped.items():
+        collection = Collection.objects.filter(name=name).first()
+        enqueue_run(index_objects, members, collection=collection)
+
+
+class _Pending:
+    """A no-op on-commit callback: this transaction has enqueued the work ``key`` names."""
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __call__(self) -> None:
+        pass
+
+
+def _pending(key: tuple[Any, ...]) -> bool:
+    """True if this transaction already enqueued ``key``'s work for after its commit;
+    else remember it. Rolled back with its savepoint, like every on-commit callback."""
+    if runs_inline():  # inline work ran at once: later changes need a run of their own
+        return False
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        return False
+    if any(getattr(callback[1], "key", None) == key for callback in connection.run_on_commit):
+        return True
+    transaction.on_commit(_Pending(key))
+    return False
 
 
 def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **_: Any):

@@ -12,7 +12,8 @@ inline::
     run = enqueue_run(reindex_collection, collection.pk, changed_only=True, collection=collection)
 
 Tasks: :func:`index_document`, :func:`index_documents`, :func:`reindex_collection`,
-:func:`reembed_collection`, :func:`index_object`, :func:`remove_object`,
+:func:`reembed_collection`, :func:`index_object`, :func:`index_objects`,
+:func:`remove_object`,
 :func:`extract_graph`, and :func:`drain_index_outbox` (no run).
 """
 
@@ -131,6 +132,23 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     _execute(run_id, work)
 
 
+def index_objects(objects: list[list[Any]], *, run_id: int) -> None:
+    """Index registered host objects ``[model label, pk]`` of one collection again."""
+    from retrieval.services.ingestion import host_registry
+    from retrieval.services.ingestion.collections import get_or_create_collection
+
+    def work(run: IndexRun) -> None:
+        entries = [host_registry.registration(label) for label, _ in objects]
+        names = {entry.collection for entry in entries if entry is not None}
+        if len(names) != 1:
+            raise RetrievalError(f"objects of one registered collection expected, not {names}")
+        collection, _ = get_or_create_collection(names.pop())
+        _label(run, collection)
+        host_registry.index_objects(collection, [(label, pk) for label, pk in objects], run=run)
+
+    _execute(run_id, work)
+
+
 def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Remove a deleted (or no longer wanted) host object's document and chunks."""
     from retrieval.services.ingestion.host_registry import registration
@@ -156,6 +174,7 @@ TASKS: dict[str, Callable[..., None]] = {
         reembed_collection,
         extract_graph,
         index_object,
+        index_objects,
         remove_object,
     )
 }

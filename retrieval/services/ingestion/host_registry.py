@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,8 @@ from django.db import models
 from django.db.models import Q
 from django.template import Context, Engine
 
-from retrieval.models import Collection, Document
-from retrieval.services.ingestion.ingest import Source
+from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.parsers.html import HtmlParser
 from retrieval.services.visibility import Visibility
 
@@ -191,6 +191,39 @@ def source_for_document(document: Document) -> Source | None:
     return entry.source(obj)
 
 
+def index_objects(
+    collection: Collection, objects: list[tuple[str, Any]], *, run: IndexRun
+) -> IndexRun:
+    """Index registered objects ``(model label, pk)`` of ``collection`` again, recording
+    into ``run``; those gone or no longer wanted lose their documents (a section's pages
+    after a move, a slug change or a new view restriction)."""
+    removed: list[str] = []
+
+    def sources() -> Iterator[Source]:
+        for label, pk in objects:
+            entry = registration(label)
+            if entry is None or entry.collection != collection.name:
+                run.documents_done += 1
+                run.documents_failed += 1
+                run.errors.append({"document": f"{label}:{pk}", "error": "not registered here"})
+                continue
+            external_id = entry.external_id(pk)
+            documents = collection.documents.filter(external_id=external_id)
+            obj = entry.get(pk)
+            if obj is None or not entry.wants(obj):
+                if documents.delete()[0]:
+                    removed.append(external_id)
+                run.documents_done += 1
+                continue
+            seen_by = entry.visibility_of(obj)
+            if seen_by is not None:  # first, so it holds even if rendering the text fails
+                documents.update(access=seen_by.stored())
+            yield entry.source(obj)
+
+    run.options = {**run.options, "removed": removed}
+    return ingest(collection, sources(), total=len(objects), run=run)
+
+
 def sync_host_documents(collection: Collection) -> None:
     """Add pending documents for registered objects the collection lacks; drop the gone ones."""
     for entry in registrations(collection.name):
@@ -255,7 +288,7 @@ def _text(obj: models.Model, spec: TextSpec) -> str:
     if isinstance(value, _Rendered):
         return str(value)
     if hasattr(value, "__html__"):  # safe strings, rich text, StreamField values
-        return _html_text(value.__html__())
+        return html_text(value.__html__())
     return str(value)
 
 
@@ -278,7 +311,7 @@ def _render(obj: models.Model, template: str) -> _Rendered:
         value = getattr(obj, f.name)
         fields[f.name] = _searchable(f, value) if hasattr(f, "get_searchable_content") else value
     output = _engine.from_string(template).render(Context({**fields, "object": obj}))
-    text = _html_text(output) if "<" in output else html.unescape(output)
+    text = html_text(output) if "<" in output else html.unescape(output)
     return _Rendered(text)
 
 
@@ -295,7 +328,7 @@ def _field(obj: models.Model, name: str) -> models.Field | None:
         return None
 
 
-def _html_text(markup: str) -> str:
+def html_text(markup: str) -> str:
     """Return the visible text of ``markup``, blocks on their own lines."""
     return _html.parse(markup).text.strip()
 
