@@ -83,9 +83,23 @@ def register(
     condition: ConditionSpec | None = None,
     visibility: TextSpec | None = None,
     url: TextSpec | None = None,
+    quiet_fields: Iterable[str] = (),
 ) -> HostIndex:
-    """Index ``model``'s objects into ``collection`` when saved, remove them when deleted."""
-    entry = HostIndex(model, collection, text, title, metadata, condition, visibility, url)
+    """Index ``model``'s objects into ``collection`` when saved, remove them when deleted.
+
+    A save whose ``update_fields`` are all in ``quiet_fields`` is not followed.
+    """
+    entry = HostIndex(
+        model,
+        collection,
+        text,
+        title,
+        metadata,
+        condition,
+        visibility,
+        url,
+        frozenset(quiet_fields),
+    )
     _add(entry)
     # One receiver for every model: a row's save may come through any class of it.
     post_save.connect(_saved, dispatch_uid=f"{_UID}_save", weak=False)
@@ -152,10 +166,18 @@ def _pending(key: tuple[Any, ...]) -> bool:
     return False
 
 
-def _saved(sender: type[models.Model], instance: models.Model, raw: bool = False, **_: Any):
+def _saved(
+    sender: type[models.Model],
+    instance: models.Model,
+    raw: bool = False,
+    update_fields: Iterable[str] | None = None,
+    **_: Any,
+) -> None:
     if raw:  # loaddata: the fixture's objects are indexed by a reindex, not one by one
         return
     for entry, _how in related(sender):
+        if update_fields and entry.quiet_fields.issuperset(update_fields):
+            continue
         if isinstance(instance, entry.model):
             obj = instance
         else:  # a parent (a Page saved by unpublish()) or a proxy: is it one of ours?

@@ -250,3 +250,15 @@ def test_on_a_queue_a_publish_enqueues_one_run_read_after_the_commit(
         ("retrieval.tasks.index_object", ("wagtail_site.articlepage", page.pk))
     ]
     assert IndexRun.objects.filter(status=IndexRun.Status.QUEUED).count() == 1
+
+
+def test_saving_a_draft_of_a_live_page_records_no_run_and_keeps_the_live_text(section):
+    from retrieval.models import IndexRun
+
+    page = publish(draft(section, title="Live", slug="live", body="<p>North.</p>"))
+    runs = IndexRun.objects.count()
+    page = ArticlePage.objects.get(pk=page.pk)
+    page.title = "Draft title"
+    page.save_revision()  # a draft: the site still serves the live page
+    assert IndexRun.objects.count() == runs
+    assert document(page).title == "Live" and found("north") == {"Live"}

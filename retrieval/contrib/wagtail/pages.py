@@ -34,6 +34,19 @@ logger = logging.getLogger(__name__)
 
 #: The pages a visitor can open: live, and not past their expiry.
 LIVE = Q(live=True) & (Q(expire_at__isnull=True) | Q(expire_at__gt=Now()))
+#: What saving a draft or locking a page updates: the live page is unchanged.
+DRAFT_FIELDS = frozenset(
+    {
+        "wagtail_admin_comments",
+        "latest_revision_created_at",
+        "draft_title",
+        "latest_revision",
+        "has_unpublished_changes",
+        "locked",
+        "locked_at",
+        "locked_by",
+    }
+)
 
 
 def register(model: type[Model], *, collection: str | None = None) -> HostIndex:
@@ -47,6 +60,7 @@ def register(model: type[Model], *, collection: str | None = None) -> HostIndex:
         condition=LIVE,
         visibility=page_visibility,
         url=page_url,
+        quiet_fields=DRAFT_FIELDS,
     )
 
 

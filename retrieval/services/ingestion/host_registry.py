@@ -51,6 +51,8 @@ class HostIndex:
     condition: ConditionSpec | None = None
     visibility: TextSpec | None = None
     url: TextSpec | None = None
+    #: A save that updates only these fields is ignored (Wagtail's draft bookkeeping).
+    quiet_fields: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
