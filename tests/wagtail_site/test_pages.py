@@ -262,3 +262,20 @@ def test_saving_a_draft_of_a_live_page_records_no_run_and_keeps_the_live_text(se
     page.save_revision()  # a draft: the site still serves the live page
     assert IndexRun.objects.count() == runs
     assert document(page).title == "Live" and found("north") == {"Live"}
+
+
+def test_w002_a_page_type_registered_without_a_condition_is_a_warning():
+    """E2 as the old docstring showed it: a page type registered with no condition."""
+    from django.core import checks
+
+    from retrieval import host_models
+    from retrieval.services.ingestion import host_registry
+
+    assert [m for m in checks.run_checks() if m.id == "retrieval.W002"] == []
+    entry = host_models.registration("wagtail_site.articlepage")
+    try:
+        host_models.register(ArticlePage, collection="pages", text="{{ title }}")
+        (warning,) = [m for m in checks.run_checks() if m.id == "retrieval.W002"]
+        assert "ArticlePage" in warning.msg and "retrieval.contrib.wagtail" in warning.hint
+    finally:
+        host_registry.add(entry)
