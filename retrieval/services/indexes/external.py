@@ -261,7 +261,7 @@ class ExternalIndex(BaseIndex):
             fresh = rank_pending(vector, collection, top_k, filters, score_threshold)
             exact = {s.chunk_id for s in fresh}
             combined = [s for s in engine if s.chunk_id not in exact] + fresh
-            merged.append(sorted(combined, key=lambda s: -s.score)[:top_k])
+            merged.append(sorted(combined, key=by_score)[:top_k])
         return merged
 
     def _rank_in_engine(
@@ -299,7 +299,7 @@ class ExternalIndex(BaseIndex):
                     )[0],
                 )
                 confirmed |= confirm(collection, [i for i, _ in hits], filters)
-            ranked.append(kept[:top_k])
+            ranked.append(sorted(kept, key=by_score)[:top_k])
         return ranked
 
     def _engine(self, collection: Collection, call: Any) -> Any:
@@ -324,6 +324,12 @@ class ExternalIndex(BaseIndex):
     ) -> list[list[tuple[int, float]]]:
         """Return each vector's hits; one request per vector unless the engine batches."""
         return [self._search(name, collection_id, vector, limit, filters) for vector in vectors]
+
+
+def by_score(scored: ScoredChunk) -> tuple[float, int]:
+    """Best first; equal scores by chunk id, so that an engine's ties come out the same way
+    every time (an HNSW search returns them in no particular order)."""
+    return -scored.score, scored.chunk_id
 
 
 #: What ``translate`` returns for filters no chunk can match (e.g. an empty id list).
