@@ -101,25 +101,29 @@ def beir_sources(name: str):
     return split, dataset, sources
 
 
-def copy_chunks(cursor, collection_id: int, rows) -> list[int]:
+def copy_chunks(cursor, collection_id: int, rows, metadata=None) -> list[int]:
     """Bulk-load one chunk per document by COPY; return the new chunk ids in order.
 
     ``rows`` is a list of ``(document_id, content, vector or None)``. The chunks are
-    whole documents, indexed without a context header.
+    whole documents, indexed without a context header; ``metadata`` (a dict per row) is
+    each chunk's metadata, ``{}`` if not given.
     """
+    import json
+
     cursor.execute(
         "SELECT nextval(pg_get_serial_sequence('retrieval_chunk', 'id')) "
         "FROM generate_series(1, %s)",
         [len(rows)],
     )
     ids = [row[0] for row in cursor.fetchall()]
+    metadata = ["{}"] * len(rows) if metadata is None else [json.dumps(m) for m in metadata]
     with cursor.copy(
         "COPY retrieval_chunk (id, collection_id, document_id, index, content, indexed_prefix, "
         'start, "end", heading_path, token_count, metadata, embedding) FROM STDIN'
     ) as copy:
-        for chunk_id, (document_id, content, vector) in zip(ids, rows, strict=True):
+        for chunk_id, (document_id, content, vector), meta in zip(ids, rows, metadata, strict=True):
             copy.write_row(
                 (chunk_id, collection_id, document_id, 0, content, "", 0, len(content), "[]", 0,
-                 "{}", vector)
+                 meta, vector)
             )  # fmt: skip
     return ids

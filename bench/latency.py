@@ -66,6 +66,13 @@ def main() -> None:
         "the app's default beside the top-k function and the exhaustive plan",
     )
     parser.add_argument(
+        "--scoped",
+        action="store_true",
+        help="instead of the latency table: BM25, dense and hybrid searches under scopes "
+        "allowing 0.1%%-50%% of the chunks (by metadata and by document visibility), "
+        "beside the open ones",
+    )
+    parser.add_argument(
         "--bm25-only",
         action="store_true",
         help="BM25 rows only, on a collection without vectors (loads in a fraction of the time)",
@@ -85,9 +92,11 @@ def main() -> None:
             ef_search_sweep(size, args.ef_search, args.queries)
         elif args.long_queries:
             long_query_latency(size, args.long_queries)
+        elif args.scoped:
+            scoped_latency(size, args.queries)
         else:
             query_latency(size, args.queries)
-    if args.load_only or args.ef_search or args.bm25_only or args.long_queries:
+    if args.load_only or args.ef_search or args.bm25_only or args.long_queries or args.scoped:
         return
     if args.ingest:
         ingestion_rate(args.ingest)
@@ -169,9 +178,12 @@ def load(size: int, *, dense: bool = True):
 
     rng = np.random.default_rng(size)
     texts, queries = synthetic_corpus(size, rng)
+    tags, access = scope_marks(size)
     name = f"bench-synthetic-{size}" + ("" if dense else "-bm25")
     collection = Collection.objects.filter(name=name).first()
     if collection is not None and Chunk.objects.filter(collection=collection).count() == size:
+        if not Document.objects.filter(collection=collection, access__isnull=False).exists():
+            mark_scopes(collection, tags, access)  # loaded before the scoped rows existed
         return collection, texts, queries  # loaded by an earlier run
     if collection is not None:
         collection.delete()
@@ -190,6 +202,8 @@ def load(size: int, *, dense: bool = True):
                     external_id=f"doc-{i}",
                     content=texts[i],
                     status="indexed",
+                    metadata={"tags": tags[i]},
+                    access=access[i],
                 )
                 for i in range(size)
             ],
@@ -201,6 +215,7 @@ def load(size: int, *, dense: bool = True):
                 cursor,
                 collection.pk,
                 [(documents[i].pk, texts[i], vectors[i]) for i in range(size)],
+                metadata=[{"tags": tags[i]} for i in range(size)],
             )
         write_postings(
             collection.pk, ((chunk_ids[i], *analyzer.term_counts(texts[i])) for i in range(size))
@@ -218,13 +233,71 @@ def load(size: int, *, dense: bool = True):
     with connection.cursor() as cursor:
         # What autovacuum does some time after a bulk load: statistics, and the
         # visibility map that lets the posting scans skip the heap.
-        for table in ("chunk", "bm25_posting", "bm25_term", "bm25_chunk"):
+        for table in ("chunk", "document", "bm25_posting", "bm25_term", "bm25_chunk"):
             cursor.execute(f"VACUUM ANALYZE retrieval_{table}")
     print(
         f"Loaded {size} chunks in {loaded:.0f} s; "
         f"HNSW index built in {time.perf_counter() - started:.0f} s"
     )
     return collection, texts, queries
+
+
+#: The scoped rows' selectivities: the share of the chunks each scope allows.
+SELECTIVITIES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.1, "50%": 0.5}
+#: The (made-up) group whose members see the documents of each selectivity.
+SCOPE_GROUPS = {label: 9001 + i for i, label in enumerate(SELECTIVITIES)}
+
+
+def scope_marks(size: int) -> tuple[list[list[str]], list[list[str]]]:
+    """Each chunk's metadata tags and its document's access, drawn at random.
+
+    A chunk is tagged ``s<label>`` (``{"tags": ["s1%"]}`` filters 1% of the chunks)
+    and its document visible to group ``SCOPE_GROUPS[label]`` with the probability
+    of each selectivity, from independent draws (nested: the 1% are among the 10%);
+    a document outside all of them is visible to nobody (``access = []``).
+    """
+    rng = np.random.default_rng(size + 1)
+    by_tag, by_access = rng.random(size), rng.random(size)
+    tags = [[f"s{label}" for label, s in SELECTIVITIES.items() if u < s] for u in by_tag]
+    access = [
+        [f"group:{SCOPE_GROUPS[label]}" for label, s in SELECTIVITIES.items() if u < s]
+        for u in by_access
+    ]
+    return tags, access
+
+
+def mark_scopes(collection, tags: list[list[str]], access: list[list[str]]) -> None:
+    """Write the marks of :func:`scope_marks` on a collection loaded without them."""
+    import json
+
+    from django.db import connection
+
+    print("Marking the chunks' tags and the documents' access…", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.id, d.id FROM retrieval_chunk c JOIN retrieval_document d "
+            "ON d.id = c.document_id WHERE c.collection_id = %s ORDER BY c.id",
+            [collection.pk],
+        )
+        rows = cursor.fetchall()
+        cursor.execute(
+            "UPDATE retrieval_chunk c SET metadata = m.metadata::jsonb "
+            "FROM unnest(%s::bigint[], %s::text[]) AS m(id, metadata) WHERE c.id = m.id",
+            [[c for c, _ in rows], [json.dumps({"tags": t}) for t in tags]],
+        )
+        cursor.execute(
+            "UPDATE retrieval_document d SET metadata = m.metadata::jsonb, "
+            "access = ARRAY(SELECT jsonb_array_elements_text(m.access::jsonb)) "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS m(id, metadata, access) "
+            "WHERE d.id = m.id",
+            [
+                [d for _, d in rows],
+                [json.dumps({"tags": t}) for t in tags],
+                [json.dumps(a) for a in access],
+            ],
+        )
+        for table in ("chunk", "document"):
+            cursor.execute(f"VACUUM ANALYZE retrieval_{table}")
 
 
 def query_latency(size: int, n_queries: int) -> None:
@@ -384,6 +457,153 @@ def query_latency(size: int, n_queries: int) -> None:
         )
         + "\n"
     )
+
+
+def scope_filters(collection) -> dict[tuple[str, str], object]:
+    """The filters of each scoped row: ``(kind, selectivity label) -> Filters``.
+
+    By metadata, ``{"tags": ["s1%"]}``; by visibility, the scope of a signed-in user in
+    the selectivity's group (:func:`scope_marks`), from ``Scope.for_user`` as a search
+    by that user gets it (``Document.access`` joins every leg's condition).
+    """
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from retrieval.services.access import Scope
+    from retrieval.services.query.filters import Filters
+
+    scopes = {}
+    for label in SELECTIVITIES:
+        scopes["metadata", label] = Filters.parse({"metadata": {"tags": [f"s{label}"]}})
+        group, _ = Group.objects.get_or_create(
+            pk=SCOPE_GROUPS[label], defaults={"name": f"bench-scope-{label}"}
+        )
+        user, _ = get_user_model().objects.get_or_create(username=f"bench-scope-{label}")
+        user.groups.set([group])
+        scopes["visibility", label] = Scope.for_user(user).filters()
+    return scopes
+
+
+def allowed_chunks(collection, filters) -> list[int]:
+    """The ids of the collection's chunks that ``filters`` allow."""
+    from django.db import connection
+
+    conditions, params = filters.sql("c", collection_id=collection.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.id FROM retrieval_chunk c WHERE c.collection_id = %s AND "
+            + " AND ".join(conditions),
+            [collection.pk, *params],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def scoped_latency(size: int, n_queries: int) -> None:
+    """Searches under scopes allowing 0.1%, 1%, 10% and 50% of the chunks, beside open ones.
+
+    For each scope (by metadata and by document visibility): BM25 rank (the app's plan,
+    checked against the exhaustive scoped ranking, whose time is shown too), dense rank
+    with its recall@10 against the exact scoped answer (numpy over the allowed chunks),
+    and the hybrid search (embed, both legs under the scope, fuse, load).
+    """
+    from retrieval.services.registry import retrievers
+
+    collection, _, queries = load(size)
+    queries = queries[:n_queries]
+    chunk_ids, vectors = stored_vectors(collection)
+    position = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
+    query_vectors = real_query_vectors(n_queries)
+    dense, hybrid = retrievers["dense"], retrievers["hybrid"]
+    bm25, exhaustive = bm25_plans()
+    scopes = {("open", "100%"): None, **scope_filters(collection)}
+    truths, shares = {}, {}
+    for key, filters in scopes.items():
+        rows = (
+            np.arange(len(chunk_ids))
+            if filters is None
+            else np.array(sorted(position[i] for i in allowed_chunks(collection, filters)))
+        )
+        shares[key] = len(rows) / len(chunk_ids)
+        subset = vectors[rows]
+        truths[key] = [
+            {chunk_ids[rows[j]] for j in np.argsort(-(subset @ v))[:10]} for v in query_vectors
+        ]
+    samples: dict[tuple, list[float]] = {}
+    same: dict[tuple, int] = {}
+    recall: dict[tuple, list[float]] = {}
+
+    def time_it(name: tuple, function: Callable[..., object], *args, **kwargs):
+        started = time.perf_counter()
+        result = function(*args, **kwargs)
+        samples.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        return result
+
+    gc.collect()
+    gc.freeze()
+    n = len(query_vectors)
+    for i, (query, vector) in enumerate(zip(queries * 2, query_vectors * 2, strict=False)):
+        timed_pass = i >= n
+        for key, filters in scopes.items():
+            options = {"collection": collection, "top_k": 10, "filters": filters}
+            ours = time_it((key, "bm25"), bm25.rank, query, **options)
+            full = time_it((key, "bm25 exhaustive"), exhaustive.rank, query, **options)
+            if timed_pass:
+                # Equal scores may be ordered either way: compare the score sequences.
+                same[key] = same.get(key, 0) + bool(
+                    len(ours) == len(full)
+                    and np.allclose([s.score for s in ours], [s.score for s in full], rtol=1e-9)
+                )
+            found = time_it((key, "dense"), dense.rank_vector, vector, **options)
+            if timed_pass:
+                truth = truths[key][i - n]
+                hits = len({s.chunk_id for s in found} & truth)
+                recall.setdefault(key, []).append(hits / max(len(truth), 1))
+            time_it((key, "hybrid"), hybrid.retrieve, query, **options)
+    gc.unfreeze()
+    p = {name: percentiles(values[n:]) for name, values in samples.items()}
+    open_ = ("open", "100%")
+    rows = []
+    for key in scopes:
+        kind, label = key
+        rows.append(
+            [
+                f"{kind} {label}" if kind != "open" else "open (no scope)",
+                f"{shares[key]:.2%}",
+                *(f"{x:.2f}" for x in p[key, "bm25"]),
+                f"{p[key, 'bm25'][0] / p[open_, 'bm25'][0]:.2f}×",
+                f"{same[key]}/{n}",
+                *(f"{x:.2f}" for x in p[key, "bm25 exhaustive"]),
+                *(f"{x:.2f}" for x in p[key, "dense"]),
+                f"{p[key, 'dense'][0] / p[open_, 'dense'][0]:.2f}×",
+                f"{np.mean(recall[key]):.3f}",
+                *(f"{x:.2f}" for x in p[key, "hybrid"]),
+                f"{p[key, 'hybrid'][0] / p[open_, 'hybrid'][0]:.2f}×",
+            ]
+        )
+    print(f"### Scoped searches at {size:,} chunks, {n} queries, top-10 (ms)")
+    print(
+        table(
+            [
+                "scope",
+                "allowed",
+                "bm25 p50",
+                "bm25 p95",
+                "bm25 / open",
+                "bm25 = exhaustive",
+                "exhaustive p50",
+                "exhaustive p95",
+                "dense p50",
+                "dense p95",
+                "dense / open",
+                "dense recall@10",
+                "hybrid search p50",
+                "hybrid search p95",
+                "hybrid / open",
+            ],
+            rows,
+        )
+    )
+    print()
 
 
 def concurrent_rate(retriever, collection, queries: list[str], query_threads) -> float:
