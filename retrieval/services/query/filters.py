@@ -107,15 +107,33 @@ class Filters:
             conditions.append(f"{alias}.metadata @> %s::jsonb")
             params.append(json.dumps(self.metadata))
         if self.documents_within is not None:
-            condition, condition_params = _document_subquery(alias, self.documents_within)
+            condition, condition_params = _document_subquery(
+                alias, self.documents_within, collection_id
+            )
             conditions.append(condition)
             params.extend(condition_params)
         return conditions, params
 
 
-def _document_subquery(alias: str, documents: Any) -> tuple[str, list[Any]]:
-    """Return ``alias.document_id IN (<the documents' ids>)``; nothing matches an empty set."""
-    inner = documents.order_by().values("pk")
+def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
+    """Return PostgreSQL's estimate of the rows ``sql`` returns (planning only, no rows read).
+
+    A scope's size from the statistics of the chunks' metadata and the documents' access,
+    in a tenth of a millisecond, where counting a wide scope's chunks costs milliseconds.
+    """
+    cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+    plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return float(plan[0]["Plan"]["Plan Rows"])
+
+
+def _document_subquery(alias: str, documents: Any, collection_id: int) -> tuple[str, list[Any]]:
+    """Return ``alias.document_id IN (<the documents' ids>)``; nothing matches an empty set.
+
+    The documents are those of the chunks' collection (as every chunk's document is), so
+    that the planner estimates the scope's size and uses the collection's indexes.
+    """
+    inner = documents.filter(collection_id=collection_id).order_by().values("pk")
     try:
         sql, params = inner.query.get_compiler(using=inner.db).as_sql()
     except EmptyResultSet:

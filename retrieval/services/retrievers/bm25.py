@@ -11,26 +11,12 @@ from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
-from retrieval.services.sparse.ranking import TOP_K_SQL
+from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
+from retrieval.services.sparse.scoped import scoped_top_k
 from retrieval.services.types import ScoredChunk
 
-# The per-query constants (idf as float8, length normalisation), computed once for the
-# few query terms: ``n`` and the terms' weights ``q``, shared by the statements below.
-WEIGHTS_SQL = """
-WITH n AS MATERIALIZED (
-    SELECT %s::float8 * (1 - %s::float8) AS a,
-           %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
-           s.chunk_count
-    FROM retrieval_bm25_stats s WHERE s.collection_id = %s
-),
-q AS MATERIALIZED (
-    SELECT t.term, (qt.qtf * ln(1 + (n.chunk_count - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
-    FROM n, (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
-    JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
-)
-"""
-# The exhaustive plan, for filtered searches (the top-k function ranks whole
-# collections): each term's posting list is read by an index-only scan of the primary
+# The exhaustive plan (``prune=False``, long queries, and scoped searches the planner
+# sends here): each term's posting list is read by an index-only scan of the primary
 # key, joined to its term, and summed in float8.
 SCORE_SQL = (
     WEIGHTS_SQL
@@ -74,6 +60,12 @@ class BM25Retriever(BaseRetriever):
     ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, summed over the query's terms;
     N, df and avgdl are the collection's, dl the chunk's length in terms (title
     included). Every returned chunk has a positive score: this idf is always > 0.
+
+    ``prune`` ranks with the exact top-k function (``services/sparse/ranking.py``); under
+    filters or a document scope, a scope allowing at most ``scope_scan_limit`` chunks
+    has those chunks scored, a wider one over-fetches the top-k function's ranking up
+    to ``max_over_fetch`` chunks, past which every allowed posting is ranked
+    (``services/sparse/scoped.py``). Every way returns the exhaustive ranking.
     """
 
     def __init__(
@@ -83,6 +75,8 @@ class BM25Retriever(BaseRetriever):
         b: float = 0.75,
         analyzer: str = "default",
         prune: bool = True,
+        scope_scan_limit: int = 2000,
+        max_over_fetch: int = 5000,
     ) -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")
@@ -91,7 +85,13 @@ class BM25Retriever(BaseRetriever):
         self.k1 = float(k1)
         self.b = float(b)
         self.analyzer = analyzer
+        if scope_scan_limit < 0:
+            raise ValueError(f"scope_scan_limit must be >= 0, not {scope_scan_limit!r}.")
+        if max_over_fetch < 1:
+            raise ValueError(f"max_over_fetch must be positive, not {max_over_fetch!r}.")
         self.prune = bool(prune)
+        self.scope_scan_limit = int(scope_scan_limit)
+        self.max_over_fetch = int(max_over_fetch)
 
     def prepare(self, query: str, *, collection: Collection) -> list[str]:
         """Analyse the query into index terms."""
@@ -111,11 +111,17 @@ class BM25Retriever(BaseRetriever):
 
     def send_rank(
         self, terms: list[str], *, collection: Collection, top_k: int, filters: Filters
-    ) -> Callable[[], list[ScoredChunk]]:
-        """Send the ranking query (one statement); return a function that reads its rows."""
+    ) -> Callable[[], list[ScoredChunk]] | None:
+        """Send the ranking query (one statement); return a function that reads its rows.
+
+        ``None`` for a scoped search, whose planner may need several statements.
+        """
         check_top_k(top_k)
         if not terms:
             return list
+        filters = Filters.parse(filters)
+        if self._scoped_plan(terms, filters):
+            return None  # several statements: ranked by ``rank_prepared``
         sql, params = self._query(terms, collection, top_k, Filters.parse(filters))
         cursor = connections[search_database()].cursor()
         cursor.execute(sql, params)
@@ -137,7 +143,10 @@ class BM25Retriever(BaseRetriever):
         filters: Filters | None = None,
     ) -> list[tuple[int, float]]:
         """Return ``(chunk id, score)`` of the best ``top_k`` chunks for analysed ``terms``."""
-        sql, params = self._query(terms, collection, top_k, Filters.parse(filters))
+        filters = Filters.parse(filters)
+        if self._scoped_plan(terms, filters):
+            return self._score_scoped(terms, collection, top_k, filters)
+        sql, params = self._query(terms, collection, top_k, filters)
         with connections[search_database()].cursor() as cursor:
             cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
@@ -153,11 +162,47 @@ class BM25Retriever(BaseRetriever):
             cursor.execute(CHUNKS_SCORE_SQL, params)
             return {chunk_id: float(score) for chunk_id, score in cursor.fetchall()}
 
-    def _query(
+    def _scoped_plan(self, terms: list[str], filters: Filters) -> bool:
+        """True when a filtered search is ranked by the scoped planner."""
+        return self.prune and bool(filters) and len(set(terms)) <= MAX_PRUNED_TERMS
+
+    def _score_scoped(
         self, terms: list[str], collection: Collection, top_k: int, filters: Filters
+    ) -> list[tuple[int, float]]:
+        conditions, params = filters.sql("c", collection_id=collection.pk)
+
+        def exhaustive() -> list[tuple[int, float]]:
+            sql, params = self._query(terms, collection, top_k, filters, prune=False)
+            cursor.execute(sql, params)
+            return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+
+        with connections[search_database()].cursor() as cursor:
+            return scoped_top_k(
+                cursor,
+                collection_id=collection.pk,
+                terms=terms,
+                k1=self.k1,
+                b=self.b,
+                top_k=top_k,
+                conditions=conditions,
+                params=params,
+                scan_limit=self.scope_scan_limit,
+                max_fetch=max(self.max_over_fetch, top_k),
+                exhaustive=exhaustive,
+            )
+
+    def _query(
+        self,
+        terms: list[str],
+        collection: Collection,
+        top_k: int,
+        filters: Filters,
+        *,
+        prune: bool | None = None,
     ) -> tuple[str, list]:
         """Return the ranking SQL and its parameters: the top-k function, or the exhaustive
         plan with filters or more than ``MAX_PRUNED_TERMS`` distinct terms."""
+        prune = self.prune if prune is None else prune
         filter_sql, filter_params = "", []
         conditions, condition_params = Filters.parse(filters).sql("c", collection_id=collection.pk)
         if conditions:
@@ -166,7 +211,7 @@ class BM25Retriever(BaseRetriever):
                 f"WHERE c.collection_id = %s AND {' AND '.join(conditions)})"
             )
             filter_params = [collection.pk, *condition_params]
-        if self.prune and not filter_sql and len(set(terms)) <= MAX_PRUNED_TERMS:
+        if prune and not filter_sql and len(set(terms)) <= MAX_PRUNED_TERMS:
             sql, params = TOP_K_SQL, [collection.pk, list(terms), self.k1, self.b, top_k]
         else:
             sql = SCORE_SQL.format(filter=filter_sql)

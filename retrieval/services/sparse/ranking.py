@@ -32,3 +32,21 @@ long chunk's).
 from __future__ import annotations
 
 TOP_K_SQL = "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s)"
+
+# The per-query constants (idf as float8, length normalisation), computed once for the
+# few query terms: ``n`` and the terms' weights ``q``, shared by the statements that
+# score outside the top-k function (``BM25Retriever``'s, ``sparse/scoped.py``'s). Its
+# parameters: k1, b, k1, b, the collection, the terms, the collection.
+WEIGHTS_SQL = """
+WITH n AS MATERIALIZED (
+    SELECT %s::float8 * (1 - %s::float8) AS a,
+           %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
+           s.chunk_count
+    FROM retrieval_bm25_stats s WHERE s.collection_id = %s
+),
+q AS MATERIALIZED (
+    SELECT t.term, (qt.qtf * ln(1 + (n.chunk_count - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
+    FROM n, (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
+    JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
+)
+"""

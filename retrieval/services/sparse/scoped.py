@@ -1,0 +1,127 @@
+"""Exact BM25 top k under filters and document scopes, without ranking every posting.
+
+The top-k function (``ranking.py``) ranks a whole collection. A scoped search (a
+document scope from the access policy, metadata or document filters) needs the best
+``k`` of the chunks the scope allows, and chooses between two exact ways by the size
+of that set as PostgreSQL's planner estimates it (from the statistics of the chunks'
+metadata and the documents' access; planning only, no rows read):
+
+- **A small allowed set** (at most ``scan_limit`` chunks estimated) is scored whole: each allowed
+  chunk's row (``retrieval_bm25_chunk.tfs``) gives its exact score, so the cost follows
+  the scope, not the posting lists.
+- **A wider one** over-fetches the pruned ranking: the collection's top ``k'``
+  (``k'`` first twice what the estimated share needs for ``k`` to survive, at least
+  ``4k``) from the top-k function, of which the allowed chunks are kept.
+  Once ``k`` survive, they are the scoped top k: an allowed chunk outside the top
+  ``k'`` scores at most the ``k'``-th score, so no more than any survivor (equal scores
+  may swap, as in the top-k function). If fewer survive, ``k'`` widens — at least
+  doubling, to 1.5 times what the share of survivors so far says is needed — until
+  ``k`` survive or the function returns fewer than ``k'`` chunks (every chunk holding
+  a query term: the survivors are then all the scope's matches). Past ``max_fetch``
+  the exhaustive plan ranks the allowed chunks' postings instead. A wrong estimate costs
+time, never exactness.
+
+Both ways return what the exhaustive scoped ranking returns (tests/services/
+retrievers/test_bm25_scoped.py checks each against it); the figures that set the
+defaults are in the README (*BM25 inside PostgreSQL*, scoped searches).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from retrieval.services.query.filters import estimated_rows
+from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
+
+#: The smallest first over-fetch, in multiples of k: a scope of half the chunks keeps
+#: k of 4k all but always.
+FIRST_FETCH = 4
+
+# The allowed chunks, whose number the planner estimates; the collection's size.
+ALLOWED_SQL = "SELECT 1 FROM retrieval_chunk c WHERE c.collection_id = %s AND {conditions}"
+CHUNK_COUNT_SQL = "SELECT chunk_count FROM retrieval_bm25_stats WHERE collection_id = %s"
+
+# Every allowed chunk scored from its own row, as the top-k function scores one.
+ALLOWED_SCORE_SQL = (
+    WEIGHTS_SQL
+    + """SELECT d.chunk_id, sum(q.w * f.tf / (f.tf + n.a + n.b * d.dl)) AS score
+FROM n, retrieval_chunk c
+JOIN retrieval_bm25_chunk d ON d.chunk_id = c.id
+CROSS JOIN LATERAL (SELECT d.tfs || '{{}}'::jsonb AS tfs OFFSET 0) AS t
+CROSS JOIN q
+CROSS JOIN LATERAL (SELECT (t.tfs -> q.term)::integer AS tf) AS f
+WHERE c.collection_id = %s AND d.collection_id = %s AND {conditions} AND f.tf IS NOT NULL
+GROUP BY d.chunk_id
+ORDER BY score DESC, d.chunk_id
+LIMIT %s
+"""
+)
+
+# The collection's top k', the allowed ones kept; a last row (id NULL) counts all k'.
+OVER_FETCH_SQL = (
+    "WITH t AS MATERIALIZED ("
+    + TOP_K_SQL
+    + """)
+SELECT t.chunk_id, t.score FROM t
+WHERE EXISTS (SELECT 1 FROM retrieval_chunk c
+              WHERE c.id = t.chunk_id AND c.collection_id = %s AND {conditions})
+UNION ALL
+SELECT NULL, count(*) FROM t
+"""
+)
+
+
+def scoped_top_k(
+    cursor,
+    *,
+    collection_id: int,
+    terms: Sequence[str],
+    k1: float,
+    b: float,
+    top_k: int,
+    conditions: Sequence[str],
+    params: Sequence[object],
+    scan_limit: int,
+    max_fetch: int,
+    exhaustive: Callable[[], list[tuple[int, float]]],
+) -> list[tuple[int, float]]:
+    """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
+
+    ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
+    with their ``params``; ``exhaustive`` ranks every allowed posting (the fallback).
+    """
+    where = " AND ".join(conditions)
+    cursor.execute(CHUNK_COUNT_SQL, [collection_id])
+    row = cursor.fetchone()
+    if row is None or not row[0]:
+        return []  # nothing indexed
+    sql = ALLOWED_SQL.format(conditions=where)
+    estimate = max(estimated_rows(cursor, sql, [collection_id, *params]), 1.0)
+    if estimate <= scan_limit:
+        weights = [k1, b, k1, b, collection_id, list(terms), collection_id]
+        cursor.execute(
+            ALLOWED_SCORE_SQL.format(conditions=where),
+            [*weights, collection_id, collection_id, *params, top_k],
+        )
+        return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+    # k' from the estimated share, so that about twice k survive.
+    share = min(estimate / row[0], 1.0)
+    fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
+    sql = OVER_FETCH_SQL.format(conditions=where)
+    while True:
+        fetch = min(fetch, max_fetch)
+        cursor.execute(sql, [collection_id, list(terms), k1, b, fetch, collection_id, *params])
+        rows = cursor.fetchall()
+        fetched = next(int(score) for chunk_id, score in rows if chunk_id is None)
+        kept = sorted(
+            ((chunk_id, float(score)) for chunk_id, score in rows if chunk_id is not None),
+            key=lambda row: (-row[1], row[0]),
+        )
+        if len(kept) >= top_k or fetched < fetch:
+            return kept[:top_k]
+        if fetch >= max_fetch:
+            return exhaustive()
+        # The share of the ranking the scope keeps, from what survived so far.
+        wanted = 1.5 * top_k * fetched / len(kept) if kept else 4 * fetch
+        fetch = max(2 * fetch, math.ceil(wanted))

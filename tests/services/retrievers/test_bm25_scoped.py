@@ -1,0 +1,214 @@
+"""BM25 under filters and document scopes: exactly the exhaustive scoped top k, by each of
+the planner's ways (scoring a small allowed set, over-fetching the pruned top k, the
+exhaustive plan), for scopes of several selectivities."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from retrieval.models import Chunk
+from retrieval.services.access import Scope
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.filters import Filters
+from retrieval.services.retrievers.bm25 import BM25Retriever
+from retrieval.services.sparse.analyzer import Analyzer
+
+from .test_bm25_pruning import VOCABULARY, queries, texts
+
+pytestmark = pytest.mark.django_db
+
+#: A text held by several documents (equal scores), of words rare elsewhere.
+TWIN = "w390x w391x w392x w393x w390x"
+#: Share of the documents tagged with each tag (independent draws; nested).
+SHARES = {"half": 0.5, "tenth": 0.1, "one": 0.01}
+
+
+@pytest.fixture
+def scoped(keyword_settings, retrieval_settings):
+    """A collection of 1,200 Zipf texts tagged ``half`` / ``tenth`` / ``one`` (a few
+    ``few``), visible to group ``readers`` with the same shares, plus eight twins."""
+    retrieval_settings(
+        CHUNKERS={"default": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"}}
+    )
+    readers = Group.objects.create(name="readers")
+    rng = random.Random(38)
+    # A neighbour with the same words and tags: its chunks must never be ranked in "zipf".
+    for name in ("neighbour", "zipf"):
+        collection, _ = get_or_create_collection(name)
+        entries = list(texts(rng, 1200, "d").items())
+        entries += [(f"twin{i}", TWIN) for i in range(8)]
+        sources = []
+        for i, (key, text) in enumerate(entries):
+            tags = [tag for tag, share in SHARES.items() if rng.random() < share]
+            if key.startswith("twin"):
+                tags = ["half", "tenth"] if i % 2 else []
+            if i in (5, 600, 1100):
+                tags.append("few")
+            seen = rng.random() < 0.1 or key in ("twin1", "twin4")
+            access = (f"group:{readers.pk}",) if seen else ()
+            sources.append(
+                Source.from_text(text, external_id=key, metadata={"tags": tags}, access=access)
+            )
+        assert ingest(collection, sources).status == "succeeded"
+    with connection.cursor() as cursor:  # the statistics autovacuum keeps: the estimates
+        cursor.execute("ANALYZE retrieval_chunk")
+        cursor.execute("ANALYZE retrieval_document")
+    reader = get_user_model().objects.create_user("reader")
+    reader.groups.add(readers)
+    return collection, rng, reader
+
+
+def scopes(collection, reader) -> dict[str, Filters]:
+    """Filters of every selectivity, from everything down to nothing."""
+    found = {
+        f"tag {tag}": Filters.parse({"metadata": {"tags": [tag]}})
+        for tag in ("half", "tenth", "one", "few", "absent")
+    }
+    found["visible to the reader"] = Scope.for_user(reader).filters()
+    found["visible to the reader, tag half"] = Scope.for_user(reader).filters(
+        {"metadata": {"tags": ["half"]}}
+    )
+    found["two documents"] = Filters.parse({"documents": ["d3", "twin1"]})
+    return found
+
+
+def allowed(collection, filters: Filters) -> set[int]:
+    conditions, params = filters.sql("c", collection_id=collection.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.id FROM retrieval_chunk c WHERE c.collection_id = %s AND "
+            + " AND ".join(conditions),
+            [collection.pk, *params],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def assert_exact(retriever: BM25Retriever, collection, filters: Filters, searches) -> None:
+    """``retriever`` returns the exhaustive scoped top k for every query and k.
+
+    Up to ties: chunks of equal score may swap, so the score sequences are compared, and
+    each chunk's score with its exact one; every chunk is one the filters allow.
+    """
+    exhaustive = BM25Retriever(prune=False)
+    permitted = allowed(collection, filters)
+    analyzer = Analyzer()
+    for words in searches:
+        terms = analyzer.terms(" ".join(words))
+        every = dict(exhaustive.score(terms, collection=collection, top_k=10_000, filters=filters))
+        assert set(every) <= permitted
+        for top_k in (1, 10, 40):
+            ours = retriever.score(terms, collection=collection, top_k=top_k, filters=filters)
+            full = exhaustive.score(terms, collection=collection, top_k=top_k, filters=filters)
+            assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12), words
+            for chunk_id, score in ours:
+                assert every[chunk_id] == pytest.approx(score, rel=1e-12), (words, chunk_id)
+
+
+#: The planner left to choose; always over-fetching; always scoring the allowed chunks;
+#: over-fetching with so small a cap that most scopes end in the exhaustive plan.
+PLANS = {
+    "default": {},
+    "over-fetch": {"scope_scan_limit": 0},
+    "allowed chunks": {"scope_scan_limit": 1_000_000},
+    "capped over-fetch": {"scope_scan_limit": 0, "max_over_fetch": 40},
+}
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_scoped_top_k_is_the_exhaustive_scoped_top_k(scoped, plan):
+    collection, rng, reader = scoped
+    retriever = BM25Retriever(**PLANS[plan])
+    searches = queries(rng, 30) + [["w390x", "w391x"], ["w392x", "w3x", "w393x"]]
+    for filters in scopes(collection, reader).values():
+        assert_exact(retriever, collection, filters, searches)
+
+
+def test_ties_at_the_cut_keep_the_exhaustive_scores(scoped):
+    """Twins score alike; a scope holding some of them gets exactly those, each once."""
+    collection, _, reader = scoped
+    terms = Analyzer().terms(TWIN)
+    twins = set(
+        Chunk.objects.filter(
+            collection=collection, document__external_id__startswith="twin"
+        ).values_list("pk", flat=True)
+    )
+    for options in PLANS.values():
+        retriever = BM25Retriever(**options)
+        for filters in (
+            Filters.parse({"metadata": {"tags": ["half"]}}),
+            Scope.for_user(reader).filters(),
+        ):
+            ranked = retriever.score(terms, collection=collection, top_k=3, filters=filters)
+            expected = twins & allowed(collection, filters)
+            top = [chunk_id for chunk_id, _ in ranked]
+            assert len(set(top)) == len(top) == min(3, len(expected))
+            assert set(top) <= expected
+            assert len({round(score, 9) for _, score in ranked}) == 1
+
+
+def top_k_calls(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
+
+
+def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
+    collection, _, reader = scoped
+    terms = Analyzer().terms(" ".join(VOCABULARY[100:104]))
+    with CaptureQueriesContext(connection) as captured:
+        BM25Retriever(scope_scan_limit=50).score(
+            terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["few"]}}
+        )
+    assert top_k_calls(captured) == []
+
+
+def test_a_wide_scope_over_fetches_the_pruned_top_k(scoped):
+    collection, _, _ = scoped
+    terms = Analyzer().terms(" ".join(VOCABULARY[30:34]))
+    with CaptureQueriesContext(connection) as captured:
+        BM25Retriever(scope_scan_limit=50).score(
+            terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["half"]}}
+        )
+    assert len(top_k_calls(captured)) == 1
+
+
+def test_an_overestimated_scope_widens_until_k_survive(scoped):
+    """Statistics from before most chunks lost their tag: the planner expects half the
+    chunks to survive, a few do, and the over-fetch widens; still exact."""
+    collection, rng, _ = scoped
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = '{\"tags\": []}' WHERE collection_id = %s "
+            'AND metadata @> \'{"tags": ["half"]}\' AND id %% 20 <> 0',
+            [collection.pk],
+        )
+    filters = Filters.parse({"metadata": {"tags": ["half"]}})
+    terms = Analyzer().terms(" ".join(VOCABULARY[30:34]))
+    retriever = BM25Retriever(scope_scan_limit=0)
+    with CaptureQueriesContext(connection) as captured:
+        ranked = retriever.score(terms, collection=collection, top_k=10, filters=filters)
+    assert len(top_k_calls(captured)) >= 2
+    assert len(ranked) == 10
+    assert_exact(retriever, collection, filters, queries(rng, 10) + [VOCABULARY[30:34]])
+
+
+def test_nothing_allowed_returns_nothing(scoped):
+    collection, _, _ = scoped
+    terms = Analyzer().terms("w1x w2x")
+    for options in PLANS.values():
+        ranked = BM25Retriever(**options).score(
+            terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["absent"]}}
+        )
+        assert ranked == []
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="scope_scan_limit"):
+        BM25Retriever(scope_scan_limit=-1)
+    with pytest.raises(ValueError, match="max_over_fetch"):
+        BM25Retriever(max_over_fetch=0)
