@@ -13,6 +13,7 @@ existed as well).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from retrieval.services.indexes.base import (
     check_query_dimensions,
 )
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
+from retrieval.services.query.filters import Filters, estimated_rows
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)
@@ -48,9 +49,12 @@ class PgvectorIndex(BaseIndex):
 
     Unfiltered queries use the collection's HNSW index. A filter matching at most
     ``exact_scan_limit`` chunks is answered by an exact scan of those chunks, a
-    wider one by pgvector's iterative index scan in strict order, so a filtered
-    query still returns ``top_k`` results whenever that many chunks match. Each
-    of these can be overridden per query through ``rank``'s hints.
+    wider one by pgvector's iterative index scan in strict order, its ``ef_search``
+    widened as the filter narrows (``ef_search / √share``, at most 4×), so a filtered
+    query still returns ``top_k`` results whenever that many chunks match (a walk that
+    stops short, at ``max_scan_tuples``, is redone by an exact scan). The filter's size
+    is PostgreSQL's estimate, counted only when it lies near the limit. Each of these can
+    be overridden per query through ``rank``'s hints.
     """
 
     features = IndexFeatures(transactional=True)
@@ -153,6 +157,12 @@ class PgvectorIndex(BaseIndex):
             )
             cursor.execute(sql, params)
             rows = cursor.fetchall()
+            if len(rows) < top_k and self._walked(cursor):
+                # The filter allowed fewer than estimated and the walk stopped at
+                # max_scan_tuples, or it allows fewer than top_k: an exact scan is complete.
+                cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
         return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
 
     def explain(
@@ -200,14 +210,16 @@ class PgvectorIndex(BaseIndex):
         where_params = list(filter_params)
         settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
         if filter_conditions:
-            cursor.execute(
-                "SELECT count(*) FROM "
-                f"(SELECT 1 FROM retrieval_chunk c WHERE {where} LIMIT %s) AS matching",
-                [*where_params, int(exact_scan_limit) + 1],
+            share = self._allowed_share(
+                cursor, collection, filter_conditions, where_params, exact_scan_limit
             )
-            if cursor.fetchone()[0] <= exact_scan_limit:
+            if share is None:
                 settings["enable_indexscan"] = "off"
             else:
+                # A walk keeps about ``share`` of what it visits: a wider candidate list
+                # holds recall (README: scoped searches).
+                ef_search = min(4 * ef_search, math.ceil(ef_search / math.sqrt(share)))
+                settings["hnsw.ef_search"] = str(max(ef_search, top_k))
                 settings["hnsw.iterative_scan"] = "strict_order"
                 settings["hnsw.max_scan_tuples"] = str(max_scan_tuples)
         calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
@@ -225,6 +237,50 @@ class PgvectorIndex(BaseIndex):
             f"WHERE {where} ORDER BY distance LIMIT %s"
         )
         return sql, [*params, top_k]
+
+    @staticmethod
+    def _walked(cursor) -> bool:
+        """True if this transaction's query walked the index iteratively (a filtered one)."""
+        cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
+        return cursor.fetchone()[0] == "strict_order"
+
+    @staticmethod
+    def _allowed_share(
+        cursor,
+        collection: Collection,
+        conditions: list[str],
+        params: list,
+        exact_scan_limit: int,
+    ) -> float | None:
+        """Return the share of the collection's vectors a filter allows, or ``None`` when it
+        allows at most ``exact_scan_limit`` (an exact scan of those ranks them).
+
+        PostgreSQL's estimate decides when it lies well to one side of the limit; between
+        half and twice the limit the chunks are counted (up to the limit). Estimated
+        without the space condition, whose ``vector_dims`` the planner cannot estimate
+        (it holds for all but a re-embedding's leftovers), counted with it.
+        """
+        collection_sql = (
+            f"SELECT 1 FROM retrieval_chunk c WHERE c.collection_id = {int(collection.pk)}"
+        )
+        estimate = estimated_rows(
+            cursor, f"{collection_sql} AND {' AND '.join(conditions)}", params
+        )
+        allowed_sql = (
+            collection_sql
+            + f" AND {space_condition(collection, 'c')} AND "
+            + " AND ".join(conditions)
+        )
+        if exact_scan_limit / 2 <= estimate <= 2 * exact_scan_limit:
+            cursor.execute(
+                f"SELECT count(*) FROM ({allowed_sql} LIMIT %s) AS matching",
+                [*params, int(exact_scan_limit) + 1],
+            )
+            estimate = cursor.fetchone()[0]
+        if estimate <= exact_scan_limit:
+            return None
+        total = estimated_rows(cursor, collection_sql, [])
+        return min(1.0, estimate / max(total, estimate))
 
 
 def vector_literal(vector: Sequence[float]) -> str:

@@ -1,0 +1,98 @@
+"""Dense search under filters: exact scan or iterative walk chosen by the filter's
+estimated size, a wider candidate list as the filter narrows, and an exact scan when a
+walk stops short."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from retrieval.services.indexes.pgvector import vector_index_name
+from retrieval.services.retrievers.dense import PgvectorRetriever
+
+from .test_dense import _fill, _new_collection
+
+pytestmark = pytest.mark.django_db
+
+
+def counts(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if "count(*)" in q["sql"]]
+
+
+def ef_search_set(captured) -> int:
+    """The ``hnsw.ef_search`` the ranking query ran with."""
+    for query in captured.captured_queries:
+        if "set_config" in query["sql"] and "'hnsw.ef_search'" in query["sql"]:
+            values = query["sql"].split("'hnsw.ef_search', '")[1]
+            return int(values.split("'")[0])
+    raise AssertionError("no ef_search set")
+
+
+def exact_top(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    return rows[np.argsort(-(vectors[rows] @ query))[:k]].tolist()
+
+
+def test_a_filter_estimated_far_below_the_limit_is_scanned_exactly_without_counting():
+    collection = _new_collection("few-tagged", 8)
+    vectors = _fill(collection, 3000, rare_every=150, seed=11)  # 20 tagged
+    retriever = PgvectorRetriever(exact_scan_limit=1000)
+    with CaptureQueriesContext(connection) as captured:
+        found = retriever.rank_vector(
+            vectors[5], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
+        )
+    assert counts(captured) == []
+    plan = retriever.explain(
+        vectors[5], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
+    )
+    assert vector_index_name(collection.pk) not in plan, plan
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = exact_top(vectors, np.arange(0, 3000, 150), vectors[5], 10)
+    assert [f.chunk_id for f in found] == [ids[i] for i in expected]
+
+
+def test_a_filter_estimated_far_above_the_limit_walks_the_index_with_a_wider_list():
+    collection = _new_collection("half-tagged", 8)
+    vectors = _fill(collection, 4000, rare_every=10, seed=12)  # 400 tagged, 10%
+    retriever = PgvectorRetriever(exact_scan_limit=100, ef_search=40)
+    options = {"collection": collection, "top_k": 10, "filters": {"metadata": {"tag": "rare"}}}
+    with CaptureQueriesContext(connection) as captured:
+        found = retriever.rank_vector(vectors[7], **options)
+    assert counts(captured) == []
+    # ef_search / √share: about 40 / √0.1 ≈ 126 (the share is estimated), at most 4 × 40.
+    assert 80 <= ef_search_set(captured) <= 160
+    assert vector_index_name(collection.pk) in retriever.explain(vectors[7], **options)
+    assert len(found) == 10
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = {ids[i] for i in exact_top(vectors, np.arange(0, 4000, 10), vectors[7], 10)}
+    assert len(expected & {f.chunk_id for f in found}) >= 9
+
+
+def test_a_filter_estimated_near_the_limit_is_counted():
+    collection = _new_collection("some-tagged", 8)
+    vectors = _fill(collection, 3000, rare_every=10, seed=13)  # 300 tagged
+    with CaptureQueriesContext(connection) as captured:
+        PgvectorRetriever(exact_scan_limit=300).rank_vector(
+            vectors[1], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
+        )
+    assert len(counts(captured)) == 1
+
+
+def test_a_walk_that_stops_short_is_redone_exactly():
+    """Statistics from before most tags were removed: the estimate says 10%, two chunks
+    remain tagged; the walk gives up at max_scan_tuples, the exact scan finds both."""
+    collection = _new_collection("stale-tags", 8)
+    vectors = _fill(collection, 4000, rare_every=10, seed=14)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = '{}' WHERE collection_id = %s "
+            "AND index NOT IN (1230, 3870)",
+            [collection.pk],
+        )
+    retriever = PgvectorRetriever(exact_scan_limit=100, max_scan_tuples=50, ef_search=10)
+    found = retriever.rank_vector(
+        vectors[0], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
+    )
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    assert {f.chunk_id for f in found} == {ids[1230], ids[3870]}
