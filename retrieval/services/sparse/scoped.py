@@ -6,9 +6,10 @@ document scope from the access policy, metadata or document filters) needs the b
 of that set as PostgreSQL's planner estimates it (from the statistics of the chunks'
 metadata and the documents' access; planning only, no rows read):
 
-- **A small allowed set** (at most ``scan_limit`` chunks estimated) is scored whole: each allowed
-  chunk's row (``retrieval_bm25_chunk.tfs``) gives its exact score, so the cost follows
-  the scope, not the posting lists.
+- **A small allowed set** (at most ``scan_limit`` chunks estimated, or too small a share
+  of the collection for ``k`` of it to be among the top ``max_fetch``) is scored whole:
+  each allowed chunk's row (``retrieval_bm25_chunk.tfs``) gives its exact score, so the
+  cost follows the scope, not the posting lists.
 - **A wider one** over-fetches the pruned ranking: the collection's top ``k'``
   (``k'`` first twice what the estimated share needs for ``k`` to survive, at least
   ``4k``) from the top-k function, of which the allowed chunks are kept.
@@ -98,16 +99,17 @@ def scoped_top_k(
         return []  # nothing indexed
     sql = ALLOWED_SQL.format(conditions=where)
     estimate = max(estimated_rows(cursor, sql, [collection_id, *params]), 1.0)
-    if estimate <= scan_limit:
+    # k' from the estimated share, so that about twice k survive.
+    share = min(estimate / row[0], 1.0)
+    fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
+    if estimate <= scan_limit or fetch > max_fetch:
+        # A small scope, or one too narrow for its k to survive an over-fetch: score it.
         weights = [k1, b, k1, b, collection_id, list(terms), collection_id]
         cursor.execute(
             ALLOWED_SCORE_SQL.format(conditions=where),
             [*weights, collection_id, collection_id, *params, top_k],
         )
         return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
-    # k' from the estimated share, so that about twice k survive.
-    share = min(estimate / row[0], 1.0)
-    fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
     sql = OVER_FETCH_SQL.format(conditions=where)
     while True:
         fetch = min(fetch, max_fetch)

@@ -165,6 +165,12 @@ def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
             terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["few"]}}
         )
     assert top_k_calls(captured) == []
+    # Above the limit, but too narrow for 40 of its chunks to be among the top 200.
+    with CaptureQueriesContext(connection) as captured:
+        BM25Retriever(scope_scan_limit=0, max_over_fetch=200).score(
+            terms, collection=collection, top_k=40, filters={"metadata": {"tags": ["tenth"]}}
+        )
+    assert top_k_calls(captured) == []
 
 
 def test_a_wide_scope_over_fetches_the_pruned_top_k(scoped):
@@ -195,6 +201,12 @@ def test_an_overestimated_scope_widens_until_k_survive(scoped):
     assert len(top_k_calls(captured)) >= 2
     assert len(ranked) == 10
     assert_exact(retriever, collection, filters, queries(rng, 10) + [VOCABULARY[30:34]])
+    # Widening stops at max_over_fetch: then every allowed posting is ranked.
+    capped = BM25Retriever(scope_scan_limit=0, max_over_fetch=60)
+    with CaptureQueriesContext(connection) as captured:
+        capped.score(terms, collection=collection, top_k=10, filters=filters)
+    assert any("retrieval_bm25_posting p" in q["sql"] for q in captured.captured_queries)
+    assert_exact(capped, collection, filters, queries(rng, 10) + [VOCABULARY[30:34]])
 
 
 def test_nothing_allowed_returns_nothing(scoped):
