@@ -276,7 +276,10 @@ class PgvectorIndex(BaseIndex):
                 f"SELECT count(*) FROM ({allowed_sql} LIMIT %s) AS matching",
                 [*params, int(exact_scan_limit) + 1],
             )
-            estimate = cursor.fetchone()[0]
+            counted = cursor.fetchone()[0]  # at most the limit + 1: the estimate stands
+            if counted <= exact_scan_limit:
+                return None
+            estimate = max(estimate, counted)
         if estimate <= exact_scan_limit:
             return None
         total = estimated_rows(cursor, collection_sql, [])
