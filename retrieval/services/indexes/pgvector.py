@@ -53,7 +53,7 @@ class PgvectorIndex(BaseIndex):
     widened as the filter narrows (``ef_search / √share``, at most 4×), so a filtered
     query still returns ``top_k`` results whenever that many chunks match (a walk that
     stops short, at ``max_scan_tuples``, is redone by an exact scan). The filter's size
-    is PostgreSQL's estimate, counted only when it lies near the limit. Each of these can
+    is PostgreSQL's estimate, counted only when it lies just under the limit. Each of these can
     be overridden per query through ``rank``'s hints.
     """
 
@@ -255,8 +255,11 @@ class PgvectorIndex(BaseIndex):
         """Return the share of the collection's vectors a filter allows, or ``None`` when it
         allows at most ``exact_scan_limit`` (an exact scan of those ranks them).
 
-        PostgreSQL's estimate decides when it lies well to one side of the limit; between
-        half and twice the limit the chunks are counted (up to the limit). Estimated
+        PostgreSQL's estimate decides, except between half the limit and the limit, where
+        the chunks are counted (up to the limit): an exact scan must not meet many more
+        rows than the limit. Counting costs as many rows as the filter allows (a bitmap
+        of them all: 16 ms for a 10% scope of 100k chunks, whose walk took 1.8), so a
+        scope estimated above the limit is walked without. Estimated
         without the space condition, whose ``vector_dims`` the planner cannot estimate
         (it holds for all but a re-embedding's leftovers), counted with it.
         """
@@ -271,7 +274,7 @@ class PgvectorIndex(BaseIndex):
             + f" AND {space_condition(collection, 'c')} AND "
             + " AND ".join(conditions)
         )
-        if exact_scan_limit / 2 <= estimate <= 2 * exact_scan_limit:
+        if exact_scan_limit / 2 <= estimate <= exact_scan_limit:
             cursor.execute(
                 f"SELECT count(*) FROM ({allowed_sql} LIMIT %s) AS matching",
                 [*params, int(exact_scan_limit) + 1],

@@ -98,14 +98,15 @@ def test_a_walk_that_stops_short_is_redone_exactly():
     assert {f.chunk_id for f in found} == {ids[1230], ids[3870]}
 
 
-def test_a_counted_filter_above_the_limit_keeps_its_estimated_share():
-    """The count stops past the limit: the list is widened by the estimated share, not by
-    the count's (which would make a 10% filter look like 5%)."""
+def test_a_filter_estimated_just_above_the_limit_is_walked_without_counting():
+    """Counting costs as many rows as the filter allows; the walk's list is widened by
+    the estimated share."""
     collection = _new_collection("tenth-tagged", 8)
     vectors = _fill(collection, 3000, rare_every=10, seed=15)  # 300 tagged
     with CaptureQueriesContext(connection) as captured:
-        PgvectorRetriever(exact_scan_limit=150, ef_search=40).rank_vector(
+        found = PgvectorRetriever(exact_scan_limit=150, ef_search=40).rank_vector(
             vectors[2], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
         )
-    assert len(counts(captured)) == 1
-    assert 100 <= ef_search_set(captured) <= 140  # 40 / √0.1 ≈ 126; by the count's, 179
+    assert counts(captured) == []
+    assert 100 <= ef_search_set(captured) <= 140  # 40 / √0.1 ≈ 126
+    assert len(found) == 10
