@@ -2,6 +2,7 @@
 
     python bench/latency.py [--sizes 10000 100000] [--queries 200] [--ingest 600]
     python bench/latency.py --sizes 100000 --long-queries 8 16 32 100
+    python bench/latency.py --sizes 100000 --scoped   # searches under scopes of 0.1%-50%
 
 Synthetic corpora are bulk-loaded into a collection per size: Zipf-distributed
 words for BM25, and for dense search real SciFact abstract embeddings (local
