@@ -81,11 +81,12 @@ class Filters:
         """Return only the access restriction (for walks that must not see hidden rows)."""
         return Filters(documents_within=self.documents_within)
 
-    def sql(self, alias: str, *, collection_id: int) -> tuple[list[str], list[Any]]:
+    def sql(self, alias: str, *, collection_id: int | None) -> tuple[list[str], list[Any]]:
         """Return SQL conditions on the chunk table aliased ``alias``, and their parameters.
 
         Only chunk columns appear (external ids are resolved to document ids first),
-        so an index scan over the chunk table can apply them row by row.
+        so an index scan over the chunk table can apply them row by row. ``collection_id``
+        is the chunks' collection (``None`` for chunks of several: the access scope only).
         """
         conditions: list[str] = []
         params: list[Any] = []
@@ -127,13 +128,18 @@ def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
     return float(plan[0]["Plan"]["Plan Rows"])
 
 
-def _document_subquery(alias: str, documents: Any, collection_id: int) -> tuple[str, list[Any]]:
+def _document_subquery(
+    alias: str, documents: Any, collection_id: int | None
+) -> tuple[str, list[Any]]:
     """Return ``alias.document_id IN (<the documents' ids>)``; nothing matches an empty set.
 
     The documents are those of the chunks' collection (as every chunk's document is), so
-    that the planner estimates the scope's size and uses the collection's indexes.
+    that the planner estimates the scope's size and uses the collection's indexes;
+    ``None``: chunks of any collection.
     """
-    inner = documents.filter(collection_id=collection_id).order_by().values("pk")
+    if collection_id is not None:
+        documents = documents.filter(collection_id=collection_id)
+    inner = documents.order_by().values("pk")
     try:
         sql, params = inner.query.get_compiler(using=inner.db).as_sql()
     except EmptyResultSet:

@@ -157,9 +157,9 @@ def load_results(
     """
     db = search_database()
     within = Filters.parse(filters).documents_within
-    # The scope's condition, as ranking applies it (it names no collection).
+    # The scope's condition, as ranking applies it (chunks of any collection).
     conditions, params = (
-        Filters(documents_within=within.using(db)).sql("c", collection_id=0)
+        Filters(documents_within=within.using(db)).sql("c", collection_id=None)
         if within is not None
         else ([], [])
     )
