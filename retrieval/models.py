@@ -7,8 +7,6 @@ logic lives in :mod:`retrieval.services`.
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from pgvector.django import VectorField
 
@@ -81,10 +79,11 @@ class Document(models.Model):
     metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
-    # Who may see it, decided by its host object (services.visibility): any of "public",
-    # "signed-in", "group:<pk>", "user:<pk>"; empty: nobody; null: the host says nothing.
-    access = ArrayField(
-        models.CharField(max_length=100),
+    # Who may see it, decided by its host object (services.visibility): a JSON list of
+    # any of "public", "signed-in", "group:<pk>", "user:<pk>"; empty: nobody; null: the
+    # host says nothing. JSON, not an ArrayField: a site need not install
+    # django.contrib.postgres (Django 6.1 checks that for ArrayField and GinIndex).
+    access = models.JSONField(
         null=True,
         blank=True,
         help_text="Who may see it, from its host object (null: no restriction of the host's).",
@@ -102,9 +101,9 @@ class Document(models.Model):
         ]
         indexes = [
             models.Index(fields=["collection", "status"], name="retrieval_doc_status_idx"),
-            # `access && ARRAY[the user's tokens]` on every search leg; the partial index
-            # answers "is any document restricted?" before a scope adds the condition.
-            GinIndex(fields=["access"], name="retrieval_doc_access_idx"),
+            # `access ?| ARRAY[the user's tokens]` on every search leg uses a GIN index
+            # created in SQL by migration 0021; the partial index answers "is any document
+            # restricted?" before a scope adds the condition.
             models.Index(
                 fields=["collection"],
                 condition=models.Q(access__isnull=False),
@@ -112,7 +111,6 @@ class Document(models.Model):
             ),
         ]
         # The GIN (jsonb_path_ops) indexes on metadata are created in SQL by migration 0001.
-        # GinIndex and ArrayField need no django.contrib.postgres in INSTALLED_APPS.
 
     def __str__(self) -> str:
         return self.title or self.external_id
