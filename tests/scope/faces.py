@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pytest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -138,6 +139,17 @@ SEARCH_FACES: dict[str, Callable[..., Answer]] = {
     "playground": playground,
     "python_facade": python_facade,
 }
+
+
+def search_face_params() -> list:
+    """``SEARCH_FACES``' names for ``parametrize``: the Python facade's in a committed
+    transaction (asearch runs on a worker thread, which sees only committed rows)."""
+    return [
+        pytest.param(face, marks=pytest.mark.django_db(transaction=True))
+        if face == "python_facade"
+        else face
+        for face in sorted(SEARCH_FACES)
+    ]
 
 
 # Faces that browse (no retriever): (user, collection name) -> Answer.
