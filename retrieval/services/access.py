@@ -217,6 +217,38 @@ class Scope:
             queryset = queryset.filter(**{f"{document}__in": self.documents.values("pk")})
         return queryset
 
+    def restrict_traces(self, queryset: QuerySet) -> QuerySet:
+        """Keep the search traces of this scope (a ``QueryTrace`` queryset).
+
+        A trace lists another user's results, which may name documents hidden from
+        this one: under a document restriction only the user's own traces are kept.
+        """
+        return self._own(self.restrict(queryset), "user")
+
+    def restrict_runs(self, queryset: QuerySet) -> QuerySet:
+        """Keep the index runs of this scope (an ``IndexRun`` queryset).
+
+        A run's errors name its documents: under a document restriction only the runs
+        the user started are kept.
+        """
+        return self._own(self.restrict(queryset), "created_by")
+
+    def _own(self, queryset: QuerySet, user_field: str) -> QuerySet:
+        if self.documents is None:
+            return queryset
+        if getattr(self.user, "pk", None) is None:
+            return queryset.none()
+        return queryset.filter(**{user_field: self.user})
+
+    @property
+    def sees_quality(self) -> bool:
+        """True if golden sets, judgments and evaluation runs are open to this scope.
+
+        They judge a collection's documents as a whole, so a document restriction
+        closes them.
+        """
+        return self.documents is None
+
     def sees_all_of(self, collection: Collection) -> bool:
         """True when no document of ``collection`` is hidden from this scope."""
         if self.documents is None:
