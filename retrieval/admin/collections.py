@@ -237,9 +237,14 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
             return
         create_collection(obj)
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
-        """Run an action; one posted from the dashboard goes back there (its ``next``)."""
-        response = super().response_action(request, queryset)
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet, **options: Any
+    ) -> HttpResponse | None:
+        """Run an action; one posted from the dashboard goes back there (its ``next``).
+
+        ``options``: what Django passes on (6.1 adds ``action_location``).
+        """
+        response = super().response_action(request, queryset, **options)
         back = request.POST.get("next", "")
         if isinstance(response, HttpResponseRedirect) and url_has_allowed_host_and_scheme(
             back, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -1,9 +1,11 @@
 """Search analytics and promotions (issue 36).
 
-QueryTrace gets ``query_key`` (the query normalised, a stored generated column) and two
-covering indexes that answer the dashboard's and search analytics' figures by index-only
-scans, in place of the (collection, created_at) index. Adding the column rewrites the
-traces' table once. Promotion pins documents to a query or a pattern in a collection.
+QueryTrace gets ``query_key`` (the query normalised, a stored generated column) and
+covering indexes that answer the dashboard's and search analytics' figures by
+index-only scans: a collection's traces of a period, a user's own, and those that found
+nothing. They replace the (collection, created_at) index and the plain foreign-key
+indexes they lead with. Adding the column rewrites the traces' table once. Promotion
+pins documents to a query or a pattern in a collection.
 """
 
 import django.db.models.deletion
@@ -45,9 +47,23 @@ class Migration(migrations.Migration):
             name='query_key',
             field=models.GeneratedField(db_persist=True, expression=django.db.models.functions.text.Left(django.db.models.functions.text.Trim(django.db.models.functions.text.Lower(models.Func(models.F('query'), models.Value('\\s+'), models.Value(' '), models.Value('g'), function='regexp_replace', output_field=models.TextField()), output_field=models.TextField()), output_field=models.TextField()), 200, output_field=models.TextField()), output_field=models.CharField(max_length=200)),
         ),
+        migrations.AlterField(
+            model_name='querytrace',
+            name='collection',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='traces', to='retrieval.collection'),
+        ),
+        migrations.AlterField(
+            model_name='querytrace',
+            name='user',
+            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+        ),
         migrations.AddIndex(
             model_name='querytrace',
-            index=models.Index(fields=['collection', 'created_at'], include=('query_key', 'result_count', 'ms', 'user'), name='retrieval_trace_report_idx'),
+            index=models.Index(fields=['collection', 'created_at'], include=('query_key', 'result_count', 'ms'), name='retrieval_trace_report_idx'),
+        ),
+        migrations.AddIndex(
+            model_name='querytrace',
+            index=models.Index(fields=['user', 'collection', 'created_at'], include=('query_key', 'result_count', 'ms'), name='retrieval_trace_user_idx'),
         ),
         migrations.AddIndex(
             model_name='querytrace',
