@@ -100,9 +100,14 @@ def dashboard_context(request: HttpRequest) -> dict[str, Any]:
     paginator = Paginator(scope.visible_collections().order_by("name", "pk"), PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
     figures = collection_figures(scope=scope, collections=page.object_list, parts=parts)
-    sets = _eval_sets(scope, [f.collection for f in figures])
+    shown = [f.collection for f in figures]
+    sets = _eval_sets(scope, shown)
+    changeable = scope.may_write_each("change", Collection, shown)
     return {
-        "cards": [_card(f, scope, sets.get(f.collection.pk, [])) for f in figures],
+        "cards": [
+            _card(f, scope, f.collection.pk in changeable, sets.get(f.collection.pk, []))
+            for f in figures
+        ],
         "page": page if paginator.num_pages > 1 else None,
         "next": request.get_full_path(),
         "only_own": not scope.sees_quality,
@@ -119,7 +124,7 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def _card(figures: CollectionFigures, scope: Scope, sets: list[EvalSet]) -> Card:
+def _card(figures: CollectionFigures, scope: Scope, changeable: bool, sets: list[EvalSet]) -> Card:
     collection = figures.collection
     pk = collection.pk
     card = Card(collection)
@@ -178,7 +183,7 @@ def _card(figures: CollectionFigures, scope: Scope, sets: list[EvalSet]) -> Card
     if "evaluations" in figures.parts:
         group, card.trend = _quality_figures(figures)
         card.groups.append(("Quality", group))
-    card.actions = _actions(collection, scope, sets)
+    card.actions = _actions(collection, changeable, sets)
     if figures.searches is not None:
         card.links.append(("analytics", _url("admin:retrieval_search_analytics", collection=pk)))
     card.links.append(("playground", _url("admin:retrieval_playground", collection=pk)))
@@ -343,16 +348,16 @@ def _eval_sets(scope: Scope, collections: list[Collection]) -> dict[int, list[Ev
     """The golden sets the user may evaluate, by collection."""
     if not scope.sees_quality or not collections:
         return {}
-    writable = [c.pk for c in collections if scope.may_write("change", EvalSet, c)]
+    writable = scope.may_write_each("change", EvalSet, collections)
     sets: dict[int, list[EvalSet]] = {}
     for eval_set in EvalSet.objects.filter(collection__in=writable).order_by("name"):
         sets.setdefault(eval_set.collection_id, []).append(eval_set)
     return sets
 
 
-def _actions(collection: Collection, scope: Scope, sets: list[EvalSet]) -> list[Action]:
+def _actions(collection: Collection, changeable: bool, sets: list[EvalSet]) -> list[Action]:
     actions = []
-    if scope.may_write("change", Collection, collection):
+    if changeable:
         changelist = reverse("admin:retrieval_collection_changelist")
         choices = [(collection.pk, collection.name)]
         actions += [

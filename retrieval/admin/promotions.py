@@ -64,8 +64,7 @@ class PromotionAdmin(ScopedAdminMixin, admin.ModelAdmin):
         writable = scope.writable_collections("add", Promotion)
         if scope.documents is None:
             return writable
-        whole = [c.pk for c in writable if scope.sees_all_of(c)]
-        return writable.filter(pk__in=whole)
+        return writable.filter(pk__in=scope.may_write_each("add", Promotion, writable))
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return (

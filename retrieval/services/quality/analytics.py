@@ -182,7 +182,7 @@ def top_queries(traces: QuerySet, limit: int) -> list[QueryRow]:
     return [_row(row) for row in rows]
 
 
-def queries_without_results(traces: QueryTrace, limit: int) -> list[QueryRow]:
+def queries_without_results(traces: QuerySet, limit: int) -> list[QueryRow]:
     """Return the queries searched most often that found nothing."""
     rows = (
         traces.filter(result_count=0)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from retrieval.exceptions import RetrievalError
@@ -25,6 +26,7 @@ from retrieval.models import (
     Collection,
     Document,
     EvalRun,
+    IndexOperation,
     IndexRun,
     Promotion,
     QueryTrace,
@@ -145,6 +147,7 @@ def collection_figures(
     searches = _searches(ids, scope, now) if "searches" in asked else {}
     evaluations = _evaluations(ids, scope) if "evaluations" in asked else {}
     promotions = _promotions(ids, scope) if "promotions" in asked else {}
+    pending = outbox_states(ids) if "index" in asked else {}
     figures = []
     for collection in targets:
         counted = documents.get(collection.pk, {})
@@ -154,7 +157,7 @@ def collection_figures(
                 documents=counted.get("total", 0) if "documents" in asked else None,
                 failed=counted.get("failed", 0) if "documents" in asked else None,
                 chunks=chunks.get(collection.pk, 0) if "documents" in asked else None,
-                index=index_state(collection) if "index" in asked else None,
+                index=index_state(collection, pending[collection.pk]) if "index" in asked else None,
                 last_run=runs.get(collection.pk),
                 searches=(
                     searches.get(collection.pk, SearchFigures()) if "searches" in asked else None
@@ -167,13 +170,14 @@ def collection_figures(
     return figures
 
 
-def index_state(collection: Collection) -> IndexState:
-    """Return the collection's index backend and the state of its outbox."""
-    state = outbox.pending(collection.pk)
+def index_state(collection: Collection, pending: dict[str, Any] | None = None) -> IndexState:
+    """Return the collection's index backend and the state of its outbox (``pending``:
+    :func:`outbox_states`' entry, else read for this collection alone)."""
+    state = pending if pending is not None else outbox.pending(collection.pk)
     common = {
         "alias": collection.index,
         "space": collection.index_space,
-        "pending": int(state["count"]),  # type: ignore[call-overload]
+        "pending": int(state["count"] or 0),
         "oldest": state["oldest"],
         "last_error": str(state["last_error"] or ""),
     }
@@ -186,6 +190,28 @@ def index_state(collection: Collection) -> IndexState:
     return IndexState(
         **common, backend=type(index).__name__, transactional=index.features.transactional
     )
+
+
+def outbox_states(ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Return :func:`~retrieval.services.indexes.outbox.pending` of many collections in two
+    statements: their pending operations' count, oldest time and latest error."""
+    states: dict[int, dict[str, Any]] = {
+        pk: {"count": 0, "oldest": None, "last_error": ""} for pk in ids
+    }
+    operations = IndexOperation.objects.filter(collection_id__in=ids).order_by()
+    for row in operations.values("collection_id").annotate(
+        count=Count("*"), oldest=Min("created_at")
+    ):
+        states[row["collection_id"]].update(count=row["count"], oldest=row["oldest"])
+    failing = (
+        operations.exclude(last_error="")
+        .order_by("collection_id", "-pk")
+        .distinct("collection_id")
+        .values_list("collection_id", "last_error")
+    )
+    for pk, error in failing:
+        states[pk]["last_error"] = error
+    return states
 
 
 def _documents(ids: list[int], scope: Scope) -> dict[int, dict[str, int]]:
