@@ -21,6 +21,9 @@
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
+- ``retrieval.W020`` / ``W021``: the Chroma / Milvus server does not answer, and
+  ``retrieval.E022``: the Milvus server's version is not supported (both with
+  ``--database``, as they ask the server).
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
@@ -182,6 +185,27 @@ def check_collection_embedders(
                     )
                 )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_index_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """Each external index's server answers and runs a supported version.
+
+    A network call, so only when a command asks for database checks (``manage.py check
+    --database default``, ``migrate``), like the pgvector check.
+    """
+    from .services.registry import indexes
+
+    if not databases:
+        return []
+    messages: list = []
+    for alias in indexes.aliases():
+        try:
+            index = indexes[alias]
+        except Exception:  # reported by check_components
+            continue
+        messages += index.check_server()
+    return messages
 
 
 def _check_collection_index(collection: Any) -> list:

@@ -21,6 +21,7 @@ Suites: :mod:`~retrieval.testing.parsers`, :mod:`~retrieval.testing.chunkers`,
 :mod:`~retrieval.testing.embedders` (with :class:`KeywordEmbedder`, whose vectors are
 worked out by hand), :mod:`~retrieval.testing.indexes`,
 :mod:`~retrieval.testing.retrievers`, :mod:`~retrieval.testing.rerankers`,
+:mod:`~retrieval.testing.rewriters`, :mod:`~retrieval.testing.llms`,
 :mod:`~retrieval.testing.extractors`, :mod:`~retrieval.testing.queues`.
 """
 

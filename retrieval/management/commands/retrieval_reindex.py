@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
 from retrieval.models import Collection, IndexRun
 from retrieval.services.ingestion.ingest import IngestResult, listen
@@ -52,6 +53,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{collection.name}: IndexRun #{run.pk} {run.status}: {run.message}."
                 )
+                apply_index_outbox(self, collection)
             else:
                 run = enqueue_run(
                     reindex_collection,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,9 +12,11 @@ from typing import Any
 
 import jsonschema
 from django.core import checks
+from django.core.cache import caches
 
 from retrieval.exceptions import LLMError
 from retrieval.services.llms.answers import answer_token_bound, parse_answer
+from retrieval.services.query.tracing import LLMCall, current_trace
 
 Message = Mapping[str, str]
 
@@ -38,13 +42,24 @@ class LLMAnswer:
 class BaseLLM(ABC):
     """Answer chat messages. :meth:`complete_json` validates against a JSON schema.
 
-    Implementations charge the query's :class:`~retrieval.services.query.tracing.Budget`
-    and record each call in its trace.
+    :meth:`complete` does what every model needs the same way: it serves identical calls
+    from the Django cache ``cache`` (never a blank, cut or invalid answer), checks and
+    charges the query's :class:`~retrieval.services.query.tracing.Budget` (a text answer's
+    ``max_tokens`` cut to what is left; a JSON call not sent unless its whole
+    ``max_tokens`` fits; the timeout cut to the seconds left) and records each call in
+    the query's trace. An implementation writes :meth:`_prepare` (the request) and
+    :meth:`_send` (the call), and may refine :meth:`_estimate` and :meth:`_observe`.
     """
 
     alias: str = ""
+    #: The model's name in traces.
+    model: str = ""
+    #: Seconds one call may take, retries included.
+    timeout: float = 30.0
+    #: Django cache alias for identical calls (``None``: no cache), and its lifetime.
+    cache: str | None = None
+    cache_timeout: int = 24 * 3600
 
-    @abstractmethod
     def complete(
         self,
         messages: Sequence[Message],
@@ -53,7 +68,128 @@ class BaseLLM(ABC):
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
     ) -> LLMAnswer:
-        """Return the model's answer to ``messages`` (asking for JSON if a schema is given)."""
+        """Return the model's answer to ``messages`` (asking for JSON if a schema is given),
+        within the query's budget."""
+
+        request = self._prepare(messages, json_schema, max_tokens)
+        key = self._cache_key(request)
+        trace = current_trace()
+        cached = caches[self.cache].get(key) if self.cache else None
+        if cached is not None:
+            if trace is not None:
+                trace.llm_calls.append(
+                    LLMCall(
+                        self.model,
+                        purpose,
+                        cached["prompt_tokens"],
+                        cached["completion_tokens"],
+                        0.0,
+                        cached=True,
+                    )
+                )
+            return LLMAnswer(**cached, cached=True)
+        self._connect()  # before the deadline is computed: a cold import is not the call's time
+        prompt_estimate = self._estimate(request)
+        timeout = self.timeout
+        if trace is not None:
+            whole = request["max_tokens"] if json_schema is not None else 1
+            trace.budget.ensure_available(tokens_needed=prompt_estimate + whole)
+            remaining = trace.budget.remaining_tokens()
+            if remaining is not None:  # the answer may not overrun what is left
+                request["max_tokens"] = max(
+                    1, min(request["max_tokens"], remaining - prompt_estimate)
+                )
+            seconds = trace.budget.remaining_seconds()
+            if seconds is not None:
+                timeout = min(timeout, seconds)
+        started = time.monotonic()
+        attempts = [0]
+        try:
+            answer = self._send(request, timeout, attempts, prompt_estimate)
+        except LLMError as e:
+            if trace is not None:
+                ms = (time.monotonic() - started) * 1000
+                trace.llm_calls.append(
+                    LLMCall(
+                        self.model,
+                        purpose,
+                        0,
+                        0,
+                        ms,
+                        attempts=attempts[0],
+                        error=str(e),
+                        prompt_estimate=prompt_estimate,
+                    )
+                )
+                trace.budget.charge(0)
+            raise
+        ms = (time.monotonic() - started) * 1000
+        self._observe(request, answer)
+        if trace is not None:
+            trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
+            trace.llm_calls.append(
+                LLMCall(
+                    self.model,
+                    purpose,
+                    answer.prompt_tokens,
+                    answer.completion_tokens,
+                    ms,
+                    attempts=attempts[0],
+                    prompt_estimate=prompt_estimate,
+                )
+            )
+        if self._cacheable(answer, json_schema):
+            caches[self.cache].set(
+                key,
+                {
+                    "text": answer.text,
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                    "finish_reason": answer.finish_reason,
+                },
+                self.cache_timeout,
+            )
+        return answer
+
+    @abstractmethod
+    def _prepare(
+        self,
+        messages: Sequence[Message],
+        json_schema: Mapping[str, Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        """Return the request to send: a dict holding at least ``messages`` and ``max_tokens``
+        (which :meth:`complete` may lower to fit the budget)."""
+
+    @abstractmethod
+    def _send(
+        self, request: dict[str, Any], timeout: float, attempts: list[int], prompt_estimate: int
+    ) -> LLMAnswer:
+        """Send ``request`` and return the answer, within ``timeout`` seconds; count each
+        request sent in ``attempts[0]``; raise :class:`LLMError` when it fails."""
+
+    def _connect(self) -> None:  # noqa: B027 (optional hook)
+        """Do the slow set-up (imports, clients) before the call's deadline starts."""
+
+    def _estimate(self, request: dict[str, Any]) -> int:
+        """Return how many prompt tokens ``request`` will cost (the budget's estimate)."""
+        from retrieval.services.clients.tokens import count_tokens
+
+        return sum(count_tokens(str(m.get("content", ""))) + 4 for m in request["messages"])
+
+    def _observe(self, request: dict[str, Any], answer: LLMAnswer) -> None:  # noqa: B027
+        """Learn from the tokens the server reported (an optional hook)."""
+
+    def _cache_key(self, request: dict[str, Any]) -> str:
+        payload = json.dumps({"model": self.model, **request}, sort_keys=True, default=str)
+        return "retrieval:llm:" + hashlib.sha256(payload.encode()).hexdigest()
+
+    def _cacheable(self, answer: LLMAnswer, schema: Mapping[str, Any] | None) -> bool:
+        """Whether to keep ``answer``: never a blank, cut or (for JSON) invalid one, which
+        would otherwise be served again for a day."""
+        if not self.cache or not answer.text.strip() or answer.truncated:
+            return False
+        return schema is None or json_problem(answer.text, schema) is None
 
     def complete_json(
         self,

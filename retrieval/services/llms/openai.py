@@ -10,14 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core import checks
-from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.clients.openai import build_client, resolve_api_key
 from retrieval.services.llms.answers import clean
-from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message, json_problem
+from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
 from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
-from retrieval.services.query.tracing import LLMCall, current_trace
 
 #: ``response_format`` modes: OpenAI's strict schema, plain JSON mode (the schema goes
 #: in the prompt), llama.cpp's schema-constrained JSON mode, or nothing.
@@ -95,107 +93,22 @@ class OpenAIChatLLM(BaseLLM):
             )
         ]
 
-    def complete(
+    def _prepare(
         self,
         messages: Sequence[Message],
-        *,
-        purpose: str = "",
-        json_schema: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
-    ) -> LLMAnswer:
-        """Answer ``messages`` within the query's budget.
+        json_schema: Mapping[str, Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        return self._params(messages, json_schema, max_tokens or self.max_tokens)
 
-        A text answer's ``max_tokens`` is cut to what the budget has left; a JSON answer
-        (``json_schema``) is not sent unless all of its ``max_tokens`` fit, since a cut
-        one is useless.
-        """
-        params = self._params(messages, json_schema, max_tokens or self.max_tokens)
-        key = self._cache_key(params)
-        trace = current_trace()
-        cached = caches[self.cache].get(key) if self.cache else None
-        if cached is not None:
-            if trace is not None:
-                trace.llm_calls.append(
-                    LLMCall(
-                        self.model,
-                        purpose,
-                        cached["prompt_tokens"],
-                        cached["completion_tokens"],
-                        0.0,
-                        cached=True,
-                    )
-                )
-            return LLMAnswer(**cached, cached=True)
-        # Imports and the client come before the deadline is computed: a cold process
-        # spends ~2 s importing openai, which must not push the call past the budget.
-        client = self._get_client()
-        prompt_estimate = self.prompt_estimator.estimate(params["messages"])
-        timeout = self.timeout
-        if trace is not None:
-            whole = params["max_tokens"] if json_schema is not None else 1
-            trace.budget.ensure_available(tokens_needed=prompt_estimate + whole)
-            remaining = trace.budget.remaining_tokens()
-            if remaining is not None:  # the answer may not overrun what is left
-                answer_room = remaining - prompt_estimate
-                params["max_tokens"] = max(1, min(params["max_tokens"], answer_room))
-            seconds = trace.budget.remaining_seconds()
-            if seconds is not None:
-                timeout = min(timeout, seconds)
-        started = time.monotonic()
-        attempts = [0]
-        try:
-            answer = self._request(client, params, timeout, attempts, prompt_estimate)
-        except LLMError as e:
-            if trace is not None:
-                ms = (time.monotonic() - started) * 1000
-                trace.llm_calls.append(
-                    LLMCall(
-                        self.model,
-                        purpose,
-                        0,
-                        0,
-                        ms,
-                        attempts=attempts[0],
-                        error=str(e),
-                        prompt_estimate=prompt_estimate,
-                    )
-                )
-                trace.budget.charge(0)
-            raise
-        ms = (time.monotonic() - started) * 1000
-        self.prompt_estimator.observe(params["messages"], answer.prompt_tokens)
-        if trace is not None:
-            trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
-            trace.llm_calls.append(
-                LLMCall(
-                    self.model,
-                    purpose,
-                    answer.prompt_tokens,
-                    answer.completion_tokens,
-                    ms,
-                    attempts=attempts[0],
-                    prompt_estimate=prompt_estimate,
-                )
-            )
-        if self._cacheable(answer, json_schema):
-            caches[self.cache].set(
-                key,
-                {
-                    "text": answer.text,
-                    "prompt_tokens": answer.prompt_tokens,
-                    "completion_tokens": answer.completion_tokens,
-                    "finish_reason": answer.finish_reason,
-                },
-                self.cache_timeout,
-            )
-        return answer
+    def _connect(self) -> None:
+        self._get_client()  # imports openai (~2 s in a cold process) and builds the client
 
-    def _cacheable(self, answer: LLMAnswer, schema: Mapping[str, Any] | None) -> bool:
-        """Whether to keep ``answer``: never a blank, cut or (for JSON) invalid one, which
-        would otherwise be served again for a day."""
-        if not self.cache or not answer.text.strip() or answer.truncated:
-            return False
-        return schema is None or json_problem(answer.text, schema) is None
+    def _estimate(self, request: dict[str, Any]) -> int:
+        return self.prompt_estimator.estimate(request["messages"])
+
+    def _observe(self, request: dict[str, Any], answer: LLMAnswer) -> None:
+        self.prompt_estimator.observe(request["messages"], answer.prompt_tokens)
 
     def _params(
         self, messages: Sequence[Message], schema: Mapping[str, Any] | None, max_tokens: int
@@ -229,23 +142,20 @@ class OpenAIChatLLM(BaseLLM):
             )
         return params
 
-    def _cache_key(self, params: dict[str, Any]) -> str:
-        payload = json.dumps({"base_url": self.base_url, **params}, sort_keys=True, default=str)
+    def _cache_key(self, request: dict[str, Any]) -> str:
+        payload = json.dumps({"base_url": self.base_url, **request}, sort_keys=True, default=str)
         return "retrieval:llm:" + hashlib.sha256(payload.encode()).hexdigest()
 
-    def _request(
-        self,
-        client: Any,
-        params: dict[str, Any],
-        timeout: float,
-        attempts: list[int],
-        prompt_estimate: int,
+    def _send(
+        self, params: dict[str, Any], timeout: float, attempts: list[int], prompt_estimate: int
     ) -> LLMAnswer:
         """Send ``params``, retrying as ``max_retries`` allows, all within ``timeout`` seconds.
 
         ``attempts[0]`` counts the requests sent.
         """
         import openai
+
+        client = self._get_client()
 
         if timeout <= 0:
             raise BudgetExceeded("LLM budget exhausted: no time left for another call.")
