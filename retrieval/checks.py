@@ -25,6 +25,7 @@
   ``retrieval.E022``: the Milvus server's version is not supported (both with
   ``--database``, as they ask the server).
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
+- ``retrieval.W002``: a host model with a ``live`` flag is registered with no condition.
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
@@ -320,3 +321,26 @@ def check_search_database(app_configs: Any = None, **kwargs: Any) -> list:
             )
         ]
     return []
+
+
+@checks.register(checks.Tags.security)
+def check_host_models(app_configs: Any = None, **kwargs: Any) -> list:
+    """A registered model with a publishing flag but no condition indexes its drafts."""
+    from .services.ingestion.host_registry import registrations
+
+    warnings = []
+    for entry in registrations():
+        names = {field.name for field in entry.model._meta.get_fields()}
+        if entry.condition is None and "live" in names:
+            warnings.append(
+                checks.Warning(
+                    f"{entry.model.__name__} is indexed into {entry.collection!r} with no "
+                    "condition: its objects that are not live (drafts, unpublished pages) are "
+                    "found in search.",
+                    hint="Pass condition=Q(live=True) to host_models.register; for Wagtail "
+                    'pages, add "retrieval.contrib.wagtail" to INSTALLED_APPS instead.',
+                    obj=entry.label,
+                    id="retrieval.W002",
+                )
+            )
+    return warnings

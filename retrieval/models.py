@@ -80,6 +80,15 @@ class Document(models.Model):
     metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
+    # Who may see it, decided by its host object (services.visibility): a JSON list of
+    # any of "public", "signed-in", "group:<pk>", "user:<pk>"; empty: nobody; null: the
+    # host says nothing. JSON, not an ArrayField: a site need not install
+    # django.contrib.postgres (Django 6.1 checks that for ArrayField and GinIndex).
+    access = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Who may see it, from its host object (null: no restriction of the host's).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
@@ -93,9 +102,16 @@ class Document(models.Model):
         ]
         indexes = [
             models.Index(fields=["collection", "status"], name="retrieval_doc_status_idx"),
+            # `access ?| ARRAY[the user's tokens]` on every search leg uses a GIN index
+            # created in SQL by migration 0021; the partial index answers "is any document
+            # restricted?" before a scope adds the condition.
+            models.Index(
+                fields=["collection"],
+                condition=models.Q(access__isnull=False),
+                name="retrieval_doc_restricted_idx",
+            ),
         ]
-        # GIN (jsonb_path_ops) indexes on metadata are created in SQL by migration 0001:
-        # GinIndex would make hosts add django.contrib.postgres to INSTALLED_APPS.
+        # The GIN (jsonb_path_ops) indexes on metadata are created in SQL by migration 0001.
 
     def __str__(self) -> str:
         return self.title or self.external_id

@@ -12,6 +12,10 @@ services read and write only inside it.
 - ``DOCUMENT_ACCESS``: ``(user) -> Q on Document | QuerySet[Document] | None``, the
   documents of those collections the user may see (``None``: all of them).
 
+Documents of a site's own objects also carry who may see them, decided by the object
+(``Document.access``, :mod:`retrieval.services.visibility`): once any document does,
+that condition joins ``DOCUMENT_ACCESS``'s for every user, so it reaches every leg too.
+
 **Writing** needs, besides reading: the Django model permission for the action
 (``retrieval.add_document``, ``retrieval.delete_collection`` ...); a collection the
 ``COLLECTION_WRITE_ACCESS`` hook allows (same contract as ``COLLECTION_ACCESS``; unset,
@@ -40,6 +44,7 @@ from django.utils.module_loading import import_string
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
 from retrieval.models import Collection, Document
+from retrieval.services import visibility
 from retrieval.services.query.filters import Filters
 
 __all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
@@ -104,16 +109,20 @@ def _documents_of(user: Any) -> QuerySet[Document] | None:
     """Return the documents ``user`` may see, or ``None`` for no document restriction."""
     function = hook("DOCUMENT_ACCESS")
     allowed = function(user) if function is not None else None
+    # The hosts' own visibility, once any document carries one (no cost before).
+    hosted = visibility.condition(user) if visibility.restricted_documents_exist() else None
     if allowed is None:
-        return None
+        return None if hosted is None else Document.objects.filter(hosted)
     if isinstance(allowed, Q):
-        return Document.objects.filter(allowed)
-    if isinstance(allowed, QuerySet) and allowed.model is Document:
-        return Document.objects.filter(pk__in=allowed.order_by().values("pk"))
-    raise InvalidComponentError(
-        "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset or "
-        f"None, not {type(allowed).__name__}."
-    )
+        documents = Document.objects.filter(allowed)
+    elif isinstance(allowed, QuerySet) and allowed.model is Document:
+        documents = Document.objects.filter(pk__in=allowed.order_by().values("pk"))
+    else:
+        raise InvalidComponentError(
+            "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset "
+            f"or None, not {type(allowed).__name__}."
+        )
+    return documents if hosted is None else documents.filter(hosted)
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 #: Every URL name of the app, and the face that covers it (or why none need to).
 COVERED = {
     "retrieval:search": "search_page",
+    "retrieval:login": "none needed: Django's sign-in form, no data",
     "retrieval-api:search": "api_search",
     "retrieval-api:search-batch": "api_batch_search",
     "retrieval-api:tools": "api_tools",

@@ -17,7 +17,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('retrieval', '0020_index_run_task'),
+        ('retrieval', '0021_document_access'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
