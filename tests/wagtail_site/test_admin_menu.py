@@ -75,7 +75,7 @@ def test_an_editor_reaches_the_retrieval_screens_from_wagtails_menu(
 
     page.goto(f"{live_server.url}/admin/")
     open_retrieval_menu(page)
-    page.get_by_role("link", name="Dashboard", exact=True).click()
+    page.get_by_role("link", name="Retrieval dashboard", exact=True).click()
     page.wait_for_url(f"{live_server.url}/django-admin/retrieval/")
     cards = page.locator("main, #content").first.inner_text()
     assert "handbook" in cards and "pages" in cards and "secret" not in cards

@@ -20,7 +20,7 @@ from wagtail.admin.menu import Menu, MenuItem, SubmenuMenuItem
 
 #: (label, Django admin URL name, model whose view or change permission shows it, icon)
 SCREENS = [
-    ("Dashboard", "admin:app_list", "collection", "home"),
+    ("Retrieval dashboard", "admin:app_list", "collection", "home"),
     ("Search analytics", "admin:retrieval_search_analytics", "querytrace", "table"),
     ("Collections", "admin:retrieval_collection_changelist", "collection", "folder-open-inverse"),
     ("Documents", "admin:retrieval_document_changelist", "document", "doc-full"),
