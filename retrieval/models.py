@@ -1,4 +1,4 @@
-"""The app's tables: collections, documents, chunks, triples and indexing runs.
+"""The app's tables: collections, documents, chunks, triples, indexing runs, promotions.
 
 Models stay thin: fields, managers, ``Meta``, ``__str__``. Indexing and retrieval
 logic lives in :mod:`retrieval.services`.
@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
+from .services.query.normalizing import like_pattern
 from .services.validation.storable import validate_storable_metadata
 
 
@@ -330,6 +331,58 @@ class IndexOperation(models.Model):
         return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
 
 
+class Promotion(models.Model):
+    """An editor's pick: a document shown first for the queries ``query`` matches.
+
+    ``query`` is a query or a pattern where ``*`` stands for any text (``vpn*``,
+    ``reset * password``), matched ignoring case and runs of whitespace; ``pattern``
+    is its SQL ``LIKE`` form, computed by PostgreSQL.
+    """
+
+    collection = models.ForeignKey(
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="promotions",
+        db_index=False,  # led by the (collection, active) index
+    )
+    query = models.CharField(
+        max_length=500,
+        help_text="The query, or a pattern where * stands for any text: “vpn*”, “reset * "
+        "password”. Case and spacing are ignored.",
+    )
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="promotions")
+    position = models.PositiveSmallIntegerField(
+        default=1, help_text="Order among the documents promoted for a query (1 comes first)."
+    )
+    active = models.BooleanField(default=True)
+    note = models.CharField(max_length=500, blank=True, help_text="Why it is promoted.")
+    pattern = models.GeneratedField(
+        expression=like_pattern("query"),
+        output_field=models.CharField(max_length=2000),
+        db_persist=True,
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["collection", "query", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "pattern", "document"],
+                name="retrieval_promotion_unique_document",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["collection", "active"], name="retrieval_promotion_coll_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.query} → {self.document}"
+
+
 from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
 
 __all__ = [
@@ -344,6 +397,7 @@ __all__ = [
     "IndexOperation",
     "IndexRun",
     "Judgment",
+    "Promotion",
     "QueryTrace",
     "Triple",
 ]

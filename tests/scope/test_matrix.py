@@ -61,7 +61,11 @@ SAME_BODY = {*SEARCH_FACES, "api_browse", "graph_explorer"}
 REFUSED = {
     *(("anonymous", face) for face in (*SEARCH_FACES, *BROWSE_FACES) if face != "python_facade"),
     *((user, face) for user in ("alice", "bob") for face in ("playground", "graph_explorer")),
-    *((user, face) for user in ("alice", "bob") for face in ("admin_browse", "admin_quality")),
+    *(
+        (user, face)
+        for user in ("alice", "bob")
+        for face in ("admin_browse", "admin_quality", "admin_dashboard")
+    ),
 }
 
 
