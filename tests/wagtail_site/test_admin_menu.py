@@ -52,7 +52,8 @@ def test_an_editor_reaches_the_retrieval_screens_from_wagtails_menu(
     page.wait_for_url(f"{live_server.url}/admin/")
     open_retrieval_menu(page)
     for label in ("Collections", "Documents", "Upload documents", "Search playground"):
-        assert page.get_by_role("link", name=label, exact=True).is_visible(), label
+        # The flyout opens with a transition: wait for each link (20 s at most).
+        page.get_by_role("link", name=label, exact=True).wait_for(state="visible")
     assert page.get_by_role("link", name="Graph explorer").count() == 0  # no triple permission
     assert page.get_by_role("link", name="Search analytics").count() == 0  # nor trace's
     page.get_by_role("link", name="Collections", exact=True).wait_for(state="visible")
