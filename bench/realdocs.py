@@ -79,17 +79,38 @@ FUSIONS = {
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
 }
 
-#: The app's configurations: chunker options and CHUNK_CONTEXT changes ({}: the default,
-#: None: content alone).
-APP_CONFIGS = {
-    "default": ({}, {}),
-    "context off": ({}, None),
-    "no source": ({}, {"source": False}),
-    "no title": ({}, {"title": False}),
-    "max_tokens 128": ({"max_tokens": 128}, {}),
-    "max_tokens 192": ({"max_tokens": 192}, {}),
-    "max_tokens 384": ({"max_tokens": 384}, {}),
-    "overlap 32": ({"overlap_tokens": 32}, {}),
+#: The app's configurations: chunker options, CHUNK_CONTEXT changes ({}: the default,
+#: None: content alone) and other RETRIEVAL settings.
+APP_CONFIGS: dict[str, tuple[dict, dict | None, dict]] = {
+    "default": ({}, {}, {}),
+    "context off": ({}, None, {}),
+    "no source": ({}, {"source": False}, {}),
+    "no title": ({}, {"title": False}, {}),
+    "max_tokens 128": ({"max_tokens": 128}, {}, {}),
+    "max_tokens 192": ({"max_tokens": 192}, {}, {}),
+    "max_tokens 384": ({"max_tokens": 384}, {}, {}),
+    "overlap 32": ({"overlap_tokens": 32}, {}, {}),
+    "fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 64": ({"pack_sections": 64}, {}, {}),
+    "pack 64, fit window": ({"pack_sections": 64}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 256, fit window": ({"pack_sections": 256}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "no fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": False}),
+    "split identifiers": (
+        {},
+        {},
+        {
+            "ANALYZERS": {
+                "default": {
+                    "BACKEND": "retrieval.services.sparse.analyzer.Analyzer",
+                    "OPTIONS": {
+                        "language": "english",
+                        "stopwords": "english",
+                        "split_identifiers": True,
+                    },
+                }
+            }
+        },
+    ),
 }
 
 
@@ -220,11 +241,11 @@ def main() -> None:
                 print(f"{name} {peer}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
         print(f"\n## {name} ({docset.label}, {len(questions)} questions)\n")
         print(table(["system"] + [f"{leg} hit@5 / MRR@10" for leg in LEGS], rows), flush=True)
+        if args.save:  # after each set, so that a long run's finished sets are kept
+            args.save.write_text(json.dumps(saved))
     if len(names) > 1:
         print(f"\n## mean over {', '.join(names)} (hit@5 as % of questions)\n")
         print(table(["system"] + [f"{leg} hit@5 / MRR@10" for leg in LEGS], mean_rows(tables)))
-    if args.save:
-        args.save.write_text(json.dumps(saved))
 
 
 def run_peer_process(name: str, peer: str) -> dict[str, list[list[str]]]:
@@ -293,7 +314,7 @@ def app_settings(name: str, *, bm25_params: bool = False) -> dict:
     """The ``RETRIEVAL`` setting of app configuration ``name``, its fusions' retrievers too."""
     from retrieval.conf import DEFAULTS
 
-    options, context = APP_CONFIGS[name]
+    options, context, extra = APP_CONFIGS[name]
     chunker = {
         "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
         "OPTIONS": {**DEFAULTS["CHUNKERS"]["default"].get("OPTIONS", {}), **options},
@@ -308,6 +329,7 @@ def app_settings(name: str, *, bm25_params: bool = False) -> dict:
         },
         "CHUNKERS": {"realdocs": chunker},
         "EMBEDDERS": {"realdocs": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}},
+        **extra,
     }
     if bm25_params:
         settings["RETRIEVERS"].update(retriever_settings(PARAMS[1:]))

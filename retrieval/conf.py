@@ -119,6 +119,9 @@ DEFAULTS: dict[str, Any] = {
     # path of the file it was read from, as words (services.chunk_context). None: the
     # content alone. Changing it needs a reindex.
     "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": [], "source": True},
+    # Split a chunk whose header and text are longer than the embedder reads (its
+    # max_input_tokens, e.g. 256 word pieces), so that no text goes unembedded.
+    "FIT_EMBEDDER_WINDOW": False,
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

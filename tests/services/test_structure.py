@@ -283,3 +283,48 @@ def test_the_api_and_the_admin_show_what_was_indexed(compass, admin_client):
     page = admin_client.get(f"/admin/retrieval/chunk/{chunks[1].pk}/change/")
     assert page.status_code == 200
     assert "Compass\nNorth\ncompass\n\nMagnetic declination" in page.content.decode()
+
+
+# --- chunks fitted to the embedder's window ------------------------------------------------
+
+LONG_MD = (
+    b"# Compass\n\n## North\n\n"
+    + b"The needle points north when held flat. " * 6
+    + b"""
+
+Magnetic declination differs from place to place.
+"""
+)
+
+
+@pytest.mark.parametrize("fit", [False, True])
+def test_chunks_the_embedder_would_truncate_are_split_to_fit_its_window(
+    keyword_settings, retrieval_settings, fit
+):
+    retrieval_settings(
+        EMBEDDERS={
+            "default": {"BACKEND": "tests.embedders.WindowEmbedder", "OPTIONS": {"window": 30}}
+        },
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 80, "min_tokens": 0},
+            }
+        },
+        FIT_EMBEDDER_WINDOW=fit,
+    )
+    collection = get_or_create_collection("window")[0]
+    run = ingest(collection, [md_source(LONG_MD, "compass.md")])
+    assert run.status == "succeeded", run.errors
+    chunks = list(Document.objects.get(external_id="compass.md").chunks.order_by("index"))
+    # Header "Compass / North / compass" (3 words) + blank line + content, plus 2.
+    words = [len(c.indexed_prefix.split()) + len(c.content.split()) + 2 for c in chunks]
+    if not fit:
+        assert len(chunks) == 1 and words[0] > 30
+        return
+    assert len(chunks) > 1 and max(words) <= 30
+    assert all(c.heading_path == ["Compass", "North"] for c in chunks)
+    document = chunks[0].document
+    # Nothing lost or repeated: the parts cover the text in order.
+    assert [w for c in chunks for w in c.content.split()] == document.content.split()
+    assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:], strict=False))
