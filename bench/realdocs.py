@@ -93,6 +93,7 @@ APP_CONFIGS: dict[str, tuple[dict, dict | None, dict]] = {
     "fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": True}),
     "pack 64": ({"pack_sections": 64}, {}, {}),
     "pack 64, fit window": ({"pack_sections": 64}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 128, fit window": ({"pack_sections": 128}, {}, {"FIT_EMBEDDER_WINDOW": True}),
     "pack 256, fit window": ({"pack_sections": 256}, {}, {"FIT_EMBEDDER_WINDOW": True}),
     "no fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": False}),
     "split identifiers": (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import mimetypes
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -213,9 +214,11 @@ class Preparation:
                 if i not in over or room < window // 4 or content <= 0:
                     fitted.append(span)  # fits, or its header leaves too little room
                     continue
-                fitted.extend(
-                    self.chunker.split_span(text, span.start, span.end, fraction=room / content)
-                )
+                # Parts of even size: a full part and a scrap would leave the scrap's
+                # vector mostly its header.
+                fraction = min(room / content, 1.15 / math.ceil(content / room))
+                parts = self.chunker.split_span(text, span.start, span.end, fraction=fraction)
+                fitted.extend(parts)
             if len(fitted) == len(spans):
                 break
             spans = fitted
