@@ -92,9 +92,9 @@ APP_CONFIGS: dict[str, tuple[dict, dict | None, dict]] = {
     "overlap 32": ({"overlap_tokens": 32}, {}, {}),
     "fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": True}),
     "pack 64": ({"pack_sections": 64}, {}, {}),
-    "pack 64, fit window": ({"pack_sections": 64}, {}, {"FIT_EMBEDDER_WINDOW": True}),
-    "pack 128, fit window": ({"pack_sections": 128}, {}, {"FIT_EMBEDDER_WINDOW": True}),
-    "pack 256, fit window": ({"pack_sections": 256}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 64 + fit window": ({"pack_sections": 64}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 128 + fit window": ({"pack_sections": 128}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    "pack 256 + fit window": ({"pack_sections": 256}, {}, {"FIT_EMBEDDER_WINDOW": True}),
     "no fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": False}),
     "split identifiers": (
         {},
@@ -347,7 +347,7 @@ def ingest_app(name: str, docs: Path, docset: DocSet | None = None) -> Collectio
     from retrieval.services.ingestion.ingest import Source, ingest
 
     docset = docset or DocSet("flask")
-    slug = name.replace(" ", "-").replace(",", "")
+    slug = name.replace(" + ", "-").replace(" ", "-").replace(",", "")
     # Flask's collections keep their earlier names.
     prefix = "realdocs" if docset.name == "flask" else f"realdocs-{docset.name}"
     collection, _ = get_or_create_collection(
