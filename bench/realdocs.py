@@ -90,12 +90,13 @@ APP_CONFIGS: dict[str, tuple[dict, dict | None, dict]] = {
     "max_tokens 192": ({"max_tokens": 192}, {}, {}),
     "max_tokens 384": ({"max_tokens": 384}, {}, {}),
     "overlap 32": ({"overlap_tokens": 32}, {}, {}),
-    "fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": True}),
-    "pack 64": ({"pack_sections": 64}, {}, {}),
-    "pack 64 + fit window": ({"pack_sections": 64}, {}, {"FIT_EMBEDDER_WINDOW": True}),
-    "pack 128 + fit window": ({"pack_sections": 128}, {}, {"FIT_EMBEDDER_WINDOW": True}),
-    "pack 256 + fit window": ({"pack_sections": 256}, {}, {"FIT_EMBEDDER_WINDOW": True}),
+    # The defaults before issue 35: no opening sentence in the header, the window not fitted.
+    "before issue 35": ({}, {"summary": False}, {"FIT_EMBEDDER_WINDOW": False}),
+    "no summary": ({}, {"summary": False}, {}),
     "no fit window": ({}, {}, {"FIT_EMBEDDER_WINDOW": False}),
+    "pack 64": ({"pack_sections": 64}, {}, {}),
+    "pack 128": ({"pack_sections": 128}, {}, {}),
+    "pack 256": ({"pack_sections": 256}, {}, {}),
     "split identifiers": (
         {},
         {},

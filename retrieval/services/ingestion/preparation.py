@@ -30,6 +30,7 @@ from retrieval.services.ingestion.headers import (
     context_options,
     context_prefix,
     indexed_text,
+    opening_sentence,
 )
 from retrieval.services.ingestion.parsing import parse
 from retrieval.services.registry import analyzers, chunkers, embedders
@@ -158,9 +159,23 @@ class Preparation:
         def structure(span: ChunkSpan) -> dict[str, Any]:
             return _structure_at(text, parsed.sections, section_starts, span)
 
+        summary, opening_start, opening_end = "", 0, 0
+        if self.context.get("summary"):
+            headings = [h for section in parsed.sections for h in section.heading_path[-1:]]
+            summary, opening_start, opening_end = opening_sentence(text, [title, *headings])
+
         def header(span: ChunkSpan) -> str:
             heading_path = structure(span)["heading_path"]
-            return context_prefix(title, heading_path, metadata, self.context, source=path)
+            # A chunk holding the opening paragraph says it already.
+            opens = span.start < opening_end and opening_start < span.end
+            return context_prefix(
+                title,
+                heading_path,
+                metadata,
+                self.context,
+                source=path,
+                summary="" if opens else summary,
+            )
 
         spans = self.chunker.chunk(text, sections=parsed.sections)
         if self.embedder is not None:
