@@ -21,7 +21,11 @@
 - ``retrieval.E016``: a collection's index is not configured, or changed between
   PostgreSQL and an external engine since the collection was created.
 - ``retrieval.E020`` / ``E021``: the Chroma / Milvus index's client library is missing.
+- ``retrieval.W020`` / ``W021``: the Chroma / Milvus server does not answer, and
+  ``retrieval.E022``: the Milvus server's version is not supported (both with
+  ``--database``, as they ask the server).
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
+- ``retrieval.W002``: a host model with a ``live`` flag is registered with no condition.
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
@@ -184,6 +188,27 @@ def check_collection_embedders(
     return errors
 
 
+@checks.register(checks.Tags.database)
+def check_index_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """Each external index's server answers and runs a supported version.
+
+    A network call, so only when a command asks for database checks (``manage.py check
+    --database default``, ``migrate``), like the pgvector check.
+    """
+    from .services.registry import indexes
+
+    if not databases:
+        return []
+    messages: list = []
+    for alias in indexes.aliases():
+        try:
+            index = indexes[alias]
+        except Exception:  # reported by check_components
+            continue
+        messages += index.check_server()
+    return messages
+
+
 def _check_collection_index(collection: Any) -> list:
     from .services.registry import indexes
 
@@ -296,3 +321,26 @@ def check_search_database(app_configs: Any = None, **kwargs: Any) -> list:
             )
         ]
     return []
+
+
+@checks.register(checks.Tags.security)
+def check_host_models(app_configs: Any = None, **kwargs: Any) -> list:
+    """A registered model with a publishing flag but no condition indexes its drafts."""
+    from .services.ingestion.host_registry import registrations
+
+    warnings = []
+    for entry in registrations():
+        names = {field.name for field in entry.model._meta.get_fields()}
+        if entry.condition is None and "live" in names:
+            warnings.append(
+                checks.Warning(
+                    f"{entry.model.__name__} is indexed into {entry.collection!r} with no "
+                    "condition: its objects that are not live (drafts, unpublished pages) are "
+                    "found in search.",
+                    hint="Pass condition=Q(live=True) to host_models.register; for Wagtail "
+                    'pages, add "retrieval.contrib.wagtail" to INSTALLED_APPS instead.',
+                    obj=entry.label,
+                    id="retrieval.W002",
+                )
+            )
+    return warnings

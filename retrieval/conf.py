@@ -169,6 +169,13 @@ DEFAULTS: dict[str, Any] = {
     # every document of the visible collections) restricting every search leg, tool and
     # graph walk to the documents a user may see; unset, no document restriction.
     "DOCUMENT_ACCESS": None,
+    # Wagtail sites (retrieval.contrib.wagtail in INSTALLED_APPS): the collection live
+    # pages are indexed into; the page types indexed ("app_label.Model" names; None:
+    # every page type but Page itself); who may find password-protected pages in search
+    # ("nobody", or "signed-in" / "public" if the site says so).
+    "WAGTAIL_COLLECTION": "pages",
+    "WAGTAIL_PAGE_MODELS": None,
+    "WAGTAIL_PASSWORD_PAGES": "nobody",
     # The plain search page (retrieval.urls) requires a signed-in user unless this is
     # True; it always lists and searches only what the visitor may see.
     "SEARCH_PAGE_PUBLIC": False,

@@ -12,7 +12,8 @@ inline::
     run = enqueue_run(reindex_collection, collection.pk, changed_only=True, collection=collection)
 
 Tasks: :func:`index_document`, :func:`index_documents`, :func:`reindex_collection`,
-:func:`reembed_collection`, :func:`index_object`, :func:`remove_object`,
+:func:`reembed_collection`, :func:`index_object`, :func:`index_objects`,
+:func:`remove_object`,
 :func:`extract_graph`, and :func:`drain_index_outbox` (no run).
 """
 
@@ -117,11 +118,33 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
             raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection, _ = get_or_create_collection(entry.collection)
         _label(run, collection)
-        obj = entry.model._default_manager.filter(pk=object_pk).first()
+        obj = entry.get(object_pk)
         if obj is None or not entry.wants(obj):
             _remove(run, collection, entry.external_id(object_pk))
             return
+        seen_by = entry.visibility_of(obj)
+        if seen_by is not None:  # first, so it holds even if rendering the text fails
+            collection.documents.filter(external_id=entry.external_id(object_pk)).update(
+                access=seen_by.stored()
+            )
         ingest(collection, [entry.source(obj)], total=1, run=run)
+
+    _execute(run_id, work)
+
+
+def index_objects(objects: list[list[Any]], *, run_id: int) -> None:
+    """Index registered host objects ``[model label, pk]`` of one collection again."""
+    from retrieval.services.ingestion import host_registry
+    from retrieval.services.ingestion.collections import get_or_create_collection
+
+    def work(run: IndexRun) -> None:
+        entries = [host_registry.registration(label) for label, _ in objects]
+        names = {entry.collection for entry in entries if entry is not None}
+        if len(names) != 1:
+            raise RetrievalError(f"objects of one registered collection expected, not {names}")
+        collection, _ = get_or_create_collection(names.pop())
+        _label(run, collection)
+        host_registry.index_objects(collection, [(label, pk) for label, pk in objects], run=run)
 
     _execute(run_id, work)
 
@@ -151,6 +174,7 @@ TASKS: dict[str, Callable[..., None]] = {
         reembed_collection,
         extract_graph,
         index_object,
+        index_objects,
         remove_object,
     )
 }

@@ -8,4 +8,6 @@ app_name = "retrieval"
 
 urlpatterns = [
     path("", views.SearchView.as_view(), name="search"),
+    # Sign-in for sites whose LOGIN_URL answers nothing (see views.login_url).
+    path("login/", views.LoginView.as_view(), name="login"),
 ]

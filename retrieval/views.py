@@ -1,15 +1,23 @@
 """A plain search page: pick a collection, type a query, read the ranked chunks.
 
 It requires a signed-in user unless ``RETRIEVAL["SEARCH_PAGE_PUBLIC"]`` is True, and
-lists and searches only what the visitor's :class:`Scope` may see.
+lists and searches only what the visitor's :class:`Scope` may see. Visitors are sent
+to the site's ``LOGIN_URL`` when it names a view of the site, else to the app's own
+sign-in page (:class:`LoginView`, with its own template), so a site with no login
+view or ``registration/login.html`` still works.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django.views.generic import TemplateView
 
 from .conf import retrieval_settings
@@ -21,7 +29,7 @@ class SearchView(TemplateView):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not retrieval_settings.SEARCH_PAGE_PUBLIC and not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
+            return redirect_to_login(request.get_full_path(), login_url())
         return super().dispatch(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -45,3 +53,30 @@ class SearchView(TemplateView):
             collections=collections, query=query, selected=selected, results=results, error=error
         )
         return context
+
+
+class LoginView(auth_views.LoginView):
+    """Sign in with the app's own template; back to the search page by default."""
+
+    template_name = "retrieval/login.html"
+
+    def get_default_redirect_url(self) -> str:
+        if settings.LOGIN_REDIRECT_URL != "/accounts/profile/":  # Django's default: none set
+            return resolve_url(settings.LOGIN_REDIRECT_URL)
+        return reverse("retrieval:search")
+
+
+def login_url() -> str:
+    """Return the site's ``LOGIN_URL`` if a view of the site answers it, else the app's."""
+    try:
+        url = resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        return reverse("retrieval:login")
+    parts = urlsplit(url)
+    if parts.netloc:  # another host: the site knows what it does
+        return url
+    try:
+        resolve(parts.path)
+    except Resolver404:
+        return reverse("retrieval:login")
+    return url

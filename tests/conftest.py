@@ -14,6 +14,20 @@ from retrieval.conf import DEFAULTS
 
 pytest_plugins = ["tests.browser"]
 
+WAGTAIL_SETTINGS = "tests.wagtail_site.settings"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Collect tests/wagtail_site only under its own settings (tests/test_wagtail.py runs
+    it in a process of its own), and only its tests then."""
+    import os
+
+    if not collection_path.name.startswith("test_") or collection_path.suffix != ".py":
+        return None
+    wagtail_run = os.environ.get("DJANGO_SETTINGS_MODULE") == WAGTAIL_SETTINGS
+    return ("wagtail_site" in collection_path.parts) != wagtail_run or None
+
+
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
 #: A small BEIR-layout set written for the tests: 40 how-to notes, 14 judged questions.
 MINIBEIR = Path(__file__).resolve().parent / "data" / "minibeir"

@@ -1,12 +1,15 @@
-"""External index engines the tests start themselves on 127.0.0.1: Chroma and Milvus Lite.
+"""External index engines the tests start themselves on 127.0.0.1: Chroma, Milvus Lite and
+a Milvus server.
 
-Each is a real server process (``chroma run``, ``milvus-lite server``) in its own
-process group, on a free port, with its data in a temporary folder; it can be stopped
-and started again on the same data (the fault tests).
+Each is a real server process (``chroma run``, ``milvus-lite server``, the Milvus 2.3
+standalone server of the ``milvus`` package, see ``tests/milvus_standalone.py``) in its
+own process group, on free ports, with its data in a temporary folder; it can be
+stopped, or killed, and started again on the same data and ports (the fault tests).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,6 +19,13 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
+#: Kinds of engine: what each runs.
+KINDS = ("chroma", "milvus", "milvus-server")
+#: How long each may take to serve: a Milvus server needs 30-45 s on 2 busy cores.
+START_SECONDS = {"chroma": 60.0, "milvus": 60.0, "milvus-server": 180.0}
+#: How long a SIGTERM may take before SIGKILL (a Milvus server stops in 20 s or more).
+STOP_SECONDS = {"chroma": 20.0, "milvus": 20.0, "milvus-server": 40.0}
 
 
 def free_port() -> int:
@@ -28,8 +38,17 @@ class Engine:
     """One engine server: ``start()``, ``stop()``, and the index OPTIONS that reach it."""
 
     def __init__(self, kind: str, data: Path) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}.")
         self.kind, self.data, self.port = kind, data, free_port()
         self.process: subprocess.Popen | None = None
+        #: A Milvus server's other ports (etcd, its parts, metrics), kept across restarts.
+        self.ports: dict[str, int] = {}
+        if kind == "milvus-server":
+            from tests.milvus_standalone import EXTRA_PORTS, PORT_KEYS
+
+            self.ports = {key: free_port() for key in (*PORT_KEYS, *EXTRA_PORTS)}
+            self.ports["proxy_port"] = self.port
 
     @property
     def options(self) -> dict:
@@ -49,6 +68,14 @@ class Engine:
                 "--port",
                 str(self.port),
             ]
+        if self.kind == "milvus-server":
+            return [
+                sys.executable,
+                "-m",
+                "tests.milvus_standalone",
+                str(self.data),
+                json.dumps(self.ports),
+            ]
         return [
             str(BIN / "milvus-lite"),
             "server",
@@ -60,13 +87,15 @@ class Engine:
             str(self.port),
         ]
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float | None = None) -> None:
+        timeout = START_SECONDS[self.kind] if timeout is None else timeout
         log = (self.data.parent / f"{self.kind}.log").open("ab")
         self.process = subprocess.Popen(
             self.command(),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=ROOT,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
         )
         deadline = time.monotonic() + timeout
@@ -90,20 +119,58 @@ class Engine:
 
             chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
             return
+        if self.kind == "milvus-server":
+            import urllib.request
+
+            # Every part of the server up (the proxy answers before the query node is).
+            health = f"http://127.0.0.1:{self.ports['metrics_port']}/healthz"
+            with urllib.request.urlopen(health, timeout=2) as answer:
+                if b"OK" not in answer.read():
+                    raise RuntimeError("not healthy yet")
         from pymilvus import MilvusClient
 
         client = MilvusClient(uri=self.options["uri"], timeout=2)
         try:
-            client.list_collections()
+            names = client.list_collections()
+            if self.kind == "milvus-server":
+                # Restarted on its data, it answers queries of the collections it had loaded
+                # only after recovering them (~30 s here, even once they say "Loaded").
+                for name in names:
+                    if "NotLoad" not in str(client.get_load_state(name)["state"]):
+                        client.query(name, filter="", output_fields=["count(*)"], timeout=2)
         finally:
             client.close()
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not stopped in time."""
         if self.process is None or self.process.poll() is not None:
             return
         os.killpg(self.process.pid, signal.SIGTERM)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=STOP_SECONDS[self.kind])
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL: the engine dies at once, whatever it was doing (its data stays)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def search_requests(self) -> tuple[int, int]:
+        """Return the search requests a Milvus server's proxy received, and their query
+        vectors, from its own metrics."""
+        import re
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.ports['metrics_port']}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        requests = re.findall(
+            r'^milvus_proxy_req_count\{function_name="Search",[^}]*status="total"\} (\S+)$',
+            text,
+            re.M,
+        )
+        vectors = re.findall(r"^milvus_proxy_search_vectors_count\{[^}]*\} (\S+)$", text, re.M)
+        return int(sum(map(float, requests))), int(sum(map(float, vectors)))

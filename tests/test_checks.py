@@ -167,6 +167,7 @@ def test_e014_document_access_that_does_not_import(retrieval_settings):
     "hook", ["COLLECTION_ACCESS", "COLLECTION_WRITE_ACCESS", "DOCUMENT_ACCESS"]
 )
 @pytest.mark.parametrize("blank", ["", "  "])
+@pytest.mark.django_db  # a scope asks whether any document carries a host's visibility
 def test_e014_a_blank_hook_is_an_error_and_closes_everything(retrieval_settings, hook, blank):
     """An unset environment variable gives "": it meant "everyone sees everything"."""
     from django.contrib.auth.models import AnonymousUser

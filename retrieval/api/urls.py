@@ -1,10 +1,9 @@
 """The REST API; a site mounts it under any prefix, e.g. ``path("api/", include(...))``."""
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from . import feedback, graph, search, tools, views
+from . import feedback, graph, schema, search, tools, views
 
 app_name = "retrieval-api"
 
@@ -22,6 +21,6 @@ urlpatterns = [
     path("feedback/", feedback.FeedbackView.as_view(), name="feedback"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
     path("tools/call/", tools.ToolCallView.as_view(), name="tool-call"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="retrieval-api:schema"), name="docs"),
+    path("schema/", schema.SchemaView.as_view(), name="schema"),
+    path("docs/", schema.SwaggerView.as_view(url_name="retrieval-api:schema"), name="docs"),
 ]

@@ -12,6 +12,10 @@ services read and write only inside it.
 - ``DOCUMENT_ACCESS``: ``(user) -> Q on Document | QuerySet[Document] | None``, the
   documents of those collections the user may see (``None``: all of them).
 
+Documents of a site's own objects also carry who may see them, decided by the object
+(``Document.access``, :mod:`retrieval.services.visibility`): once any document does,
+that condition joins ``DOCUMENT_ACCESS``'s for every user, so it reaches every leg too.
+
 **Writing** needs, besides reading: the Django model permission for the action
 (``retrieval.add_document``, ``retrieval.delete_collection`` ...); a collection the
 ``COLLECTION_WRITE_ACCESS`` hook allows (same contract as ``COLLECTION_ACCESS``; unset,
@@ -28,7 +32,7 @@ or does not import is an error (system check ``retrieval.E014``), never "everyon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar
@@ -40,6 +44,7 @@ from django.utils.module_loading import import_string
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
 from retrieval.models import Collection, Document
+from retrieval.services import visibility
 from retrieval.services.query.filters import Filters
 
 __all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
@@ -104,16 +109,20 @@ def _documents_of(user: Any) -> QuerySet[Document] | None:
     """Return the documents ``user`` may see, or ``None`` for no document restriction."""
     function = hook("DOCUMENT_ACCESS")
     allowed = function(user) if function is not None else None
+    # The hosts' own visibility, once any document carries one (no cost before).
+    hosted = visibility.condition(user) if visibility.restricted_documents_exist() else None
     if allowed is None:
-        return None
+        return None if hosted is None else Document.objects.filter(hosted)
     if isinstance(allowed, Q):
-        return Document.objects.filter(allowed)
-    if isinstance(allowed, QuerySet) and allowed.model is Document:
-        return Document.objects.filter(pk__in=allowed.order_by().values("pk"))
-    raise InvalidComponentError(
-        "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset or "
-        f"None, not {type(allowed).__name__}."
-    )
+        documents = Document.objects.filter(allowed)
+    elif isinstance(allowed, QuerySet) and allowed.model is Document:
+        documents = Document.objects.filter(pk__in=allowed.order_by().values("pk"))
+    else:
+        raise InvalidComponentError(
+            "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset "
+            f"or None, not {type(allowed).__name__}."
+        )
+    return documents if hosted is None else documents.filter(hosted)
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,6 +226,38 @@ class Scope:
             queryset = queryset.filter(**{f"{document}__in": self.documents.values("pk")})
         return queryset
 
+    def restrict_traces(self, queryset: QuerySet) -> QuerySet:
+        """Keep the search traces of this scope (a ``QueryTrace`` queryset).
+
+        A trace lists another user's results, which may name documents hidden from
+        this one: under a document restriction only the user's own traces are kept.
+        """
+        return self._own(self.restrict(queryset), "user")
+
+    def restrict_runs(self, queryset: QuerySet) -> QuerySet:
+        """Keep the index runs of this scope (an ``IndexRun`` queryset).
+
+        A run's errors name its documents: under a document restriction only the runs
+        the user started are kept.
+        """
+        return self._own(self.restrict(queryset), "created_by")
+
+    def _own(self, queryset: QuerySet, user_field: str) -> QuerySet:
+        if self.documents is None:
+            return queryset
+        if getattr(self.user, "pk", None) is None:
+            return queryset.none()
+        return queryset.filter(**{user_field: self.user})
+
+    @property
+    def sees_quality(self) -> bool:
+        """True if golden sets, judgments and evaluation runs are open to this scope.
+
+        They judge a collection's documents as a whole, so a document restriction
+        closes them.
+        """
+        return self.documents is None
+
     def sees_all_of(self, collection: Collection) -> bool:
         """True when no document of ``collection`` is hidden from this scope."""
         if self.documents is None:
@@ -254,6 +295,35 @@ class Scope:
         module's rules); ``whole=False`` waives seeing all of the collection (a vote on a
         visible result). A row of no collection needs a scope that sees everything."""
         return self._collection_refusal(collection, whole) is None and self.may(action, model)
+
+    def may_write_each(
+        self,
+        action: str,
+        model: type[Model],
+        collections: Iterable[Collection],
+        *,
+        whole: bool = True,
+    ) -> set[int]:
+        """Return the ids of ``collections`` where :meth:`may_write` allows ``action`` on
+        ``model`` objects: the same rules for many collections, in a few statements."""
+        ids = {collection.pk for collection in collections}
+        if not ids or not self.may(action, model):
+            return set()
+        if self.trusted:
+            return ids
+        if self.collections is not None:
+            ids &= set(self.collections.filter(pk__in=ids).values_list("pk", flat=True))
+        if self.writable is not None:
+            ids &= set(self.writable.filter(pk__in=ids).values_list("pk", flat=True))
+        if whole and self.documents is not None and ids:
+            partly_hidden = (
+                Document.objects.filter(collection__in=ids)
+                .exclude(pk__in=self.documents.values("pk"))
+                .values_list("collection_id", flat=True)
+                .distinct()
+            )
+            ids -= set(partly_hidden)
+        return ids
 
     def _collection_refusal(self, collection: Collection | None, whole: bool) -> str | None:
         """Why the user may not change ``collection`` whatever the action, or None.

@@ -7,9 +7,11 @@ class HostAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models import Q
+
         from retrieval import host_models
 
-        from .models import Article
+        from .models import Article, Story
 
         host_models.register(
             Article,
@@ -18,4 +20,12 @@ class HostAppConfig(AppConfig):
             title="title",
             metadata=["section"],
             condition="published",
+        )
+        host_models.register(
+            Story,
+            collection="stories",
+            text="{{ title }}\n\n{{ body|safe }}",  # the body is HTML: marked safe, read as text
+            title="title",
+            condition=Q(published=True),
+            visibility="visible_to",
         )

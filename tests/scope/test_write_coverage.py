@@ -37,6 +37,8 @@ API_WRITES = {
     ("retrieval-api:tool-call", "post"): "api_index_tool (retrieve only reads)",
     ("retrieval-api:search", "post"): "read: a search",
     ("retrieval-api:search-batch", "post"): "read: a batch of searches",
+    ("retrieval:login", "post"): "read: Django's sign-in form (writes the session only)",
+    ("retrieval:login", "put"): "read: Django's sign-in form (writes the session only)",
 }
 
 
@@ -51,6 +53,8 @@ ADMIN_PAGES = {
     "admin:retrieval_graph_entities": "read: the explorer's JSON",
     "admin:retrieval_indexrun_progress": "read: progress JSON",
     "admin:retrieval_evalrun_compare": "read: two runs compared",
+    "admin:retrieval_evalset_add_query": "admin_add_query_to_set",
+    "admin:retrieval_search_analytics": "read: search analytics and its CSV tables",
 }
 DJANGO_VIEWS = ("_changelist", "_add", "_change", "_delete", "_history", "_autocomplete")
 

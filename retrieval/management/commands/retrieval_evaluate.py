@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
+from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
 from retrieval.models import EvalRun, EvalSet
 from retrieval.services.access import Scope
@@ -147,6 +148,8 @@ class Command(BaseCommand):
             run = ingest(
                 collection, sources, total=corpus_size, on_result=lambda _: bar.advance(ingesting)
             )
+            # Measure the engine, not PostgreSQL ranking what the engine lacks.
+            apply_index_outbox(self, collection, out=self.stderr)
             querying = bar.add_task("Querying", total=len(dataset.judged_queries()))
 
             def ranked_documents(text: str) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import IngestResult, Source, ingest
@@ -71,6 +72,7 @@ class Command(BaseCommand):
             )
         self._report(results)
         self.stdout.write(f"IndexRun #{run.pk}: {run.message}.")
+        apply_index_outbox(self, collection)
         failed = sum(1 for r in results if r.outcome == "failed")
         if failed:
             raise CommandError(f"{failed} of {len(results)} documents failed.")

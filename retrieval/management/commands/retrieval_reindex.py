@@ -6,8 +6,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
 from retrieval.models import Collection, IndexRun
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.host_registry import registrations
 from retrieval.services.ingestion.ingest import IngestResult, listen
 from retrieval.services.ingestion.runs import enqueue_run, sweep_stale_runs
 from retrieval.services.queues import runs_inline
@@ -17,8 +20,10 @@ from retrieval.tasks import reindex_collection
 class Command(BaseCommand):
     help = (
         "Index every document of a collection (default: of all collections) again from its "
-        "source, on the django-q2 workers or, with --sync, here with a progress bar. Marks runs "
-        "whose worker died as failed first. Exits non-zero if a document failed."
+        "source, on the queue's workers or, with --sync, here with a progress bar. Collections "
+        "of registered host models (retrieval.host_models) are created if missing and "
+        "backfilled with their objects. Marks runs whose worker died as failed first. Exits "
+        "non-zero if a document failed."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -33,6 +38,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Host models' collections exist from their first save; a backfill creates them.
+        for name in sorted({entry.collection for entry in registrations()}):
+            if options["collection"] in (None, name):
+                get_or_create_collection(name)
         collections = list(Collection.objects.order_by("name"))
         if options["collection"] is not None:
             collections = [c for c in collections if c.name == options["collection"]]
@@ -52,6 +61,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{collection.name}: IndexRun #{run.pk} {run.status}: {run.message}."
                 )
+                apply_index_outbox(self, collection)
             else:
                 run = enqueue_run(
                     reindex_collection,

@@ -1,4 +1,5 @@
-"""``retrieval_sync_index --collection NAME [--check] [--rebuild]``: drain, check, rebuild."""
+"""``retrieval_sync_index --collection NAME [--check] [--rebuild] [--move-to ALIAS]``: drain,
+check, rebuild, or move a collection's vectors to another index."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--rebuild", action="store_true", help="Rebuild the index from PostgreSQL, then swap."
         )
+        parser.add_argument(
+            "--move-to",
+            metavar="ALIAS",
+            help="Move the collection's vectors to index ALIAS (RETRIEVAL['INDEXES']), filled "
+            "from PostgreSQL without embedding again.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -34,6 +41,19 @@ class Command(BaseCommand):
         except RetrievalError as e:
             raise CommandError(str(e)) from e
         label = f"{collection.name!r} ({index.alias}, {type(index).__name__})"
+        if options["move_to"]:
+            try:
+                sync.move(collection, options["move_to"])
+            except RetrievalError as e:
+                raise CommandError(str(e)) from e
+            except Exception as e:  # the engine's reason, for the operator
+                raise CommandError(
+                    f"{e.__class__.__name__}: {e}. Searches rank in PostgreSQL until the "
+                    "rebuild lands; run this command again with --rebuild."
+                ) from e
+            index = index_for(collection)
+            label = f"{collection.name!r} ({index.alias}, {type(index).__name__})"
+            self.stdout.write(f"Moved {label}: {index.count(collection)} vectors.")
         try:
             if options["rebuild"]:
                 sync.rebuild(collection)

@@ -46,6 +46,18 @@ class BaseEmbedder(ABC):
         """Return the vector of a search query."""
         return self.embed(text)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Return the vectors of several search queries, those :meth:`embed_query` gives.
+
+        One :meth:`embed_batch` call when queries are embedded as passages are (the
+        default :meth:`embed_query`); otherwise one :meth:`embed_query` per text.
+        """
+        if type(self).embed_query is BaseEmbedder.embed_query:
+            return self.embed_batch(list(texts))
+        return (
+            np.stack([self.embed_query(text) for text in texts]) if texts else self.embed_batch([])
+        )
+
     @property
     def max_input_tokens(self) -> int | None:
         """The most tokens of a text the model reads, ``None`` if not known.

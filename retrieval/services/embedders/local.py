@@ -101,6 +101,10 @@ class LocalEmbedder(BaseEmbedder):
             session = self._load_query_session()
         return self._run(session, tokenizer.encode_batch(_as_text_list([text])))[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries in one batch (queries have no prefix of their own here)."""
+        return self.embed_batch(texts)
+
     @property
     def max_input_tokens(self) -> int:
         return self.max_length

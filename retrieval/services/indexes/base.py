@@ -79,6 +79,11 @@ class BaseIndex(ABC):
         """Return Django check messages about this index's configuration."""
         return []
 
+    def check_server(self) -> list:
+        """Return Django check messages about the engine's server (reachable, a supported
+        version); run by ``manage.py check --database ...``, never at import or startup."""
+        return []
+
     def reset(self) -> None:  # noqa: B027 (optional hook: most indexes hold no connection)
         """Forget connections after a failure, so the next call connects anew."""
 
@@ -98,6 +103,17 @@ class BaseIndex(ABC):
     def delete(self, collection: Collection, chunk_ids: Sequence[int]) -> None:
         """Remove chunk ids; ids the index does not hold are ignored."""
 
+    def await_visible(  # noqa: B027 (optional hook: most engines read their own writes)
+        self, collection: Collection, *, written: Sequence[int], deleted: Sequence[int]
+    ) -> None:
+        """Return once searches see the vectors of ``written`` and none of ``deleted``.
+
+        The outbox calls it after applying operations, before it forgets them: until
+        then, searches rank those chunks in PostgreSQL. Raise if the engine does not
+        show them (the operations are then retried). An engine whose searches see every
+        acknowledged write has nothing to do.
+        """
+
     @abstractmethod
     def rank(
         self,
@@ -114,6 +130,33 @@ class BaseIndex(ABC):
         ``hints`` are engine-specific search parameters (e.g. ``ef_search``); an
         index ignores those it does not know.
         """
+
+    def rank_many(
+        self,
+        vectors: Sequence[Sequence[float]],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+        score_threshold: float | None = None,
+        **hints: Any,
+    ) -> list[list[ScoredChunk]]:
+        """Return :meth:`rank`'s answer for each vector, in order.
+
+        One :meth:`rank` per vector here; an index whose engine takes many query
+        vectors in one request overrides it and says so in ``features.batch_queries``.
+        """
+        return [
+            self.rank(
+                vector,
+                collection=collection,
+                top_k=top_k,
+                filters=filters,
+                score_threshold=score_threshold,
+                **hints,
+            )
+            for vector in vectors
+        ]
 
     @abstractmethod
     def ids(self, collection: Collection) -> set[int]:

@@ -59,7 +59,9 @@ def bounded_http_client(
 class ChromaIndex(ExternalIndex):
     """Chunk vectors in a Chroma server, one Chroma collection per space (cosine)."""
 
-    features = IndexFeatures(filter_objects=False, filter_lists=False, filter_nulls=False)
+    features = IndexFeatures(
+        filter_objects=False, filter_lists=False, filter_nulls=False, batch_queries=True
+    )
     #: Chroma refuses very large n_results; rank widens up to this.
     max_fetch = 4096
 
@@ -108,6 +110,32 @@ class ChromaIndex(ExternalIndex):
             ]
         return []
 
+    def check_server(self) -> list:
+        """Ask the server for its heartbeat: one that does not answer is a warning."""
+        from django.core.checks import Warning
+
+        if self.path is not None:
+            return []
+        try:
+            import httpx
+
+            scheme = "https" if self.ssl else "http"
+            url = f"{scheme}://{self.host}:{self.port}/api/v2/heartbeat"
+            httpx.get(url, headers=self.headers, timeout=self.timeout).raise_for_status()
+        except ImportError:
+            return []  # check() names the missing library
+        except Exception as e:
+            return [
+                Warning(
+                    f"Index {self.alias!r} (ChromaIndex) cannot reach the Chroma server at "
+                    f"{self.host}:{self.port}: {e.__class__.__name__}: {e}",
+                    hint="Start `chroma run` or correct OPTIONS; meanwhile writes wait in the "
+                    "outbox and searches of its collections fail (hybrid ones answer from BM25).",
+                    id="retrieval.W020",
+                )
+            ]
+        return []
+
     def _collection(self, name: str):
         return self.client.get_collection(name, embedding_function=None)
 
@@ -142,18 +170,33 @@ class ChromaIndex(ExternalIndex):
             offset += len(page)
         return ids
 
+    def _count(self, name: str, collection_id: int) -> int:
+        return int(self._collection(name).count())
+
     def _search(
         self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
     ) -> list[tuple[int, float]]:
+        return self._search_many(name, collection_id, [vector], limit, filters, {})[0]
+
+    def _search_many(
+        self,
+        name: str,
+        collection_id: int,
+        vectors: Sequence[Sequence[float]],
+        limit: int,
+        filters: Any,
+        hints: dict[str, Any],
+    ) -> list[list[tuple[int, float]]]:
+        """Every vector in one query request."""
         found = self._collection(name).query(
-            query_embeddings=[[float(x) for x in vector]],
+            query_embeddings=[[float(x) for x in vector] for vector in vectors],
             n_results=limit,
             where=filters,
             include=["distances"],
         )
         return [
-            (int(i), 1.0 - float(d))
-            for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
+            [(int(i), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+            for ids, distances in zip(found["ids"], found["distances"], strict=True)
         ]
 
     def translate(self, filters: Filters, collection: Collection) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connections
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
-from retrieval.models import Chunk, Collection
+from retrieval.models import Chunk, Collection, IndexOperation
 from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
 from retrieval.services.query.filters import Filters
 from retrieval.services.types import ScoredChunk
@@ -87,6 +87,10 @@ class ExternalIndex(BaseIndex):
     def _filled(self, name: str) -> None:  # noqa: B027 (optional hook)
         """Called when a rebuild has written every vector of space ``name`` (e.g. to flush)."""
 
+    def _count(self, name: str, collection_id: int) -> int:
+        """Return how many vectors space ``name`` holds, counting every write acknowledged."""
+        return len(self._all_ids(name, collection_id))
+
     @abstractmethod
     def translate(self, filters: Filters, collection: Collection) -> Any:
         """Return the engine's form of ``filters`` (None: no condition), which
@@ -129,15 +133,21 @@ class ExternalIndex(BaseIndex):
         self._drop(name)  # a rebuild interrupted earlier
         self._create(name, int(collection.dimensions))
         chunks = Chunk.objects.filter(collection=collection, embedding__isnull=False).order_by("pk")
-        last = 0
+        last = written = 0
         while batch := list(
             chunks.filter(pk__gt=last).values_list("pk", "document_id", "metadata", "embedding")[
                 :REBUILD_BATCH
             ]
         ):
             self._upsert(name, collection.pk, batch)
-            last = batch[-1][0]
+            last, written = batch[-1][0], written + len(batch)
         self._filled(name)
+        held = self._count(name, collection.pk)
+        if held != written:  # searches must not switch to a space missing vectors
+            raise RuntimeError(
+                f"The rebuilt space {name!r} holds {held} vectors of the {written} written; "
+                "the old space stays in use."
+            )
         Collection.objects.filter(pk=collection.pk).update(index_space=name)
         collection.index_space = name
         if old and old != name:
@@ -179,30 +189,147 @@ class ExternalIndex(BaseIndex):
         score_threshold: float | None = None,
         **hints: Any,
     ) -> list[ScoredChunk]:
-        check_query_dimensions(vector, collection)
+        return self.rank_many(
+            [vector],
+            collection=collection,
+            top_k=top_k,
+            filters=filters,
+            score_threshold=score_threshold,
+            **hints,
+        )[0]
+
+    def rank_many(
+        self,
+        vectors: Sequence[Sequence[float]],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+        score_threshold: float | None = None,
+        **hints: Any,
+    ) -> list[list[ScoredChunk]]:
+        """Rank each vector: the engine's answer (one request for all, where it batches),
+        confirmed in PostgreSQL and merged with the chunks the engine has not caught up on.
+
+        Chunks whose outbox operations are still pending are ranked exactly in
+        PostgreSQL, which holds every committed vector, and take their place in the
+        engine's ranking; deleted ones drop out in the confirmation. While a rebuild is
+        pending (a re-embedding moved the vectors to a new space, or the collection moved
+        here from another index) the engine's space is stale or missing, and PostgreSQL
+        ranks the whole collection, as the pgvector index does.
+        """
+        vectors = list(vectors)
+        for vector in vectors:
+            check_query_dimensions(vector, collection)
         filters = Filters.parse(filters)
         self.check_filters(filters)  # refuses what the engine cannot express
-        engine_filters = self.translate(filters, collection)
-        name = self._space(collection)
-        if not name or engine_filters is EMPTY:
+        if not vectors:
             return []
+        waiting = pending_kinds(collection)
+        if IndexOperation.Kind.REBUILD in waiting:
+            from retrieval.services.indexes.pgvector import PgvectorIndex
+
+            # pgvector's ranking of PostgreSQL's vectors: through its HNSW index while a
+            # collection moves here from pgvector, an exact scan after a re-embedding.
+            in_postgres = PgvectorIndex()
+            return [
+                in_postgres.rank(
+                    vector,
+                    collection=collection,
+                    top_k=top_k,
+                    filters=filters,
+                    score_threshold=score_threshold,
+                    **hints,
+                )
+                for vector in vectors
+            ]
+        engine_filters = self.translate(filters, collection)
+        if engine_filters is EMPTY:
+            return [[] for _ in vectors]
+        name = self._space(collection)
+        ranked = (
+            self._rank_in_engine(
+                name, vectors, collection, top_k, filters, engine_filters, score_threshold, hints
+            )
+            if name
+            else [[] for _ in vectors]
+        )
+        if IndexOperation.Kind.WRITE not in waiting:
+            return ranked
+        merged = []
+        for vector, engine in zip(vectors, ranked, strict=True):
+            fresh = rank_pending(vector, collection, top_k, filters, score_threshold)
+            exact = {s.chunk_id for s in fresh}
+            combined = [s for s in engine if s.chunk_id not in exact] + fresh
+            merged.append(sorted(combined, key=by_score)[:top_k])
+        return merged
+
+    def _rank_in_engine(
+        self,
+        name: str,
+        vectors: list[Sequence[float]],
+        collection: Collection,
+        top_k: int,
+        filters: Filters,
+        engine_filters: Any,
+        score_threshold: float | None,
+        hints: dict[str, Any],
+    ) -> list[list[ScoredChunk]]:
+        """Ask the engine, keep what PostgreSQL confirms, widen a query short of ``top_k``."""
         fetch = min(max(top_k * self.overfetch, top_k + 10), self.max_fetch)
-        while True:
-            try:
-                hits = self._search(name, collection.pk, vector, fetch, engine_filters)
-            except Exception as e:  # the engine's own errors, whatever its client raises
-                self.reset()
-                raise IndexUnavailableError(
-                    f"Index {self.alias!r} ({type(self).__name__}) did not answer the search "
-                    f"of collection {collection.name!r}: {e.__class__.__name__}: {e}"
-                ) from e
-            if score_threshold is not None:
-                hits = [(i, s) for i, s in hits if s >= score_threshold]
-            confirmed = confirm(collection, [i for i, _ in hits], filters)
-            kept = [ScoredChunk(i, float(s)) for i, s in hits if i in confirmed]
-            if len(kept) >= top_k or len(hits) < fetch or fetch >= self.max_fetch:
-                return kept[:top_k]
-            fetch = min(fetch * 4, self.max_fetch)
+        answers = self._engine(
+            collection,
+            lambda: self._search_many(name, collection.pk, vectors, fetch, engine_filters, hints),
+        )
+        confirmed = confirm(collection, [i for hits in answers for i, _ in hits], filters)
+        ranked = []
+        for vector, hits in zip(vectors, answers, strict=True):
+            limit = fetch
+            while True:
+                if score_threshold is not None:
+                    hits = [(i, s) for i, s in hits if s >= score_threshold]
+                kept = [ScoredChunk(i, float(s)) for i, s in hits if i in confirmed]
+                if len(kept) >= top_k or len(hits) < limit or limit >= self.max_fetch:
+                    break
+                limit = min(limit * 4, self.max_fetch)
+                hits = self._engine(
+                    collection,
+                    lambda limit=limit, vector=vector: self._search_many(
+                        name, collection.pk, [vector], limit, engine_filters, hints
+                    )[0],
+                )
+                confirmed |= confirm(collection, [i for i, _ in hits], filters)
+            ranked.append(sorted(kept, key=by_score)[:top_k])
+        return ranked
+
+    def _engine(self, collection: Collection, call: Any) -> Any:
+        """Run an engine request of a search; its failure is ``IndexUnavailableError``."""
+        try:
+            return call()
+        except Exception as e:  # the engine's own errors, whatever its client raises
+            self.reset()
+            raise IndexUnavailableError(
+                f"Index {self.alias!r} ({type(self).__name__}) did not answer the search "
+                f"of collection {collection.name!r}: {e.__class__.__name__}: {e}"
+            ) from e
+
+    def _search_many(
+        self,
+        name: str,
+        collection_id: int,
+        vectors: Sequence[Sequence[float]],
+        limit: int,
+        filters: Any,
+        hints: dict[str, Any],
+    ) -> list[list[tuple[int, float]]]:
+        """Return each vector's hits; one request per vector unless the engine batches."""
+        return [self._search(name, collection_id, vector, limit, filters) for vector in vectors]
+
+
+def by_score(scored: ScoredChunk) -> tuple[float, int]:
+    """Best first; equal scores by chunk id, so that an engine's ties come out the same way
+    every time (an HNSW search returns them in no particular order)."""
+    return -scored.score, scored.chunk_id
 
 
 #: What ``translate`` returns for filters no chunk can match (e.g. an empty id list).
@@ -220,9 +347,57 @@ def confirm(collection: Collection, chunk_ids: Sequence[int], filters: Filters) 
     with connections[Chunk.objects.db].cursor() as cursor:
         cursor.execute(
             f"SELECT c.id FROM retrieval_chunk c WHERE {where}",
-            [collection.pk, list(chunk_ids), *params],
+            [collection.pk, list(set(chunk_ids)), *params],
         )
         return {row[0] for row in cursor.fetchall()}
+
+
+def pending_kinds(collection: Collection) -> set[str]:
+    """Return the kinds of the collection's outbox operations that change what a search
+    must find ("write", "rebuild"): none, when the engine has caught up."""
+    with connections[Chunk.objects.db].cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT kind FROM retrieval_indexoperation "
+            "WHERE collection_id = %s AND kind IN ('write', 'rebuild')",
+            [collection.pk],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def rank_pending(
+    vector: Sequence[float],
+    collection: Collection,
+    top_k: int,
+    filters: Filters,
+    score_threshold: float | None,
+) -> list[ScoredChunk]:
+    """Rank, by exact cosine similarity in PostgreSQL, the chunks of the collection's
+    pending "write" operations (few: what the engine has not caught up on)."""
+    from retrieval.services.indexes.pgvector import vector_literal
+
+    dimensions = int(collection.dimensions)
+    similarity = f"1 - ((c.embedding::vector({dimensions})) <=> %s::vector)"
+    conditions, params = filters.sql("c", collection_id=collection.pk)
+    where = [
+        "c.collection_id = %s",
+        "c.embedding IS NOT NULL",
+        f"vector_dims(c.embedding) = {dimensions}",
+        *conditions,
+        "c.id IN (SELECT (jsonb_array_elements_text(o.chunk_ids))::bigint "
+        "FROM retrieval_indexoperation o WHERE o.collection_id = %s AND o.kind = 'write')",
+    ]
+    where_params: list[Any] = [collection.pk, *params, collection.pk]
+    literal = vector_literal(vector)
+    if score_threshold is not None:
+        where.append(f"{similarity} >= %s")
+        where_params += [literal, score_threshold]
+    with connections[Chunk.objects.db].cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.id, {similarity} AS score FROM retrieval_chunk c "
+            f"WHERE {' AND '.join(where)} ORDER BY score DESC, c.id LIMIT %s",
+            [literal, *where_params, top_k],
+        )
+        return [ScoredChunk(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
 
 
 #: Up to this many documents of the access scope are sent to the engine as a condition;

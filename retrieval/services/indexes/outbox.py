@@ -12,7 +12,11 @@ the writing transaction; collection deletes and re-embeddings record a "drop" or
   and the rows with ``FOR UPDATE SKIP LOCKED``, so two drains never interleave on one
   collection;
 - an operation that fails stays, with its error, and is retried after a backoff
-  (``min(2**attempts, 300)`` seconds): an engine that is down loses nothing.
+  (``min(2**attempts, 300)`` seconds): an engine that is down loses nothing;
+- consecutive "write" and "delete" operations of a batch are applied together (each
+  only says "match PostgreSQL for these ids"), then the index confirms that searches
+  see them (:meth:`~retrieval.services.indexes.base.BaseIndex.await_visible`) before
+  they are deleted: until then searches rank those chunks in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ class DrainResult:
 
 
 def record_drop(collection_id: int, alias: str, *, using: str = "default") -> None:
-    """Record that a deleted collection's space must be dropped (in the delete's transaction)."""
+    """Record that index ``alias`` must drop a collection's space: the collection is being
+    deleted (in the delete's transaction) or has moved to another index."""
     IndexOperation.objects.using(using).create(
         collection_id=collection_id, index=alias, kind=IndexOperation.Kind.DROP
     )
@@ -78,11 +83,14 @@ def pending(collection_id: int) -> dict[str, object]:
     }
 
 
-def drain(*, collection_id: int | None = None, include_waiting: bool = False) -> DrainResult:
+def drain(
+    *, collection_id: int | None = None, include_waiting: bool = False, wait: bool = False
+) -> DrainResult:
     """Apply due operations (of one collection, if given) until none is left or all fail.
 
     ``include_waiting`` also applies operations still waiting out their backoff
-    (a command run by hand).
+    (a command run by hand); ``wait`` waits for a drain already applying a
+    collection's operations (elsewhere) rather than leaving them to it.
     """
     result = DrainResult()
     done: set[int] = set()
@@ -91,7 +99,7 @@ def drain(*, collection_id: int | None = None, include_waiting: bool = False) ->
         if not ids:
             return result
         for cid in ids:
-            if not _drain_collection(cid, include_waiting, result):
+            if not _drain_collection(cid, include_waiting, result, wait=wait):
                 done.add(cid)
 
 
@@ -108,14 +116,15 @@ def _due_collections(collection_id: int | None, include_waiting: bool, exclude: 
     ]
 
 
-def _drain_collection(collection_id: int, include_waiting: bool, result: DrainResult) -> bool:
+def _drain_collection(
+    collection_id: int, include_waiting: bool, result: DrainResult, *, wait: bool = False
+) -> bool:
     """Apply one batch of a collection's operations; return whether to come back for more."""
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_try_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, collection_id]
-            )
-            if not cursor.fetchone()[0]:
+            lock = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+            cursor.execute(f"SELECT {lock}(%s, %s)::text", [LOCK_NAMESPACE, collection_id])
+            if cursor.fetchone()[0] == "false":
                 return False  # another drain has it
         operations = IndexOperation.objects.select_for_update(skip_locked=True).filter(
             collection_id=collection_id
@@ -125,21 +134,49 @@ def _drain_collection(collection_id: int, include_waiting: bool, result: DrainRe
         batch = list(operations.order_by("pk")[:BATCH])
         if not batch:
             return False
-        for i, operation in enumerate(batch):
+        applied = 0
+        for group in _groups(batch):
             try:
                 with transaction.atomic():  # a database error leaves the batch usable
-                    _apply(operation)
-            except Exception as e:  # the engine's reason, kept on the row and retried
+                    _apply(group)
+            except Exception as e:  # the engine's reason, kept on the rows and retried
                 reason = f"{e.__class__.__name__}: {e}"
-                logger.warning("Index operation #%s failed: %s", operation.pk, reason)
-                _reset(operation.index)
-                _postpone(batch[i:], reason)
-                result.failed += len(batch) - i
+                logger.warning("Index operation #%s failed: %s", group[0].pk, reason)
+                _reset(group[0].index)
+                _forget(batch[:applied], result)
+                _postpone(batch[applied:], reason)
+                result.failed += len(batch) - applied
                 result.errors.append(reason)
                 return False
-            operation.delete()
-            result.applied += 1
+            applied += len(group)
+        _forget(batch, result)
     return True
+
+
+def _groups(batch: list[IndexOperation]) -> list[list[IndexOperation]]:
+    """Split a batch, in order, into runs of "write"/"delete" operations of one index
+    (applied together) and single "drop"/"rebuild" operations."""
+    groups: list[list[IndexOperation]] = []
+    for operation in batch:
+        mergeable = operation.kind in (IndexOperation.Kind.WRITE, IndexOperation.Kind.DELETE)
+        previous = groups[-1][-1] if groups else None
+        if (
+            mergeable
+            and previous is not None
+            and previous.kind in (IndexOperation.Kind.WRITE, IndexOperation.Kind.DELETE)
+            and previous.index == operation.index
+        ):
+            groups[-1].append(operation)
+        else:
+            groups.append([operation])
+    return groups
+
+
+def _forget(operations: list[IndexOperation], result: DrainResult) -> None:
+    """Delete applied operations (in the drain's transaction)."""
+    if operations:
+        IndexOperation.objects.filter(pk__in=[o.pk for o in operations]).delete()
+        result.applied += len(operations)
 
 
 def _reset(alias: str) -> None:
@@ -158,10 +195,12 @@ def _postpone(operations: list[IndexOperation], reason: str) -> None:
     IndexOperation.objects.bulk_update(operations, ["attempts", "last_error", "next_attempt_at"])
 
 
-def _apply(operation: IndexOperation) -> None:
+def _apply(group: list[IndexOperation]) -> None:
+    operation = group[0]
     index = indexes[operation.index]
     if operation.kind == IndexOperation.Kind.DROP:
-        if not Collection.objects.filter(pk=operation.collection_id).exists():
+        current = Collection.objects.filter(pk=operation.collection_id).values_list("index")
+        if current.first() != (operation.index,):  # deleted, or moved to another index
             index.drop_space(operation.collection_id)
         return
     collection = Collection.objects.filter(pk=operation.collection_id).first()
@@ -170,11 +209,15 @@ def _apply(operation: IndexOperation) -> None:
     if operation.kind == IndexOperation.Kind.REBUILD:
         index.rebuild(collection)
         return
-    sync_ids(index, collection, [int(i) for i in operation.chunk_ids])
+    chunk_ids = sorted({int(i) for member in group for i in member.chunk_ids})
+    sync_ids(index, collection, chunk_ids)
 
 
 def sync_ids(index, collection: Collection, chunk_ids: list[int]) -> None:
-    """Make ``index`` match PostgreSQL for ``chunk_ids``: upsert those present, delete the rest."""
+    """Make ``index`` match PostgreSQL for ``chunk_ids``: upsert those present, delete the
+    rest; return once its searches see that (``await_visible``)."""
+    written: list[int] = []
+    deleted: list[int] = []
     for start in range(0, len(chunk_ids), WRITE_BATCH):
         part = chunk_ids[start : start + WRITE_BATCH]
         rows = list(
@@ -189,6 +232,9 @@ def sync_ids(index, collection: Collection, chunk_ids: list[int]) -> None:
         gone = [i for i in part if i not in present]
         if gone:
             index.delete(collection, gone)
+        written += present
+        deleted += gone
+    index.await_visible(collection, written=written, deleted=deleted)
 
 
 def changed(*, using: str = "default") -> None:

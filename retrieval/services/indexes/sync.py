@@ -8,6 +8,7 @@ from django.db import connection, transaction
 
 from retrieval.models import Chunk, Collection, IndexOperation
 from retrieval.services.indexes import index_for, outbox
+from retrieval.services.registry import indexes
 
 
 @dataclass
@@ -67,3 +68,51 @@ def rebuild(collection: Collection) -> None:
             IndexOperation.objects.filter(
                 collection_id=collection.pk, pk__lte=last, kind__in=["write", "delete", "rebuild"]
             ).delete()
+
+
+def move(collection: Collection, alias: str) -> None:
+    """Move a collection's vectors to index ``alias``: no chunk is embedded again.
+
+    In one transaction (the collection row locked, so no write interleaves) the
+    collection names its new index and, for an external one, the outbox records a
+    rebuild, which fills a new space from PostgreSQL's vectors; until it lands,
+    searches rank in PostgreSQL (through pgvector's index, still there) and writes
+    wait in the outbox behind it. Then the rebuild runs here; once it has, what the
+    left index held is dropped (pgvector's HNSW index; PostgreSQL keeps every vector).
+    A rebuild that fails stays queued and raises: calling this again finishes the move.
+    """
+    from retrieval.services.indexes.pgvector import PgvectorIndex
+
+    target = indexes[alias]  # InvalidComponentError naming the configured ones
+    leaving = index_for(collection)
+    external = not target.features.transactional
+    moved = (collection.index or "default") != alias
+    if moved:
+        with transaction.atomic():
+            Collection.objects.select_for_update().filter(pk=collection.pk).first()
+            Collection.objects.filter(pk=collection.pk).update(
+                index=alias, external_index=external, index_space=""
+            )
+            collection.index, collection.external_index = alias, external
+            collection.index_space = ""
+            if external:
+                IndexOperation.objects.create(
+                    collection_id=collection.pk, index=alias, kind=IndexOperation.Kind.REBUILD
+                )
+            else:
+                target.ensure_space(collection)
+    if external:
+        outbox.drain(collection_id=collection.pk, include_waiting=True, wait=True)
+        rebuilding = IndexOperation.objects.filter(
+            collection_id=collection.pk, kind=IndexOperation.Kind.REBUILD
+        )
+        if rebuilding.exists():
+            raise RuntimeError(
+                f"Collection {collection.name!r} now uses index {alias!r}, but its rebuild "
+                f"there has not run: {outbox.pending(collection.pk)['last_error']}"
+            )
+        collection.refresh_from_db(fields=["index_space"])
+    if moved and not leaving.features.transactional:
+        outbox.record_drop(collection.pk, leaving.alias)
+    elif external:
+        PgvectorIndex().drop_space(collection.pk)  # its HNSW index, if it came from pgvector

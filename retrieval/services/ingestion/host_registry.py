@@ -3,34 +3,56 @@
 Sites register models through :func:`retrieval.host_models.register`, which also connects
 the save/delete signals; this module holds the registrations and renders an object as
 the :class:`~retrieval.services.ingestion.ingest.Source` of its document (external id
-``"<app_label>.<model>:<pk>"``). It imports nothing above the service layer.
+``"<app_label>.<model>:<pk>"``): its text (markup reduced to text), title, metadata (with
+its URL) and who may see it (:mod:`retrieval.services.visibility`). It imports nothing
+above the service layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import html
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
+from django.db.models import Q
 from django.template import Context, Engine
 
-from retrieval.models import Collection, Document
-from retrieval.services.ingestion.ingest import Source
+from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.parsers.html import HtmlParser
+from retrieval.services.visibility import Visibility
 
-TextSpec = str | Callable[[models.Model], str]
+logger = logging.getLogger(__name__)
+
+TextSpec = str | Callable[[models.Model], Any]
+ConditionSpec = str | Callable[[models.Model], bool] | Q
 
 
 @dataclass(frozen=True)
 class HostIndex:
-    """How one model's objects become documents of one collection."""
+    """How one model's objects become documents of one collection.
+
+    ``condition`` (an attribute or method name, a callable, or a ``Q`` the object's row
+    must match) keeps an object indexed; ``visibility`` (a name or callable returning a
+    :class:`~retrieval.services.visibility.Visibility`, ``"public"``, ``"signed-in"`` or
+    ``"nobody"``) says who may see its document; ``url`` defaults to the object's
+    ``get_absolute_url()`` when it has one. A condition or visibility that raises counts
+    as "not indexed" and "nobody": it fails closed.
+    """
 
     model: type[models.Model]
     collection: str
     text: TextSpec
     title: TextSpec | None = None
     metadata: list[str] | Callable[[models.Model], dict[str, Any]] | None = None
-    condition: str | Callable[[models.Model], bool] | None = None
+    condition: ConditionSpec | None = None
+    visibility: TextSpec | None = None
+    url: TextSpec | None = None
+    #: A save that updates only these fields is ignored (Wagtail's draft bookkeeping).
+    quiet_fields: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -39,34 +61,83 @@ class HostIndex:
     def external_id(self, pk: Any) -> str:
         return f"{self.label}:{pk}"
 
+    def objects(self) -> models.QuerySet:
+        """Return the model's objects that the condition may keep (a ``Q``: only those)."""
+        queryset = self.model._default_manager.all()
+        return queryset.filter(self.condition) if isinstance(self.condition, Q) else queryset
+
+    def get(self, pk: Any) -> models.Model | None:
+        """Return the object ``pk`` as this registration's model, or ``None``."""
+        return self.model._default_manager.filter(pk=pk).first()
+
     def wants(self, obj: models.Model) -> bool:
-        return self.condition is None or bool(_value(obj, self.condition))
+        """True if ``obj`` is to be indexed (its stored row, for a ``Q`` condition)."""
+        if self.condition is None:
+            return True
+        try:
+            if isinstance(self.condition, Q):
+                return self.model._default_manager.filter(pk=obj.pk).filter(self.condition).exists()
+            return bool(_value(obj, self.condition))
+        except Exception:  # a broken condition keeps nothing indexed
+            logger.exception("The condition of %s failed on %s: not indexed", self.label, obj.pk)
+            return False
+
+    def visibility_of(self, obj: models.Model) -> Visibility | None:
+        """Return who may see ``obj``'s document (``None``: the registration does not say)."""
+        if self.visibility is None:
+            return None
+        try:
+            return Visibility.of(_value(obj, self.visibility))
+        except Exception:
+            logger.exception("The visibility of %s failed on %s: nobody", self.label, obj.pk)
+            return Visibility.NOBODY
+
+    def url_of(self, obj: models.Model) -> str | None:
+        spec = self.url
+        if spec is None:
+            if not hasattr(obj, "get_absolute_url"):
+                return None
+            spec = "get_absolute_url"
+        value = _value(obj, spec)
+        return None if value is None else str(value)
 
     def source(self, obj: models.Model) -> Source:
         """Render ``obj`` as the source of its document."""
-        text = str(_value(obj, self.text) or "")
-        title = str(_value(obj, self.title) if self.title is not None else obj)
+        text = _text(obj, self.text)
+        title = _text(obj, self.title) if self.title is not None else str(obj)
         if callable(self.metadata):
             metadata = dict(self.metadata(obj))
         else:
             metadata = {name: json_value(getattr(obj, name)) for name in self.metadata or []}
+        url = self.url_of(obj)
+        if url is not None:
+            metadata["url"] = url
         metadata["object"] = {"model": self.label, "pk": json_value(obj.pk)}
+        seen_by = self.visibility_of(obj)
         return Source.from_text(
-            text, external_id=self.external_id(obj.pk), title=title[:1000], metadata=metadata
+            text,
+            external_id=self.external_id(obj.pk),
+            title=" ".join(title.split())[:1000],
+            metadata=metadata,
+            access=None if seen_by is None else tuple(seen_by.stored()),
         )
 
 
 _registry: dict[str, HostIndex] = {}
+#: Per model class that sent a signal: the registrations its rows may belong to.
+_relations: dict[type[models.Model], list[tuple[HostIndex, str]]] = {}
 
 
 def add(entry: HostIndex) -> None:
     """Record ``entry``, replacing an earlier registration of the same model."""
     _registry[entry.label] = entry
+    _relations.clear()
 
 
 def remove(label: str) -> None:
     """Forget the model ``label`` (``"app_label.model"``)."""
     _registry.pop(label.lower(), None)
+    _relations.clear()
 
 
 def registration(label: str) -> HostIndex | None:
@@ -74,9 +145,40 @@ def registration(label: str) -> HostIndex | None:
     return _registry.get(label.lower())
 
 
-def registrations(collection: str) -> list[HostIndex]:
-    """Return the registrations that index into ``collection``."""
-    return [entry for entry in _registry.values() if entry.collection == collection]
+def registrations(collection: str | None = None) -> list[HostIndex]:
+    """Return the registrations that index into ``collection`` (``None``: all of them)."""
+    return [e for e in _registry.values() if collection is None or e.collection == collection]
+
+
+def related(model: type[models.Model]) -> list[tuple[HostIndex, str]]:
+    """Return the registrations a row saved or deleted as ``model`` may concern.
+
+    Each comes with how: ``"same"`` (``model`` is the registered model's table, itself
+    or a proxy), ``"child"`` (a subclass: the row is one of the registered model's) or
+    ``"parent"`` (multi-table inheritance upwards: the row may be one of them, e.g. a
+    Wagtail ``Page`` saved by ``unpublish()`` whose registered type is ``BlogPage``).
+    """
+    found = _relations.get(model)
+    if found is None:
+        found = []
+        concrete = model._meta.concrete_model
+        for entry in _registry.values():
+            registered = entry.model._meta.concrete_model
+            if concrete is registered:
+                found.append((entry, "same"))
+            elif issubclass(concrete, registered):
+                found.append((entry, "child"))
+            elif issubclass(registered, concrete):
+                found.append((entry, "parent"))
+        _relations[model] = found
+    return found
+
+
+def has_document(entry: HostIndex, pk: Any) -> bool:
+    """True if the object ``pk`` of ``entry`` has a document (indexed or not)."""
+    return Document.objects.filter(
+        collection__name=entry.collection, external_id=entry.external_id(json_value(pk))
+    ).exists()
 
 
 def source_for_document(document: Document) -> Source | None:
@@ -85,21 +187,53 @@ def source_for_document(document: Document) -> Source | None:
     entry = registration(label) if label else None
     if entry is None or entry.collection != document.collection.name:
         return None
-    obj = entry.model._default_manager.filter(pk=pk).first()
+    obj = entry.get(pk)
     if obj is None or not entry.wants(obj):
         return None
     return entry.source(obj)
 
 
+def index_objects(
+    collection: Collection, objects: list[tuple[str, Any]], *, run: IndexRun
+) -> IndexRun:
+    """Index registered objects ``(model label, pk)`` of ``collection`` again, recording
+    into ``run``; those gone or no longer wanted lose their documents (a section's pages
+    after a move, a slug change or a new view restriction)."""
+    removed: list[str] = []
+
+    def sources() -> Iterator[Source]:
+        for label, pk in objects:
+            entry = registration(label)
+            if entry is None or entry.collection != collection.name:
+                run.documents_done += 1
+                run.documents_failed += 1
+                run.errors.append({"document": f"{label}:{pk}", "error": "not registered here"})
+                continue
+            external_id = entry.external_id(pk)
+            documents = collection.documents.filter(external_id=external_id)
+            obj = entry.get(pk)
+            if obj is None or not entry.wants(obj):
+                if documents.delete()[0]:
+                    removed.append(external_id)
+                run.documents_done += 1
+                continue
+            seen_by = entry.visibility_of(obj)
+            if seen_by is not None:  # first, so it holds even if rendering the text fails
+                documents.update(access=seen_by.stored())
+            yield entry.source(obj)
+
+    run.options = {**run.options, "removed": removed}
+    return ingest(collection, sources(), total=len(objects), run=run)
+
+
 def sync_host_documents(collection: Collection) -> None:
     """Add pending documents for registered objects the collection lacks; drop the gone ones."""
     for entry in registrations(collection.name):
-        manager = entry.model._default_manager
         prefix = f"{entry.label}:"
         wanted = {
             entry.external_id(obj.pk): obj
-            for obj in manager.all().iterator()
-            if entry.condition is None or entry.wants(obj)
+            for obj in entry.objects().iterator()
+            if entry.condition is None or isinstance(entry.condition, Q) or entry.wants(obj)
         }
         known = set(
             collection.documents.filter(external_id__startswith=prefix).values_list(
@@ -108,7 +242,13 @@ def sync_host_documents(collection: Collection) -> None:
         )
         Document.objects.bulk_create(
             [
-                Document(collection=collection, external_id=key, title=str(obj)[:1000])
+                Document(
+                    collection=collection,
+                    external_id=key,
+                    title=str(obj)[:1000],
+                    # nobody, until indexing says who may see it
+                    access=None if entry.visibility is None else [],
+                )
                 for key, obj in wanted.items()
                 if key not in known
             ],
@@ -124,20 +264,75 @@ def sync_host_documents(collection: Collection) -> None:
 
 
 _engine = Engine()
+_html = HtmlParser()
 
 
-def _value(obj: models.Model, spec: TextSpec | Callable[[models.Model], Any]) -> Any:
+def _value(obj: models.Model, spec: TextSpec) -> Any:
     """Evaluate a template (``{{ title }}``), an attribute or method name, or a callable."""
     if callable(spec):
         return spec(obj)
     if "{{" in spec or "{%" in spec:
-        fields = {
-            f.name: getattr(obj, f.name) for f in obj._meta.concrete_fields if not f.is_relation
-        }
-        context = Context({**fields, "object": obj}, autoescape=False)
-        return _engine.from_string(spec).render(context)
+        return _render(obj, spec)
     value = getattr(obj, spec)
-    return value() if callable(value) else value
+    if callable(value):
+        return value()
+    field = _field(obj, spec)
+    if field is not None and hasattr(field, "get_searchable_content"):
+        return _searchable(field, value)
+    return value
+
+
+def _text(obj: models.Model, spec: TextSpec) -> str:
+    """Evaluate ``spec`` as text: markup (a value that is HTML) reduced to its text."""
+    value = _value(obj, spec)
+    if value is None:
+        return ""
+    if isinstance(value, _Rendered):
+        return str(value)
+    if hasattr(value, "__html__"):  # safe strings, rich text, StreamField values
+        return html_text(value.__html__())
+    return str(value)
+
+
+class _Rendered(str):
+    """A template's output, already reduced to text."""
+
+
+def _render(obj: models.Model, template: str) -> _Rendered:
+    """Render ``template`` with the object's fields, then reduce its markup to text.
+
+    Rendered with autoescaping, so plain field values come out escaped and any ``<``
+    left is markup: a field or value that is HTML (``{{ body }}`` on a StreamField, a
+    safe string), or the template's own tags. Fields with searchable content (Wagtail's
+    StreamField and RichTextField) give that content, as Wagtail's search does.
+    """
+    fields = {}
+    for f in obj._meta.concrete_fields:
+        if f.is_relation:
+            continue
+        value = getattr(obj, f.name)
+        fields[f.name] = _searchable(f, value) if hasattr(f, "get_searchable_content") else value
+    output = _engine.from_string(template).render(Context({**fields, "object": obj}))
+    text = html_text(output) if "<" in output else html.unescape(output)
+    return _Rendered(text)
+
+
+def _searchable(field: models.Field, value: Any) -> str:
+    """Return a field's searchable content (no markup) as one text, a line per part."""
+    parts = field.get_searchable_content(value)
+    return "\n".join(str(p) for p in parts if p is not None and str(p).strip())
+
+
+def _field(obj: models.Model, name: str) -> models.Field | None:
+    try:
+        return obj._meta.get_field(name)
+    except Exception:
+        return None
+
+
+def html_text(markup: str) -> str:
+    """Return the visible text of ``markup``, blocks on their own lines."""
+    return _html.parse(markup).text.strip()
 
 
 def json_value(value: Any) -> Any:

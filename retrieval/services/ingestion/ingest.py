@@ -166,6 +166,9 @@ class _Indexer:
         self.preparation: Preparation | None = None
         self.pending: list[PreparedDocument] = []
         self.last_save = 0.0
+        #: Per external id: the vectors of its stored chunks, by (header, content), so a
+        #: document indexed again embeds only the chunks whose indexed text changed.
+        self.stored_vectors: dict[str, dict[tuple[str, str], Any]] = {}
 
     def run_all(self, sources: Iterable[Source]) -> None:
         self.preparation = Preparation.of(self.collection)  # a bad setting fails the run
@@ -175,7 +178,16 @@ class _Indexer:
                 d.external_id: d
                 for d in Document.objects.filter(
                     collection=self.collection, external_id__in=[s.external_id for s in block]
-                ).only("pk", "external_id", "content_hash", "status")
+                ).only(
+                    "pk",
+                    "external_id",
+                    "content_hash",
+                    "status",
+                    "title",
+                    "metadata",
+                    "source_path",
+                    "access",
+                )
             }
             for source in block:
                 self._add(source, known.get(source.external_id))
@@ -189,6 +201,7 @@ class _Indexer:
             and not self.force
             and existing.status == Document.Status.INDEXED
             and existing.content_hash == source.content_hash
+            and source.describes(existing)
         ):
             self._record(IngestResult(source.external_id, "skipped", existing.pk))
             return
@@ -197,6 +210,8 @@ class _Indexer:
         except Exception as e:  # any reason to fail this one document, named for the user
             self._fail(source, e)
             return
+        if existing is not None and not self.force:
+            self.stored_vectors[source.external_id] = self._vectors_of(existing)
         self.pending.append(prepared)
         if sum(len(p.rows) for p in self.pending) >= self.batch_size * 4:
             self._flush()
@@ -205,8 +220,15 @@ class _Indexer:
         pending, self.pending = self.pending, []
         if not pending:
             return
+        new_rows = [
+            row
+            for p in pending
+            for row in p.rows
+            if (row.indexed_prefix, row.content)
+            not in self.stored_vectors.get(p.source.external_id, {})
+        ]
         try:
-            vectors = self._embed([row.indexed_text for p in pending for row in p.rows])
+            vectors = iter(self._embed([row.indexed_text for row in new_rows]))
         except Exception as e:
             if len(pending) == 1:
                 self._fail(pending[0].source, e)
@@ -216,12 +238,30 @@ class _Indexer:
                 self.pending = [prepared]
                 self._flush()
             return
-        group, offset = [], 0
+        group = []
         for prepared in pending:
-            count = len(prepared.rows)
-            group.append((prepared, vectors[offset : offset + count]))
-            offset += count
+            stored = self.stored_vectors.pop(prepared.source.external_id, {})
+            group.append(
+                (
+                    prepared,
+                    [stored.get((row.indexed_prefix, row.content)) for row in prepared.rows],
+                )
+            )
+        for _, document_vectors in group:  # the embedded ones, in row order
+            for i, vector in enumerate(document_vectors):
+                if vector is None:
+                    document_vectors[i] = next(vectors)
         self._write(group)
+
+    def _vectors_of(self, document: Document) -> dict[tuple[str, str], Any]:
+        """Return the vectors of ``document``'s stored chunks in the collection's space."""
+        return {
+            (prefix, content): vector
+            for prefix, content, vector in Chunk.objects.filter(document_id=document.pk)
+            .exclude(embedding=None)
+            .values_list("indexed_prefix", "content", "embedding")
+            if len(vector) == self.collection.dimensions
+        }
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         embedder = embedder_for(self.collection)
@@ -237,7 +277,7 @@ class _Indexer:
             )
         return vectors
 
-    def _write(self, group: list[tuple[PreparedDocument, np.ndarray]]) -> None:
+    def _write(self, group: list[tuple[PreparedDocument, Sequence[Any]]]) -> None:
         try:
             with transaction.atomic():
                 documents = self._store(group)
@@ -256,7 +296,7 @@ class _Indexer:
                 )
             )
 
-    def _store(self, group: list[tuple[PreparedDocument, np.ndarray]]) -> dict[str, Document]:
+    def _store(self, group: list[tuple[PreparedDocument, Sequence[Any]]]) -> dict[str, Document]:
         """Replace the documents and chunks of ``group``; call inside a transaction."""
         lock_embedding_space(self.collection)
         now = timezone.now()
@@ -282,6 +322,8 @@ class _Indexer:
             document.content = prepared.parsed.text
             document.content_hash = source.content_hash
             document.metadata = {**prepared.parsed.metadata, **source.metadata}
+            if source.access is not None:
+                document.access = list(source.access)
             document.status = Document.Status.INDEXED
             document.error = ""
             document.indexed_at = document.updated_at = now
@@ -368,6 +410,7 @@ DOCUMENT_FIELDS = [
     "content",
     "content_hash",
     "metadata",
+    "access",
     "status",
     "error",
     "indexed_at",

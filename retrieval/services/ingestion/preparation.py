@@ -54,6 +54,9 @@ class Source:
     #: The storage name of the document's stored upload the data was read from, if any:
     #: deleted when it cannot be parsed (it could never be indexed).
     stored_file: str = ""
+    #: Who may see the document (``Document.access``, services.visibility), decided by a
+    #: host object; ``None`` keeps what the document has (a new one: no restriction).
+    access: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         refuse_unstorable(self.external_id, "external_id")  # a failed document is kept by it
@@ -74,7 +77,13 @@ class Source:
 
     @classmethod
     def from_text(
-        cls, text: str, *, external_id: str, title: str = "", metadata: dict[str, Any] | None = None
+        cls,
+        text: str,
+        *,
+        external_id: str,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+        access: tuple[str, ...] | None = None,
     ) -> Source:
         return cls(
             external_id=external_id,
@@ -82,7 +91,22 @@ class Source:
             mime_type="text/plain",
             title=title,
             metadata=metadata or {},
+            access=access,
         )
+
+    def describes(self, document: Any) -> bool:
+        """True if ``document`` already has what this source says beside its text:
+        its title, metadata, path and visibility (a host object's URL after a move)."""
+        if self.title and self.title[:1000] != document.title:
+            return False
+        stored = document.metadata or {}
+        if any(key not in stored or stored[key] != value for key, value in self.metadata.items()):
+            return False
+        if self.source_path and self.source_path != document.source_path:
+            return False
+        if self.access is None:
+            return True
+        return document.access is not None and sorted(self.access) == sorted(document.access)
 
     @property
     def fallback_title(self) -> str:

@@ -48,6 +48,7 @@ RUN_TASKS = (
     "reembed_collection",
     "extract_graph",
     "index_object",
+    "index_objects",
     "remove_object",
 )
 

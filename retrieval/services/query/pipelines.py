@@ -20,6 +20,7 @@ recorded while the others answer, and the lists are fused the same way.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -169,6 +170,65 @@ class Pipeline:
                 },
             )
         return results[:top_k]
+
+    def batched_retriever(self, collection: Collection) -> str | None:
+        """Return the retriever alias that alone answers this pipeline when a batch of its
+        queries is answered in one request (one embedding call, one engine request): no
+        rewriter, no reranker, one leg whose retriever batches on the collection's index."""
+        if self.rewriter is not None or self.reranker is not None:
+            return None
+        legs = self.legs or {retriever_alias(collection): 1.0}
+        if len(legs) != 1:
+            return None
+        alias = next(iter(legs))
+        return alias if retrievers[alias].batches(collection) else None
+
+    def run_many(
+        self,
+        queries: Sequence[str],
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[list[RetrievalResult]]:
+        """Return :meth:`run`'s results for each query: the whole batch prepared and
+        ranked at once when :meth:`batched_retriever` names a retriever, else one by one."""
+        alias = self.batched_retriever(collection)
+        if alias is None:
+            return [
+                self.run(query, collection=collection, top_k=top_k, filters=filters)
+                for query in queries
+            ]
+        check_top_k(top_k)
+        filters = Filters.parse(filters)
+        retriever = retrievers[alias]
+        started = time.perf_counter()
+        prepared = retriever.prepare_many(list(queries), collection=collection)
+        rankings = retriever.rank_many_prepared(
+            prepared, collection=collection, top_k=top_k, filters=filters
+        )
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        trace = current_trace()
+        if trace is not None:
+            trace.record(
+                "pipeline",
+                pipeline=self.name,
+                queries=list(queries),
+                retrievers=[alias],
+                batched=True,
+                fused_lists=0,
+                failed_legs={},
+                reranker=None,
+                leg_ms={alias: ms},
+                candidates={
+                    f"{alias}:q{number}": [[item.chunk_id, item.score] for item in ranked[:100]]
+                    for number, ranked in enumerate(rankings)
+                },
+            )
+        return [
+            load_results(retriever.normalise(ranking), filters=filters)[:top_k]
+            for ranking in rankings
+        ]
 
 
 def check_pipelines() -> list[checks.CheckMessage]:

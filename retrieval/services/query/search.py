@@ -24,6 +24,7 @@ from retrieval.services.query.databases import primary_if_unreachable
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import Pipeline
+from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
@@ -92,7 +93,9 @@ def search(
     :param rewriter: a ``REWRITERS`` alias replacing the pipeline's rewrite step.
     :param reranker: a ``RERANKERS`` alias replacing the pipeline's rerank step.
 
-    The results carry the query's trace (``results.trace``).
+    The results carry the query's trace (``results.trace``). Documents promoted for the
+    query (:mod:`~retrieval.services.query.promotions`) come first, within the scope and
+    the filters, marked ``metadata["promoted"]``.
     """
     allowed = resolve_scope(scope, user, caller="search")
     target = allowed.collection(collection)
@@ -104,6 +107,7 @@ def search(
         if fallback:
             trace.record("read_primary", reason=fallback)
         results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
+        results = promote(query, results, collection=target, filters=scoped, top_k=top_k)
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
     answer = SearchResults(results, trace=trace.to_dict(), context=context)
     record_search(
@@ -133,17 +137,26 @@ def search_batch(
     ``user`` or ``scope`` is required, as for :func:`search`; it is resolved once.
     :param max_workers: threads running queries at once (default ``BATCH_SEARCH_WORKERS``).
 
-    Outside a transaction the queries run concurrently on worker threads, each with
-    its own database connection, closed when the thread has no query left. Inside a
-    transaction (``atomic``, ``ATOMIC_REQUESTS``) they run one after another on the
-    caller's connection instead, so they see the transaction's uncommitted writes.
-    The first query that fails (in input order) raises its error.
+    A batch whose pipeline is one dense leg alone (no rewriter, no reranker) on an index
+    that takes many query vectors in one request (``IndexFeatures.batch_queries``:
+    Milvus, Chroma) is answered at once: one embedding call and one engine request for
+    every query; each answer's trace is the batch's. Otherwise, outside a transaction
+    the queries run concurrently on worker threads, each with its own database
+    connection, closed when the thread has no query left. Inside a transaction
+    (``atomic``, ``ATOMIC_REQUESTS``) they run one after another on the caller's
+    connection instead, so they see the transaction's uncommitted writes. The first
+    query that fails (in input order) raises its error.
     """
     texts = list(queries)
     if not all(isinstance(text, str) for text in texts):
         raise ValueError("queries must be strings.")
     allowed = resolve_scope(scope, user, caller="search_batch")
     target = allowed.collection(collection)
+    if texts:
+        steps = {key: options.get(key) for key in STEPS}
+        chosen = pipeline_for(target, **steps)
+        if chosen.batched_retriever(target) is not None:
+            return _search_at_once(texts, target, allowed, chosen, **options)
     workers = min(max_workers or int(retrieval_settings.BATCH_SEARCH_WORKERS), len(texts))
 
     def run(text: str) -> SearchResults:
@@ -177,6 +190,51 @@ def search_batch(
         if not succeeded:
             raise value
     return [value for _, value in outcomes]
+
+
+#: The options of :func:`search` that choose its pipeline.
+STEPS = ("pipeline", "retriever", "rewriter", "reranker")
+
+
+def _search_at_once(
+    texts: list[str],
+    target: Collection,
+    allowed: Scope,
+    chosen: Pipeline,
+    *,
+    top_k: int = 10,
+    filters: Filters | Mapping[str, Any] | None = None,
+    max_tokens: int | None = None,
+    history: Sequence[Turn] | None = None,  # for rewriters: this pipeline has none
+    **steps: Any,
+) -> list[SearchResults]:
+    """Answer a batch through :meth:`Pipeline.run_many` (one embedding call, one engine
+    request), recorded as :func:`search` records each query."""
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        raise TypeError(f"search() got unexpected keyword arguments: {', '.join(unknown)}")
+    with traced() as trace, primary_if_unreachable() as fallback:
+        if fallback:
+            trace.record("read_primary", reason=fallback)
+        lists = chosen.run_many(
+            texts, collection=target, top_k=top_k, filters=allowed.filters(filters)
+        )
+    answers = []
+    for text, results in zip(texts, lists, strict=True):
+        context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
+        answer = SearchResults(results, trace=trace.to_dict(), context=context)
+        record_search(
+            text,
+            collection=target,
+            pipeline=chosen.name,
+            top_k=top_k,
+            filters=filters,
+            results=answer,
+            trace=answer.trace,
+            user=allowed.user,
+        )
+        answers.append(answer)
+    return answers
 
 
 def _closing_connections(function: Callable[..., T]) -> Callable[..., T]:

@@ -84,6 +84,29 @@ class BaseRetriever(ABC):
             prepared, collection=collection, top_k=top_k, filters=Filters.parse(filters)
         )
 
+    def batches(self, collection: Collection) -> bool:
+        """Whether :meth:`rank_many_prepared` ranks many queries in one request (no: one
+        :meth:`rank_prepared` per query; the dense retriever on an index that batches)."""
+        return False
+
+    def prepare_many(self, queries: Sequence[str], *, collection: Collection) -> list[Any]:
+        """Return :meth:`prepare`'s output for each query (one batch where it can)."""
+        return [self.prepare(query, collection=collection) for query in queries]
+
+    def rank_many_prepared(
+        self,
+        prepared: Sequence[Any],
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
+        """Return :meth:`rank_prepared`'s answer for each prepared query, in order."""
+        return [
+            self.rank_prepared(p, collection=collection, top_k=top_k, filters=filters)
+            for p in prepared
+        ]
+
     def send_rank(
         self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters
     ) -> Callable[[], list[ScoredChunk]] | None:

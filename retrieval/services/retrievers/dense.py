@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connections
@@ -14,7 +14,7 @@ from retrieval.services.indexes.pgvector import check_search_options, vector_lit
 from retrieval.services.ingestion.collections import embedder_for
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters
-from retrieval.services.retrievers.base import BaseRetriever, load_results
+from retrieval.services.retrievers.base import BaseRetriever, check_top_k, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
@@ -50,6 +50,25 @@ class DenseRetriever(BaseRetriever):
         """Embed the query with the collection's embedder."""
         return embedder_for(collection).embed_query(query)
 
+    def batches(self, collection: Collection) -> bool:
+        """True when the collection's index ranks many query vectors in one request."""
+        return index_for(collection).features.batch_queries
+
+    def prepare_many(self, queries: Sequence[str], *, collection: Collection) -> list[Any]:
+        """Embed every query in one embedder call (:meth:`BaseEmbedder.embed_queries`)."""
+        return list(embedder_for(collection).embed_queries(list(queries)))
+
+    def rank_many_prepared(
+        self,
+        prepared: Sequence[Any],
+        *,
+        collection: Collection,
+        top_k: int = 10,
+        filters: Filters | Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
+        check_top_k(top_k)
+        return self.rank_vectors(prepared, collection=collection, top_k=top_k, filters=filters)
+
     def _rank(
         self, vector, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
@@ -68,6 +87,24 @@ class DenseRetriever(BaseRetriever):
         """Return the ids and similarities of the ``top_k`` chunks nearest to ``vector``."""
         return index_for(collection).rank(
             vector,
+            collection=collection,
+            top_k=top_k,
+            filters=Filters.parse(filters),
+            score_threshold=self.score_threshold,
+            **self._hints(),
+        )
+
+    def rank_vectors(
+        self,
+        vectors: Sequence[Any],
+        *,
+        collection: Collection,
+        top_k: int,
+        filters: Filters | None = None,
+    ) -> list[list[ScoredChunk]]:
+        """:meth:`rank_vector` for each vector, in one request where the index batches."""
+        return index_for(collection).rank_many(
+            list(vectors),
             collection=collection,
             top_k=top_k,
             filters=Filters.parse(filters),

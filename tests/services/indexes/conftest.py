@@ -1,5 +1,6 @@
-"""Every index backend on its real engine: pgvector in the test database, Chroma and
-Milvus Lite started here on 127.0.0.1. Tests take ``index_alias`` and run once per backend."""
+"""Every index backend on its real engine: pgvector in the test database; Chroma, Milvus Lite
+and a Milvus server (2.3.5 standalone, from the ``milvus`` package) started here on
+127.0.0.1, each once per session. Tests take ``index_alias`` and run once per backend."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ BACKENDS = {
     "pgvector": "retrieval.services.indexes.pgvector.PgvectorIndex",
     "chroma": "retrieval.services.indexes.chroma.ChromaIndex",
     "milvus": "retrieval.services.indexes.milvus.MilvusIndex",
+    "milvus-server": "retrieval.services.indexes.milvus.MilvusIndex",
 }
+#: The backends on an engine outside PostgreSQL.
+EXTERNAL = [kind for kind in BACKENDS if kind != "pgvector"]
 
 
 @pytest.fixture(scope="session")

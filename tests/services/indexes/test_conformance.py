@@ -1,6 +1,6 @@
 """Every index backend of the app through the public suite (retrieval.testing.indexes),
-each on its real engine: pgvector in the test database, Chroma and Milvus Lite started
-here on 127.0.0.1 (see conftest)."""
+each on its real engine: pgvector in the test database; Chroma, Milvus Lite and a Milvus
+server started here on 127.0.0.1 (see conftest)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,7 @@ class TestChromaIndex(EngineIndexSuite):
 
 class TestMilvusIndex(EngineIndexSuite):
     kind = "milvus"
+
+
+class TestMilvusServerIndex(EngineIndexSuite):
+    kind = "milvus-server"

@@ -1,5 +1,5 @@
-"""The outbox on committed transactions: an engine that is down loses nothing, and a
-search it cannot answer is refused with its reason on every face."""
+"""The outbox on committed transactions: an engine that is down, or killed mid-drain, loses
+nothing, and a search it cannot answer is refused with its reason on every face."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ from retrieval.exceptions import IndexUnavailableError
 from retrieval.models import Chunk, Collection, Document, IndexOperation
 from retrieval.services.access import Scope
 from retrieval.services.indexes import index_for, outbox
+from retrieval.services.indexes.chroma import ChromaIndex
+from retrieval.services.indexes.milvus import MilvusIndex
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from tests.services.indexes.conftest import BACKENDS, engine_for
+from tests.services.indexes.conftest import BACKENDS, EXTERNAL, engine_for
 
 TEXTS = {
     "n": "north",
@@ -36,7 +38,7 @@ TEXTS = {
 }
 
 
-@pytest.fixture(params=["chroma", "milvus"])
+@pytest.fixture(params=EXTERNAL)
 def engine(request, engines, tmp_path_factory, keyword_settings, retrieval_settings):
     engine = engine_for(engines, request.param, tmp_path_factory)
     retrieval_settings(
@@ -56,6 +58,17 @@ def exact_ranking(collection: Collection, query: str, top_k: int) -> list[int]:
     rows = list(Chunk.objects.filter(collection=collection).values_list("pk", "embedding"))
     scores = {pk: float(np.dot(vector, np.asarray(e)) / np.linalg.norm(e)) for pk, e in rows}
     return sorted(scores, key=lambda pk: (-round(scores[pk], 5), pk))[:top_k]
+
+
+def exact_scores(collection: Collection, query: str) -> list[tuple[float, int]]:
+    """(-similarity rounded, chunk id) of every chunk, best first, from PostgreSQL's vectors."""
+    from retrieval.services.ingestion.collections import embedder_for
+
+    vector = np.asarray(embedder_for(collection).embed_query(query), dtype=np.float64)
+    rows = Chunk.objects.filter(collection=collection).values_list("pk", "embedding")
+    return sorted(
+        (-round(float(np.dot(vector, np.asarray(e)) / np.linalg.norm(e)), 4), pk) for pk, e in rows
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -86,6 +99,75 @@ def test_writes_and_deletes_while_the_engine_is_down_are_applied_when_it_is_back
         ]
         assert found == exact_ranking(collection, query, 10)
     assert len(found) == 4
+
+
+class KilledMidDrain:
+    """Kills its engine with SIGKILL while the drain writes its second group of vectors:
+    the server dies at once, whatever it had acknowledged or not yet flushed."""
+
+    def __init__(self, *, kill_group: int, **options) -> None:
+        super().__init__(**options)
+        self.kill_group, self.writes = kill_group, 0
+
+    def _upsert(self, name, collection_id, rows):
+        self.writes += 1
+        if self.writes == 2:
+            os.killpg(self.kill_group, signal.SIGKILL)
+        return super()._upsert(name, collection_id, rows)
+
+
+class KilledMidDrainMilvusIndex(KilledMidDrain, MilvusIndex):
+    pass
+
+
+class KilledMidDrainChromaIndex(KilledMidDrain, ChromaIndex):
+    pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_engine_killed_mid_drain_loses_nothing(engine, retrieval_settings, monkeypatch):
+    monkeypatch.setattr(outbox, "BATCH", 3)  # three documents' operations a group
+    collection, _ = get_or_create_collection("compass", index="ext")
+    ingest(collection, [Source.from_text("north", external_id="first")])  # drained: a space
+    killing = "Chroma" if engine.kind == "chroma" else "Milvus"
+    options = {**engine.options, "kill_group": engine.process.pid, "timeout": 3}
+    retrieval_settings(
+        INDEXES={
+            "ext": {"BACKEND": f"{__name__}.KilledMidDrain{killing}Index", "OPTIONS": options}
+        },
+        TASKS_SYNC=False,  # nothing drains until this test does
+    )
+    words = ["north", "east", "up"]
+    for i in range(9):  # nine transactions, nine operations: three groups
+        text = " ".join(words[j % 3] for j in range(i, i + 1 + i % 3))
+        ingest(collection, [Source.from_text(text, external_id=f"d{i}")])
+    Document.objects.filter(collection=collection, external_id__in=["d0", "d4"]).delete()
+    assert IndexOperation.objects.count() == 10
+
+    result = outbox.drain()  # the first group lands, the server dies in the second
+    assert (result.applied, result.failed) == (3, 7), result.errors
+    engine.process.wait()
+    assert IndexOperation.objects.count() == 7
+    with pytest.raises(IndexUnavailableError):
+        search("north", collection=collection, retriever="dense", scope=Scope.ALL)
+
+    engine.start()  # on the same data, after a SIGKILL
+    # A restarted server loads its collections again before it searches: give it time.
+    options = {**engine.options, "timeout": 60}
+    retrieval_settings(INDEXES={"ext": {"BACKEND": BACKENDS[engine.kind], "OPTIONS": options}})
+    collection = Collection.objects.get(pk=collection.pk)
+    assert Chunk.objects.filter(collection=collection).count() == 8
+
+    def every_chunk_scored_exactly() -> None:
+        for query in ("north", "east", "up", "north east"):
+            found = search(query, collection=collection, retriever="dense", scope=Scope.ALL)
+            scored = sorted((-round(r.score, 4), r.chunk.pk) for r in found)
+            assert scored == exact_scores(collection, query), query
+
+    every_chunk_scored_exactly()  # before the outbox catches up: PostgreSQL's answer
+    call_command("retrieval_sync_index", collection="compass", check=True)  # exit 0: in sync
+    assert not IndexOperation.objects.exists()
+    every_chunk_scored_exactly()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,45 @@
+"""The API's OpenAPI schema and Swagger UI: the app's own routes, wherever they are mounted.
+
+drf-spectacular's views describe the whole site by default, so one view of a host's
+that no schema generator can read (a Wagtail view, a plain DRF ``AutoSchema``) made
+``/api/schema/`` a 500. These describe the routes of :mod:`retrieval.api.urls` only,
+under the prefix the request came through, and the UI loads Swagger's files from
+``drf_spectacular_sidecar`` (no CDN) whatever the site's ``SPECTACULAR_SETTINGS`` say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.urls import include, path
+from drf_spectacular.settings import patched_settings
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+TITLE = "django-retrieval API"
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI 3 schema of the app's API."""
+
+    custom_settings = {"TITLE": TITLE}
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        mounted = request.path_info.lstrip("/")
+        # The prefix the site mounted the API under: this path less this view's own route.
+        prefix = mounted.removesuffix("schema/") if mounted.endswith("schema/") else ""
+        self.urlconf = [path(prefix, include("retrieval.api.urls"))]
+        return super().get(request, *args, **kwargs)
+
+
+class SwaggerView(SpectacularSwaggerView):
+    """Swagger UI for :class:`SchemaView`, from local static files when the sidecar is installed."""
+
+    title = TITLE
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        local = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
+        with patched_settings(local if apps.is_installed("drf_spectacular_sidecar") else None):
+            return super().get(request, *args, **kwargs)

@@ -1,0 +1,1 @@
+"""Integrations with other Django apps, each an optional extra (``retrieval.contrib.wagtail``)."""
