@@ -288,7 +288,7 @@ def mark_scopes(collection, tags: list[list[str]], access: list[list[str]]) -> N
         )
         cursor.execute(
             "UPDATE retrieval_document d SET metadata = m.metadata::jsonb, "
-            "access = ARRAY(SELECT jsonb_array_elements_text(m.access::jsonb)) "
+            "access = m.access::jsonb "
             "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS m(id, metadata, access) "
             "WHERE d.id = m.id",
             [

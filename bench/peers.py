@@ -8,6 +8,7 @@ leg's file rankings per question, for ``realdocs.py`` to score.
 from __future__ import annotations
 
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +29,57 @@ def app_embedder():
     return CachedLocalEmbedder()
 
 
-def run_peer(name: str, docs: Path, questions: list[str]) -> dict[str, list[list[str]]]:
+def run_peer(
+    name: str, docs: Path, questions: list[str], files: list[Path]
+) -> dict[str, list[list[str]]]:
     if name.startswith("llamaindex"):
         size = int(name.split("-")[1])
-        return llamaindex(docs, questions, size, 32 if size == 256 else 200)
+        return llamaindex(docs, questions, files, size, 32 if size == 256 else 200)
     if name.startswith("haystack"):
-        return haystack(docs, questions, int(name.split("-")[1]), 30)
+        return haystack(docs, questions, files, int(name.split("-")[1]), 30)
     raise SystemExit(f"unknown peer {name!r}")
+
+
+class _TextOfHtml(HTMLParser):
+    """The text of an HTML page: tags dropped, scripts and styles left out, blocks on lines."""
+
+    BLOCKS = frozenset("p div br li tr h1 h2 h3 h4 h5 h6 pre dt dd table ul ol dl title".split())
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in ("script", "style"):
+            self.hidden += 1
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
+
+
+def html_text(path: Path) -> str:
+    """Return an HTML page's text, as a peer's user would feed it (neither core reads HTML)."""
+    parser = _TextOfHtml()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def read_text(path: Path) -> str:
+    """A file's text as the peers get it: HTML pages as their text, others as they are."""
+    if path.suffix in (".html", ".htm"):
+        return html_text(path)
+    return path.read_text(encoding="utf-8")
 
 
 def _files(paths: list[str], docs: Path) -> list[str]:
@@ -42,7 +87,9 @@ def _files(paths: list[str], docs: Path) -> list[str]:
     return list(dict.fromkeys(str(Path(p).resolve().relative_to(docs.resolve())) for p in paths))
 
 
-def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dict:
+def llamaindex(
+    docs: Path, questions: list[str], files: list[Path], size: int, overlap: int
+) -> dict:
     from llama_index.core import Settings, SimpleDirectoryReader, VectorStoreIndex
     from llama_index.core.embeddings import BaseEmbedding
     from llama_index.core.llms import MockLLM
@@ -70,12 +117,14 @@ def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dic
     Settings.llm = MockLLM()
     Settings.embed_model = AppEmbedding(model_name="all-MiniLM-L6-v2", embed_batch_size=32)
     encoding = get_encoding("cl100k_base")
-    # The sdist is unpacked under bench/.cache: a hidden folder the reader skips by default.
-    reader = SimpleDirectoryReader(
-        str(docs), recursive=True, required_exts=[".rst"], exclude_hidden=False
-    )
+    # The download is unpacked under bench/.cache: a hidden folder the reader skips by default.
+    reader = SimpleDirectoryReader(input_files=[str(f) for f in files], exclude_hidden=False)
+    documents = reader.load_data()
+    for document in documents:  # HTML as its text, the reader's metadata kept
+        if document.metadata["file_path"].endswith((".html", ".htm")):
+            document.set_content(html_text(Path(document.metadata["file_path"])))
     splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=encoding.encode)
-    nodes = splitter.get_nodes_from_documents(reader.load_data())
+    nodes = splitter.get_nodes_from_documents(documents)
     index = VectorStoreIndex(nodes)
     dense = index.as_retriever(similarity_top_k=DEPTH)
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=DEPTH)
@@ -96,7 +145,7 @@ def llamaindex(docs: Path, questions: list[str], size: int, overlap: int) -> dic
     }
 
 
-def haystack(docs: Path, questions: list[str], words: int, overlap: int) -> dict:
+def haystack(docs: Path, questions: list[str], files: list[Path], words: int, overlap: int) -> dict:
     from haystack import Document, Pipeline, component
     from haystack.components.joiners import DocumentJoiner
     from haystack.components.preprocessors import DocumentSplitter
@@ -123,10 +172,7 @@ def haystack(docs: Path, questions: list[str], words: int, overlap: int) -> dict
         def run(self, text: str):
             return {"embedding": embedder.embed_query(text).tolist()}
 
-    sources = [
-        Document(content=path.read_text(encoding="utf-8"), meta={"file_path": str(path)})
-        for path in sorted(docs.rglob("*.rst"))
-    ]
+    sources = [Document(content=read_text(path), meta={"file_path": str(path)}) for path in files]
     splitter = DocumentSplitter(split_by="word", split_length=words, split_overlap=overlap)
     splitter.warm_up()
     chunks = splitter.run(documents=sources)["documents"]

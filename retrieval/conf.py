@@ -115,10 +115,20 @@ DEFAULTS: dict[str, Any] = {
     # Alias of the extractor retrieval_extract_graph uses when none is named.
     "DEFAULT_EXTRACTOR": "default",
     # What is embedded and BM25-indexed for a chunk: its content after a header with the
-    # document's title, the chunk's heading path, these metadata keys' values and the
-    # path of the file it was read from, as words (services.chunk_context). None: the
-    # content alone. Changing it needs a reindex.
-    "CHUNK_CONTEXT": {"title": True, "headings": True, "metadata_keys": [], "source": True},
+    # document's title, its opening sentence (in the chunks that do not hold it), the
+    # chunk's heading path, these metadata keys' values and the path of the file it was
+    # read from, as words (services.ingestion.headers). None: the content alone.
+    # Changing it needs a reindex.
+    "CHUNK_CONTEXT": {
+        "title": True,
+        "headings": True,
+        "metadata_keys": [],
+        "source": True,
+        "summary": True,
+    },
+    # Split a chunk whose header and text are longer than the embedder reads (its
+    # max_input_tokens, e.g. 256 word pieces), so that no text goes unembedded.
+    "FIT_EMBEDDER_WINDOW": True,
     # Texts sent to the embedder in one call during ingestion.
     "EMBED_BATCH_SIZE": 32,
     # tiktoken encoding used to count a chunk's tokens.

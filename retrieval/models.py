@@ -1,4 +1,4 @@
-"""The app's tables: collections, documents, chunks, triples and indexing runs.
+"""The app's tables: collections, documents, chunks, triples, indexing runs, promotions.
 
 Models stay thin: fields, managers, ``Meta``, ``__str__``. Indexing and retrieval
 logic lives in :mod:`retrieval.services`.
@@ -7,11 +7,10 @@ logic lives in :mod:`retrieval.services`.
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from pgvector.django import VectorField
 
+from .services.query.normalizing import like_pattern
 from .services.validation.storable import validate_storable_metadata
 
 
@@ -81,10 +80,11 @@ class Document(models.Model):
     metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
-    # Who may see it, decided by its host object (services.visibility): any of "public",
-    # "signed-in", "group:<pk>", "user:<pk>"; empty: nobody; null: the host says nothing.
-    access = ArrayField(
-        models.CharField(max_length=100),
+    # Who may see it, decided by its host object (services.visibility): a JSON list of
+    # any of "public", "signed-in", "group:<pk>", "user:<pk>"; empty: nobody; null: the
+    # host says nothing. JSON, not an ArrayField: a site need not install
+    # django.contrib.postgres (Django 6.1 checks that for ArrayField and GinIndex).
+    access = models.JSONField(
         null=True,
         blank=True,
         help_text="Who may see it, from its host object (null: no restriction of the host's).",
@@ -102,9 +102,9 @@ class Document(models.Model):
         ]
         indexes = [
             models.Index(fields=["collection", "status"], name="retrieval_doc_status_idx"),
-            # `access && ARRAY[the user's tokens]` on every search leg; the partial index
-            # answers "is any document restricted?" before a scope adds the condition.
-            GinIndex(fields=["access"], name="retrieval_doc_access_idx"),
+            # `access ?| ARRAY[the user's tokens]` on every search leg uses a GIN index
+            # created in SQL by migration 0021; the partial index answers "is any document
+            # restricted?" before a scope adds the condition.
             models.Index(
                 fields=["collection"],
                 condition=models.Q(access__isnull=False),
@@ -120,7 +120,6 @@ class Document(models.Model):
             ),
         ]
         # The GIN (jsonb_path_ops) indexes on metadata are created in SQL by migration 0001.
-        # GinIndex and ArrayField need no django.contrib.postgres in INSTALLED_APPS.
 
     def __str__(self) -> str:
         return self.title or self.external_id
@@ -340,6 +339,58 @@ class IndexOperation(models.Model):
         return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
 
 
+class Promotion(models.Model):
+    """An editor's pick: a document shown first for the queries ``query`` matches.
+
+    ``query`` is a query or a pattern where ``*`` stands for any text (``vpn*``,
+    ``reset * password``), matched ignoring case and runs of whitespace; ``pattern``
+    is its SQL ``LIKE`` form, computed by PostgreSQL.
+    """
+
+    collection = models.ForeignKey(
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="promotions",
+        db_index=False,  # led by the (collection, active) index
+    )
+    query = models.CharField(
+        max_length=500,
+        help_text="The query, or a pattern where * stands for any text: “vpn*”, “reset * "
+        "password”. Case and spacing are ignored.",
+    )
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="promotions")
+    position = models.PositiveSmallIntegerField(
+        default=1, help_text="Order among the documents promoted for a query (1 comes first)."
+    )
+    active = models.BooleanField(default=True)
+    note = models.CharField(max_length=500, blank=True, help_text="Why it is promoted.")
+    pattern = models.GeneratedField(
+        expression=like_pattern("query"),
+        output_field=models.CharField(max_length=2000),
+        db_persist=True,
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["collection", "query", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "pattern", "document"],
+                name="retrieval_promotion_unique_document",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["collection", "active"], name="retrieval_promotion_coll_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.query} → {self.document}"
+
+
 from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
 
 __all__ = [
@@ -354,6 +405,7 @@ __all__ = [
     "IndexOperation",
     "IndexRun",
     "Judgment",
+    "Promotion",
     "QueryTrace",
     "Triple",
 ]

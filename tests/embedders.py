@@ -72,3 +72,18 @@ class CancellingEmbedder(KeywordEmbedder):
 
             cancel_run(IndexRun.objects.get(status=IndexRun.Status.RUNNING))
         return super().embed_batch(texts)
+
+
+class WindowEmbedder(KeywordEmbedder):
+    """A keyword embedder that reads only ``window`` tokens of a text: its words, plus two."""
+
+    def __init__(self, window: int = 16, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.window = window
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.window
+
+    def count_input_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(text.split()) + 2 for text in texts]

@@ -23,3 +23,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
             "TEST": {"MIRROR": "default"},
         },
     }
+    DATABASE_ROUTERS = ["tests.routers.PooledMirror"]

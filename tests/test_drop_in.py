@@ -73,14 +73,21 @@ def test_names_are_prefixed():
         "retrieval_judgment",
         "retrieval_evalrun",
         "retrieval_querytrace",
+        "retrieval_promotion",
     }
     ours = {name for name, app in get_commands().items() if app == "retrieval"}
     assert ours and all(name.startswith("retrieval_") for name in ours)
     package = ROOT / "retrieval"
     for folder in ("templates", "static"):
-        assert [p.name for p in (package / folder).iterdir() if not p.name.startswith(".")] == [
-            "retrieval"
-        ]
+        names = sorted(p.name for p in (package / folder).iterdir() if not p.name.startswith("."))
+        # Django looks an app's admin landing page up as admin/<app label>/app_index.html:
+        # the dashboard is the one template outside templates/retrieval/.
+        expected = ["admin", "retrieval"] if folder == "templates" else ["retrieval"]
+        assert names == expected
+    admin_templates = package / "templates" / "admin"
+    assert [str(p.relative_to(admin_templates)) for p in admin_templates.rglob("*.*")] == [
+        "retrieval/app_index.html"
+    ]
 
 
 def test_the_app_imports_nothing_from_the_example_project():

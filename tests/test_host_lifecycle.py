@@ -25,7 +25,7 @@ from retrieval.services.registry import embedders
 from retrieval.services.visibility import Visibility
 from tests.host_app.models import Entry, Story, StoryProxy
 from tests.scope.conftest import QUERY  # noqa: F401  (before faces: their import order)
-from tests.scope.faces import SEARCH_FACES, legs
+from tests.scope.faces import SEARCH_FACES, legs, search_face_params
 
 pytestmark = pytest.mark.django_db
 
@@ -252,16 +252,7 @@ def shown(body: str) -> set[str]:
     return {marker for marker in AUDIENCES.values() if marker in body}
 
 
-@pytest.mark.parametrize(
-    "face",
-    [
-        # asearch runs on a worker thread, which sees only committed rows.
-        pytest.param(face, marks=pytest.mark.django_db(transaction=True))
-        if face == "python_facade"
-        else face
-        for face in sorted(SEARCH_FACES)
-    ],
-)
+@pytest.mark.parametrize("face", search_face_params())
 def test_each_story_is_shown_only_to_who_may_see_it_on_every_face_and_leg(audiences, face):
     """E3: a story's visibility is a condition of every leg, for every face."""
     assert set(legs()) >= {"bm25", "dense", "hybrid", "graph", "agentic"}

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (they register)
     evals,
     goldens,
     graph,
+    promotions,
     runs,
     traces,
     triples,

@@ -177,7 +177,7 @@ class QualityScopedAdminMixin(ScopedAdminMixin):
     """
 
     def _document_restricted(self, request: HttpRequest) -> bool:
-        return scope_of(request).documents is not None
+        return not scope_of(request).sees_quality
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if self._document_restricted(request):

@@ -1,13 +1,17 @@
-"""A golden set's metric history as a small SVG line chart, drawn on the server."""
+"""Charts drawn on the server as SVG, without scripts: a golden set's metric history,
+search volume and latency over a period, and the dashboard's trend lines."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from retrieval.models import EvalRun
+from retrieval.services.quality.analytics import Bucket
 
 #: Metric -> line colour.
 SERIES = {
@@ -90,4 +94,186 @@ def history_svg(runs: Sequence[EvalRun]) -> SafeString:
         mark_safe("".join(lines)),
         labels,
         legend,
+    )
+
+
+# Search analytics: volume and latency over a period, and the dashboard's trend line.
+
+#: Colours of the analytics charts.
+VOLUME, EMPTY, P50, P95 = "#417690", "#d9534f", "#5b9a52", "#e8a33d"
+
+
+def _time_label(start: datetime, step: str) -> str:
+    local = timezone.localtime(start) if timezone.is_aware(start) else start
+    return f"{local:%d %b %H:00}" if step == "hour" else f"{local:%d %b}"
+
+
+def _frame(
+    label: str, body: str, *, top: float, unit: str, buckets: Sequence[Bucket], step: str
+) -> SafeString:
+    """Wrap ``body`` in an SVG with a y grid up to ``top`` and a few time labels."""
+    inner = HEIGHT - 2 * PAD
+    grid = format_html_join(
+        "",
+        '<line x1="{}" y1="{}" x2="{}" y2="{}" class="retrieval-grid"/>'
+        '<text x="2" y="{}" class="retrieval-axis">{}</text>',
+        (
+            (
+                PAD + 14,
+                f"{HEIGHT - PAD - f * inner:.1f}",
+                WIDTH - PAD,
+                f"{HEIGHT - PAD - f * inner:.1f}",
+                f"{HEIGHT - PAD - f * inner + 4:.1f}",
+                f"{_tick(top * f)}{unit}",
+            )
+            for f in (0, 0.5, 1)
+        ),
+    )
+    every = max(1, len(buckets) // 6)
+    labels = format_html_join(
+        "",
+        '<text x="{}" y="{}" class="retrieval-axis" text-anchor="middle">{}</text>',
+        (
+            (f"{_x(i, len(buckets)):.1f}", HEIGHT - 10, _time_label(bucket.start, step))
+            for i, bucket in enumerate(buckets)
+            if i % every == 0
+        ),
+    )
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'role="img" aria-label="{}">{}{}{}</svg>',
+        WIDTH,
+        HEIGHT,
+        WIDTH,
+        HEIGHT,
+        label,
+        grid,
+        body,
+        labels,
+    )
+
+
+def _tick(value: float) -> str:
+    """An axis label: whole numbers from 10 up, one decimal at most below (``2.5``, ``3``)."""
+    return f"{value:.0f}" if value >= 10 else f"{round(value, 1):g}"
+
+
+def _x(i: int, count: int) -> float:
+    """The centre of bucket ``i`` of ``count`` across the plot."""
+    left, width = PAD + 14, WIDTH - 2 * PAD - 14
+    return left + (i + 0.5) * width / max(count, 1)
+
+
+def volume_svg(buckets: Sequence[Bucket], step: str) -> SafeString:
+    """Return bars of searches per bucket, the share that found nothing in red."""
+    if not any(bucket.searches for bucket in buckets):
+        return mark_safe('<p class="retrieval-empty">No searches in this period.</p>')
+    top = max(bucket.searches for bucket in buckets)
+    inner = HEIGHT - 2 * PAD
+    width = max(1.0, (WIDTH - 2 * PAD - 14) / len(buckets) * 0.8)
+
+    def bar(i: int, value: int, colour: str, kind: str, bucket: Bucket) -> str:
+        height = value / top * inner
+        return format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}" data-series="{}">'
+            "<title>{}: {} searches, {} without results</title></rect>",
+            f"{_x(i, len(buckets)) - width / 2:.1f}",
+            f"{HEIGHT - PAD - height:.1f}",
+            f"{width:.1f}",
+            f"{height:.1f}",
+            colour,
+            kind,
+            _time_label(bucket.start, step),
+            bucket.searches,
+            bucket.empty,
+        )
+
+    bars = "".join(
+        bar(i, b.searches, VOLUME, "searches", b) + (bar(i, b.empty, EMPTY, "empty", b))
+        for i, b in enumerate(buckets)
+        if b.searches
+    )
+    legend = _legend({"searches": VOLUME, "no results": EMPTY})
+    svg = _frame("Searches", mark_safe(bars), top=top, unit="", buckets=buckets, step=step)
+    return format_html('<div class="retrieval-chart" data-chart="volume">{}{}</div>', svg, legend)
+
+
+def latency_svg(buckets: Sequence[Bucket], step: str) -> SafeString:
+    """Return the p50 and p95 latency per bucket as two lines (ms)."""
+    measured = [b for b in buckets if b.p95 is not None]
+    if not measured:
+        return mark_safe('<p class="retrieval-empty">No searches in this period.</p>')
+    top = max(b.p95 for b in measured) or 1.0
+    inner = HEIGHT - 2 * PAD
+    lines = []
+    for name, colour in (("p50", P50), ("p95", P95)):
+        points = [
+            (_x(i, len(buckets)), HEIGHT - PAD - getattr(b, name) / top * inner, b)
+            for i, b in enumerate(buckets)
+            if getattr(b, name) is not None
+        ]
+        lines.append(
+            format_html(
+                '<polyline fill="none" stroke="{}" stroke-width="2" points="{}" data-series="{}"/>',
+                colour,
+                " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
+                name,
+            )
+        )
+        lines.append(
+            format_html_join(
+                "",
+                '<circle cx="{}" cy="{}" r="2.5" fill="{}"><title>{}: {} {} ms</title></circle>',
+                (
+                    (
+                        f"{x:.1f}",
+                        f"{y:.1f}",
+                        colour,
+                        _time_label(b.start, step),
+                        name,
+                        f"{getattr(b, name):.1f}",
+                    )
+                    for x, y, b in points
+                ),
+            )  # fmt: skip
+        )
+    legend = _legend({"p50": P50, "p95": P95})
+    svg = _frame(
+        "Latency", mark_safe("".join(lines)), top=top, unit=" ms", buckets=buckets, step=step
+    )
+    return format_html('<div class="retrieval-chart" data-chart="latency">{}{}</div>', svg, legend)
+
+
+def _legend(series: dict[str, str]) -> SafeString:
+    return format_html(
+        '<div class="retrieval-legend">{}</div>',
+        format_html_join(
+            "",
+            '<span class="retrieval-key"><i style="background:{}"></i>{}</span>',
+            ((colour, name) for name, colour in series.items()),
+        ),
+    )
+
+
+def sparkline_svg(values: Sequence[float], *, label: str = "trend") -> SafeString:
+    """Return a small line of ``values`` in [0, 1], oldest first (the dashboard's trend)."""
+    if len(values) < 2:
+        return mark_safe("")
+    width, height = 80, 22
+
+    def point(i: int, value: float) -> str:
+        x = 2 + i * (width - 4) / (len(values) - 1)
+        y = height - 2 - max(0.0, min(1.0, value)) * (height - 4)
+        return f"{x:.1f},{y:.1f}"
+
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" class="retrieval-sparkline" width="{}" '
+        'height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}"><polyline fill="none" '
+        'stroke="#417690" stroke-width="1.5" points="{}"/></svg>',
+        width,
+        height,
+        width,
+        height,
+        label,
+        " ".join(point(i, v) for i, v in enumerate(values)),
     )

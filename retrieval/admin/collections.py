@@ -7,10 +7,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
@@ -235,6 +236,21 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         create_collection(obj)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet, **options: Any
+    ) -> HttpResponse | None:
+        """Run an action; one posted from the dashboard goes back there (its ``next``).
+
+        ``options``: what Django passes on (6.1 adds ``action_location``).
+        """
+        response = super().response_action(request, queryset, **options)
+        back = request.POST.get("next", "")
+        if isinstance(response, HttpResponseRedirect) and url_has_allowed_host_and_scheme(
+            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
+            return HttpResponseRedirect(back)
+        return response
 
     def get_urls(self) -> list:
         playground = path(

@@ -12,10 +12,12 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -23,7 +25,7 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import AccessDenied, RetrievalError
 from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
 from retrieval.services.quality import goldens
 from retrieval.services.quality.eval_runs import create_eval_run
@@ -103,6 +105,13 @@ class ImportForm(forms.Form):
     split = forms.CharField(initial="test", max_length=50)
 
 
+class AddQueryForm(forms.Form):
+    eval_set = forms.ModelChoiceField(
+        queryset=EvalSet.objects.none(), label="Golden set", empty_label=None
+    )
+    query = forms.CharField(max_length=10_000, strip=True)
+
+
 class JudgmentInline(admin.TabularInline):
     model = Judgment
     fields = ["target", "grade", "status", "source"]
@@ -135,6 +144,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         return [
             path("judge/", view(self.judge_view), name="retrieval_judge"),
             path("import/", view(self.import_view), name="retrieval_evalset_import"),
+            path("add-query/", view(self.add_query_view), name="retrieval_evalset_add_query"),
             *super().get_urls(),
         ]
 
@@ -174,6 +184,55 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
             )
         return HttpResponseRedirect(back)
 
+    def add_query_view(self, request: HttpRequest) -> HttpResponse:
+        """Add a query (from search analytics) to a golden set, then judge it in the playground."""
+        scope = scope_of(request)
+        writable = scope.writable_collections("add", EvalQuery)
+        if not scope.sees_quality or not writable.exists():
+            raise PermissionDenied
+        sets = EvalSet.objects.filter(collection__in=writable).select_related("collection")
+        collection = writable.filter(pk=_int(request.GET.get("collection"))).first()
+        if collection is not None:  # from a collection's analytics: its own sets
+            sets = sets.filter(collection=collection)
+        form = AddQueryForm(
+            request.POST if request.method == "POST" else None,
+            initial={"query": request.GET.get("query", "")},
+        )
+        form.fields["eval_set"].queryset = sets
+        if request.method == "POST" and form.is_valid():
+            eval_set, text = form.cleaned_data["eval_set"], form.cleaned_data["query"]
+            try:
+                scope.authorize("add", EvalQuery, eval_set.collection)
+                with transaction.atomic():
+                    known = eval_set.queries.filter(text=text).first()
+                    eval_query = known or goldens.query_for(eval_set, text)
+            except AccessDenied as e:
+                raise PermissionDenied from e
+            except RetrievalError as e:
+                form.add_error("query", str(e))
+            else:
+                verdict = "is already" if known else "added"
+                messages.success(
+                    request,
+                    f"{eval_set}: {eval_query.query_id} {text!r} {verdict} in the set; judge its "
+                    "results below.",
+                )
+                params = {"collection": eval_set.collection_id, "query": text}
+                return HttpResponseRedirect(
+                    f"{reverse('admin:retrieval_playground')}?{urlencode(params)}"
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Add a query to a golden set",
+            "opts": self.opts,
+            "form": form,
+            "collection": collection,
+            "add_set_url": reverse("admin:retrieval_evalset_add")
+            if self.has_add_permission(request)
+            else "",
+        }
+        return TemplateResponse(request, "retrieval/admin/quality/add_query.html", context)
+
     def import_view(self, request: HttpRequest) -> HttpResponse:
         """Create or extend a set from an uploaded BEIR zip (queries and qrels)."""
         if not self.has_add_permission(request):
@@ -211,6 +270,13 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
             "form": form,
         }
         return TemplateResponse(request, "retrieval/admin/quality/import.html", context)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _unpack(upload: Any, target: Path) -> Path:

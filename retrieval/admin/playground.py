@@ -83,7 +83,11 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     }
     bound = "query" in request.GET
     scope = scope_of(request)
-    form = PlaygroundForm(request.GET if bound else None, initial=initial, scope=scope)
+    # A link with a collection and a query (from a trace, analytics, a promotion) searches
+    # with the defaults for what it leaves out.
+    defaults = {k: v for k, v in initial.items() if k != "collection" and v is not None}
+    data = {**defaults, **request.GET.dict()} if bound else None
+    form = PlaygroundForm(data, initial=initial, scope=scope)
     columns: list[Column] = []
     if bound:
         if form.is_valid():
@@ -136,6 +140,7 @@ def _describe(result: RetrievalResult) -> dict[str, Any]:
     metadata = dict(result.metadata)
     legs = metadata.pop("legs", {})
     failed = metadata.pop("failed_legs", {})
+    promoted = bool(metadata.pop("promoted", False))
     return {
         "rank": result.rank + 1,
         "score": result.score,
@@ -145,6 +150,8 @@ def _describe(result: RetrievalResult) -> dict[str, Any]:
         "failed_legs": sorted(failed.items()),
         "extra": pretty_json(metadata) if metadata else "",
         "other_rank": None,
+        "promoted": promoted,
+        "promotion_id": metadata.get("promotion_id"),
     }
 
 

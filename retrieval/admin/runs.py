@@ -78,12 +78,9 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
         return JsonResponse({"runs": [run_progress(run) for run in runs]})
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        runs = super().get_queryset(request)
-        if scope_of(request).documents is not None:
-            # A run's errors name its documents: under a document restriction staff see
-            # only the runs they started.
-            runs = runs.filter(created_by=request.user)
-        return runs
+        # A run's errors name its documents: under a document restriction staff see only
+        # the runs they started (the access policy's rule for runs).
+        return scope_of(request).restrict_runs(super(ScopedAdminMixin, self).get_queryset(request))
 
     @admin.display(description="status", ordering="status")
     def status_label(self, run: IndexRun) -> str:

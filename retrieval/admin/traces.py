@@ -1,4 +1,5 @@
-"""Query traces: filter slow or empty searches; a trace's page explains its ranking.
+"""Query traces: filter slow or empty searches; a trace's page explains its ranking;
+search analytics over them (:mod:`retrieval.admin.analytics`).
 
 The page lists the results and the candidates that were not returned, with each leg's
 rank and score side by side, so "why is this chunk here, why is that one not" reads
@@ -7,6 +8,7 @@ off one table. "Replay" opens the playground with the query against another pipe
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,11 +17,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
+from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Chunk, QueryTrace
 
+from .analytics import PERIODS, period_label, search_analytics_view
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 from .goldens import MEDIA
 from .playground import PIPELINE_PREFIX, searcher_choices
@@ -39,6 +43,22 @@ class SlowFilter(admin.SimpleListFilter):
         if self.value() == "yes":
             return queryset.filter(ms__gte=float(retrieval_settings.TRACE_SLOW_MS))
         return queryset
+
+
+class PeriodFilter(admin.SimpleListFilter):
+    """Traces of the last 24 hours, 7, 30 or 90 days (the dashboard's figures link here)."""
+
+    title = "period"
+    parameter_name = "period"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, period_label(days)) for value, days in PERIODS.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        days = PERIODS.get(self.value() or "")
+        if days is None:
+            return queryset
+        return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
 
 
 class EmptyFilter(admin.SimpleListFilter):
@@ -137,17 +157,30 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     restricts see only their own (another user's results may name hidden documents)."""
 
     list_display = ["created_at", "query", "collection", "pipeline", "result_count", "ms_label"]
-    list_filter = [COLLECTION_FILTER, "pipeline", SlowFilter, EmptyFilter]
+    list_filter = [COLLECTION_FILTER, PeriodFilter, "pipeline", SlowFilter, EmptyFilter]
     list_select_related = ["collection"]
     search_fields = ["query"]
     date_hierarchy = "created_at"
+    change_list_template = "retrieval/admin/querytrace/change_list.html"
     Media = type("Media", (), MEDIA)
 
+    def get_urls(self) -> list:
+        analytics = path(
+            "analytics/",
+            self.admin_site.admin_view(self.analytics_view),
+            name="retrieval_search_analytics",
+        )
+        return [analytics, *super().get_urls()]
+
+    def analytics_view(self, request: HttpRequest) -> HttpResponse:
+        return search_analytics_view(self, request)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        queryset = super().get_queryset(request)
-        if scope_of(request).documents is not None:
-            queryset = queryset.filter(user=request.user)
-        return queryset
+        # The access policy's rule for traces (collections, and own traces only under a
+        # document restriction), in place of the mixin's collection rule.
+        return scope_of(request).restrict_traces(
+            super(ScopedAdminMixin, self).get_queryset(request)
+        )
 
     @admin.display(description="ms", ordering="ms")
     def ms_label(self, trace: QueryTrace) -> str:

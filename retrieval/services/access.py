@@ -32,7 +32,7 @@ or does not import is an error (system check ``retrieval.E014``), never "everyon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, ClassVar
@@ -226,6 +226,38 @@ class Scope:
             queryset = queryset.filter(**{f"{document}__in": self.documents.values("pk")})
         return queryset
 
+    def restrict_traces(self, queryset: QuerySet) -> QuerySet:
+        """Keep the search traces of this scope (a ``QueryTrace`` queryset).
+
+        A trace lists another user's results, which may name documents hidden from
+        this one: under a document restriction only the user's own traces are kept.
+        """
+        return self._own(self.restrict(queryset), "user")
+
+    def restrict_runs(self, queryset: QuerySet) -> QuerySet:
+        """Keep the index runs of this scope (an ``IndexRun`` queryset).
+
+        A run's errors name its documents: under a document restriction only the runs
+        the user started are kept.
+        """
+        return self._own(self.restrict(queryset), "created_by")
+
+    def _own(self, queryset: QuerySet, user_field: str) -> QuerySet:
+        if self.documents is None:
+            return queryset
+        if getattr(self.user, "pk", None) is None:
+            return queryset.none()
+        return queryset.filter(**{user_field: self.user})
+
+    @property
+    def sees_quality(self) -> bool:
+        """True if golden sets, judgments and evaluation runs are open to this scope.
+
+        They judge a collection's documents as a whole, so a document restriction
+        closes them.
+        """
+        return self.documents is None
+
     def sees_all_of(self, collection: Collection) -> bool:
         """True when no document of ``collection`` is hidden from this scope."""
         if self.documents is None:
@@ -263,6 +295,35 @@ class Scope:
         module's rules); ``whole=False`` waives seeing all of the collection (a vote on a
         visible result). A row of no collection needs a scope that sees everything."""
         return self._collection_refusal(collection, whole) is None and self.may(action, model)
+
+    def may_write_each(
+        self,
+        action: str,
+        model: type[Model],
+        collections: Iterable[Collection],
+        *,
+        whole: bool = True,
+    ) -> set[int]:
+        """Return the ids of ``collections`` where :meth:`may_write` allows ``action`` on
+        ``model`` objects: the same rules for many collections, in a few statements."""
+        ids = {collection.pk for collection in collections}
+        if not ids or not self.may(action, model):
+            return set()
+        if self.trusted:
+            return ids
+        if self.collections is not None:
+            ids &= set(self.collections.filter(pk__in=ids).values_list("pk", flat=True))
+        if self.writable is not None:
+            ids &= set(self.writable.filter(pk__in=ids).values_list("pk", flat=True))
+        if whole and self.documents is not None and ids:
+            partly_hidden = (
+                Document.objects.filter(collection__in=ids)
+                .exclude(pk__in=self.documents.values("pk"))
+                .values_list("collection_id", flat=True)
+                .distinct()
+            )
+            ids -= set(partly_hidden)
+        return ids
 
     def _collection_refusal(self, collection: Collection | None, whole: bool) -> str | None:
         """Why the user may not change ``collection`` whatever the action, or None.

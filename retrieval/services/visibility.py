@@ -3,10 +3,11 @@
 A :class:`Visibility` is a set of alternatives, any of which lets a reader in:
 ``"public"`` (everyone), ``"signed-in"`` (any active signed-in user), ``"group:<pk>"``
 (members of a group), ``"user:<pk>"`` (one user). No alternative at all is
-:data:`Visibility.NOBODY`. It is stored as those strings in ``Document.access`` (a GIN
-index), and :func:`condition` turns a user into the SQL condition the access scope
-adds to every search leg (:meth:`retrieval.services.access.Scope.for_user`). A
-document whose ``access`` is null is not restricted by its host (uploads, files).
+:data:`Visibility.NOBODY`. It is stored as a JSON list of those strings in
+``Document.access`` (a GIN index), and :func:`condition` turns a user into the SQL
+condition the access scope adds to every search leg
+(:meth:`retrieval.services.access.Scope.for_user`). A document whose ``access`` is
+null is not restricted by its host (uploads, files).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def user_tokens(user: Any) -> list[str]:
 
 def condition(user: Any) -> Q:
     """Return the documents ``user`` may see by their host's visibility, as a Q."""
-    return Q(access__isnull=True) | Q(access__overlap=user_tokens(user))
+    return Q(access__isnull=True) | Q(access__has_any_keys=user_tokens(user))
 
 
 def restricted_documents_exist() -> bool:

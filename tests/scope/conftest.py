@@ -12,6 +12,7 @@ from retrieval.models import (
     Collection,
     EvalRun,
     EvalSet,
+    Promotion,
     QueryTrace,
     Triple,
 )
@@ -81,6 +82,10 @@ def world(graph_settings, retrieval_settings):
             ],
         )
         extract_graph(collection)
+        # Editors' picks: team b's documents first for every query starting "north", so
+        # every face shows them to who may read them, and to nobody else.
+        for document in collection.documents.filter(metadata__team="b"):
+            Promotion.objects.create(collection=collection, query="north*", document=document)
     assert Triple.objects.filter(object_key__startswith="mark").count() == len(ALL_DOCS)
     users = {"anonymous": AnonymousUser()}
     model = get_user_model()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pytest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -21,6 +24,7 @@ from retrieval.models import (
     EvalSet,
     IndexRun,
     Judgment,
+    Promotion,
     QueryTrace,
     Triple,
 )
@@ -140,6 +144,17 @@ SEARCH_FACES: dict[str, Callable[..., Answer]] = {
 }
 
 
+def search_face_params() -> list:
+    """``SEARCH_FACES``' names for ``parametrize``: the Python facade's in a committed
+    transaction (asearch runs on a worker thread, which sees only committed rows)."""
+    return [
+        pytest.param(face, marks=pytest.mark.django_db(transaction=True))
+        if face == "python_facade"
+        else face
+        for face in sorted(SEARCH_FACES)
+    ]
+
+
 # Faces that browse (no retriever): (user, collection name) -> Answer.
 
 
@@ -197,6 +212,7 @@ ADMIN_MODELS = {
     "triple": Triple,
     "entity": None,
     "indexrun": IndexRun,
+    "promotion": Promotion,
 }
 
 
@@ -209,7 +225,7 @@ def admin_browse(user, name: str) -> Answer:
         url = reverse(f"admin:retrieval_{model_name}_changelist")
         field = "id" if model_name == "collection" else "collection__id"
         responses.append(client.get(url, {f"{field}__exact": pk}))
-        if model_name in ("document", "collection"):
+        if model_name in ("document", "collection", "promotion"):
             responses.append(client.get(reverse(f"admin:retrieval_{model_name}_add")))
     ids = DOCS.get(name, {})
     objects = [
@@ -217,6 +233,7 @@ def admin_browse(user, name: str) -> Answer:
         ("chunk", Chunk.objects.filter(document__external_id__in=ids)),
         ("triple", Triple.objects.filter(chunk__document__external_id__in=ids)),
         ("collection", Collection.objects.filter(name=name)),
+        ("promotion", Promotion.objects.filter(collection__name=name)),
     ]
     for model_name, queryset in objects:
         for obj in queryset:
@@ -254,6 +271,8 @@ def admin_quality(user, name: str) -> Answer:
                 url = reverse(f"admin:retrieval_{model_name}_{view}", args=[obj.pk])
                 responses.append(client.get(url))
     responses.append(client.get(reverse("admin:retrieval_evalset_import")))
+    add_query = {"collection": pk, "query": QUERY}
+    responses.append(client.get(reverse("admin:retrieval_evalset_add_query"), add_query))
     for run in EvalRun.objects.filter(eval_set__collection__name=name):
         compare = {"first": run.pk, "second": run.pk}
         responses.append(client.get(reverse("admin:retrieval_evalrun_compare"), compare))
@@ -267,7 +286,37 @@ def admin_quality(user, name: str) -> Answer:
     return Answer(responses[0].status_code, " ".join(bodies))
 
 
+#: The tables search analytics downloads as CSV.
+ANALYTICS_EXPORTS = ["top", "no_results", "slowest", "negative_feedback", "series"]
+
+
+def admin_dashboard(user, name: str) -> Answer:
+    """The landing page, every list its collection's figures link to, and search
+    analytics with each CSV table."""
+    client = browser(user)
+    pk = collection_pk(name)
+    landing = client.get(reverse("admin:app_list", args=["retrieval"]))
+    responses = [landing]
+    card = re.search(
+        rf'<section class="retrieval-card" data-collection="{pk}".*?</section>',
+        landing.content.decode(),
+        re.S,
+    )
+    if card is not None:
+        links = re.findall(r'href="([^"]+)"', card.group(0))
+        assert len(links) > 5, links
+        responses += [client.get(html.unescape(link)) for link in links]
+    analytics = reverse("admin:retrieval_search_analytics")
+    period = {"collection": pk, "period": "30d"}
+    responses.append(client.get(analytics, period))
+    for table in ANALYTICS_EXPORTS:
+        responses.append(client.get(analytics, {**period, "export": table}))
+    status = responses[0].status_code
+    return Answer(status, " ".join(r.content.decode() for r in responses if r.status_code == 200))
+
+
 BROWSE_FACES: dict[str, Callable[..., Answer]] = {
+    "admin_dashboard": admin_dashboard,
     "api_browse": api_browse,
     "graph_explorer": graph_explorer,
     "admin_browse": admin_browse,

@@ -52,6 +52,8 @@ COVERED = {
     "admin:retrieval_evalset_import": "admin_quality",
     "admin:retrieval_evalrun_compare": "admin_quality",
     "admin:retrieval_judge": "admin_quality",
+    "admin:retrieval_evalset_add_query": "admin_quality",
+    "admin:retrieval_search_analytics": "admin_dashboard (with the landing page, app_list)",
     **{
         f"admin:retrieval_{model}_{view}": "admin_quality"
         for model in QUALITY_MODELS
@@ -93,6 +95,9 @@ PYTHON_COVERED = {
     "retrieval.services.query.tools.retrieve_tool": "python_facade (collection_tools)",
     "retrieval.services.query.tools.index_tool": TOOLS_COVERED["index_document"],
     "retrieval.services.graph.traversal.neighbourhood": "python_facade",
+    "retrieval.services.quality.dashboard.collection_figures": "admin_dashboard",
+    "retrieval.services.quality.analytics.search_report": "admin_dashboard",
+    "retrieval.services.quality.analytics.period_traces": "admin_dashboard (search_report)",
     "retrieval.services.ingestion.documents.store_uploads": "api_add_document, admin_add_document",
     "retrieval.services.ingestion.documents.delete_documents": "api_delete_document (writes)",
     "retrieval.services.ingestion.documents.authorize_documents": "api_reindex_document (writes)",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from tests.scope.conftest import DOCS, MISSING, USERS, everything_visible, shown, visible
-from tests.scope.faces import BROWSE_FACES, SEARCH_FACES, Answer, legs
+from tests.scope.faces import BROWSE_FACES, SEARCH_FACES, Answer, legs, search_face_params
 
 pytestmark = pytest.mark.django_db
 
@@ -61,20 +61,15 @@ SAME_BODY = {*SEARCH_FACES, "api_browse", "graph_explorer"}
 REFUSED = {
     *(("anonymous", face) for face in (*SEARCH_FACES, *BROWSE_FACES) if face != "python_facade"),
     *((user, face) for user in ("alice", "bob") for face in ("playground", "graph_explorer")),
-    *((user, face) for user in ("alice", "bob") for face in ("admin_browse", "admin_quality")),
+    *(
+        (user, face)
+        for user in ("alice", "bob")
+        for face in ("admin_browse", "admin_quality", "admin_dashboard")
+    ),
 }
 
 
-@pytest.mark.parametrize(
-    "face",
-    [
-        # asearch runs on a worker thread, which sees only committed rows.
-        pytest.param(face, marks=pytest.mark.django_db(transaction=True))
-        if face == "python_facade"
-        else face
-        for face in sorted(SEARCH_FACES)
-    ],
-)
+@pytest.mark.parametrize("face", search_face_params())
 def test_search_faces_show_each_user_only_what_they_may_see(world, face):
     run = SEARCH_FACES[face]
     assert set(legs()) >= {"bm25", "dense", "hybrid", "graph", "agentic"}

@@ -53,6 +53,8 @@ ADMIN_PAGES = {
     "admin:retrieval_graph_entities": "read: the explorer's JSON",
     "admin:retrieval_indexrun_progress": "read: progress JSON",
     "admin:retrieval_evalrun_compare": "read: two runs compared",
+    "admin:retrieval_evalset_add_query": "admin_add_query_to_set",
+    "admin:retrieval_search_analytics": "read: search analytics and its CSV tables",
 }
 DJANGO_VIEWS = ("_changelist", "_add", "_change", "_delete", "_history", "_autocomplete")
 

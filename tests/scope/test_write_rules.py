@@ -87,3 +87,21 @@ def test_a_server_path_is_shown_to_staff_only(write_world, django_user_model):
         detail = api(user).get(f"/api/documents/{document.pk}/").content.decode()
         listed = api(user).get("/api/documents/").content.decode()
         assert ("/srv/private" in detail, "/srv/private" in listed) == (shown, shown)
+
+
+def test_may_write_each_answers_as_may_write_one_by_one(write_world):
+    """The dashboard and the promotion form ask for many collections at once."""
+    from retrieval.models import Promotion
+
+    collections = list(Collection.objects.all())
+    asks = [("change", Collection), ("add", Promotion), ("change", EvalSet), ("add", Document)]
+    for username, user in write_world.items():
+        scope = Scope.for_user(user)
+        for action, model in asks:
+            for whole in (True, False):
+                one_by_one = {
+                    c.pk for c in collections if scope.may_write(action, model, c, whole=whole)
+                }
+                many = scope.may_write_each(action, model, collections, whole=whole)
+                assert many == one_by_one, (username, action, model.__name__, whole)
+    assert Scope.ALL.may_write_each("change", Collection, []) == set()

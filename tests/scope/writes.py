@@ -1,8 +1,8 @@
 """The write matrix's world and faces: every way to change something, tried by every user.
 
 Atlas holds two documents (teams a and b), Bestiary one; Atlas has a run queued and one
-failed, a triple, an entity, a golden set with a query, a judgment and a run, and a
-trace. The users (hooks in ``tests.scope.access``), all staff but the anonymous one:
+failed, a triple, an entity, a golden set with a query, a judgment and a run, a trace
+and a promotion. The users (hooks in ``tests.scope.access``), all staff but the anonymous one:
 
 - ``reader``: sees all of Atlas, holds only the "view" permissions;
 - ``outsider``: every permission, sees only Bestiary (Atlas is hidden);
@@ -43,6 +43,7 @@ from retrieval.models import (
     IndexOperation,
     IndexRun,
     Judgment,
+    Promotion,
     QueryTrace,
     Triple,
 )
@@ -79,10 +80,11 @@ class Target:
     judgment: int
     eval_run: int
     trace: int
+    promotion: int
 
 
 NOWHERE = 999_999
-MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 10)
+MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 11)
 
 
 @pytest.fixture
@@ -124,6 +126,7 @@ def write_world(keyword_settings, retrieval_settings) -> dict:
     goldens.judge(eval_set, "north", chunk, grade=1, status=Judgment.Status.CANDIDATE)
     EvalRun.objects.create(eval_set=eval_set, pipeline="default", status=EvalRun.Status.SUCCEEDED)
     QueryTrace.objects.create(query="north", collection=atlas, pipeline="default")
+    Promotion.objects.create(collection=atlas, query="north*", document=chunk.document)
     users: dict = {"anonymous": AnonymousUser()}
     model = get_user_model()
     for username in USERS[1:]:
@@ -157,6 +160,7 @@ def atlas_target() -> Target:
         judgment=judgment.pk,
         eval_run=EvalRun.objects.get(eval_set__collection=atlas).pk,
         trace=QueryTrace.objects.get(collection=atlas).pk,
+        promotion=Promotion.objects.get(collection=atlas).pk,
     )
 
 
@@ -174,6 +178,7 @@ STATE = {
     EvalRun: ["pk", "status"],
     QueryTrace: ["pk"],
     IndexOperation: ["pk"],
+    Promotion: ["pk", "query", "document_id", "position", "active"],
 }
 
 
@@ -341,6 +346,19 @@ def admin_add_judgment(user, t: Target) -> Answer:
     return _admin(user, reverse("admin:retrieval_judgment_add"), data)
 
 
+def admin_add_promotion(user, t: Target) -> Answer:
+    data = {"collection": t.collection, "query": "pinned", "document": t.document}
+    data |= {"position": 1, "active": "on", "note": ""}
+    return _admin(user, reverse("admin:retrieval_promotion_add"), data)
+
+
+def admin_add_query_to_set(user, t: Target) -> Answer:
+    """Search analytics' "add to a golden set"."""
+    data = {"eval_set": t.eval_set, "query": "a query from the analytics"}
+    url = reverse("admin:retrieval_evalset_add_query")
+    return _admin(user, f"{url}?collection={t.collection}", data)
+
+
 def admin_judge(user, t: Target) -> Answer:
     data = {"eval_set": t.eval_set, "chunk": t.chunk, "grade": 0, "query": "judged"}
     return _admin(user, reverse("admin:retrieval_judge"), data)
@@ -351,6 +369,7 @@ admin_change_document = _change("document", lambda t: t.document, {"title": "Cha
 admin_change_evalset = _change("evalset", lambda t: t.eval_set, {"description": "changed"})
 admin_change_evalquery = _change("evalquery", lambda t: t.eval_query, {"text": "changed"})
 admin_change_judgment = _change("judgment", lambda t: t.judgment, {"grade": 3})
+admin_change_promotion = _change("promotion", lambda t: t.promotion, {"query": "changed"})
 
 #: Each model's row of the target, for its delete page and its actions.
 ROWS = {
@@ -365,6 +384,7 @@ ROWS = {
     "evalquery": lambda t: t.eval_query,
     "judgment": lambda t: t.judgment,
     "evalrun": lambda t: t.eval_run,
+    "promotion": lambda t: t.promotion,
 }
 #: What the actions' intermediate pages ask, answered at once.
 ACTION_ANSWERS = {"apply": "1", "embedder": "default", "pipeline": "default", "top_k": "10"}

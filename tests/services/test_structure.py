@@ -153,9 +153,14 @@ def test_chunks_are_embedded_and_bm25_indexed_with_title_and_headings(compass):
         "Magnetic declination differs from place to place, so maps print the local value.",
     ]
     assert all(document.content[c.start : c.end] == c.content for c in chunks)
-    # The last line is the file's path as words (compass.md).
-    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth\ncompass"] * 2
-    assert chunks[1].indexed_text == f"Compass\nNorth\ncompass\n\n{chunks[1].content}"
+    # The last line is the file's path as words (compass.md); the second chunk also
+    # carries the document's opening sentence, which the first one holds.
+    opening = "The needle points there when you hold the compass flat and away from iron."
+    assert [c.indexed_prefix for c in chunks] == [
+        "Compass\nNorth\ncompass",
+        f"Compass\n{opening}\nNorth\ncompass",
+    ]
+    assert chunks[1].indexed_text == f"Compass\n{opening}\nNorth\ncompass\n\n{chunks[1].content}"
     # "north" is only in the second chunk's header: both legs find it through it.
     assert sorted(retrieve("bm25", "north", collection)) == [0, 1]
     assert sorted(retrieve("dense", "north", collection)[:2]) == [0, 1]
@@ -174,8 +179,31 @@ def test_without_context_only_the_content_is_indexed(compass):
 
 
 def test_chosen_metadata_keys_join_the_header(compass):
-    _, chunks = compass(value={"headings": False, "metadata_keys": ["team", "lang", "missing"]})
+    _, chunks = compass(
+        value={"headings": False, "metadata_keys": ["team", "lang", "missing"], "summary": False}
+    )
     assert chunks[1].indexed_prefix == "Compass\nteam: nav, ops\nlang: en\ncompass"
+
+
+def test_the_summary_line_gives_every_other_chunk_the_documents_opening_sentence(compass):
+    from retrieval.services.ingestion.headers import opening_sentence
+
+    collection, chunks = compass()  # "summary": True by default
+    # "iron" is only in the first paragraph: BM25 finds the second chunk through its header.
+    assert sorted(retrieve("bm25", "iron", collection)) == [0, 1]
+    collection, chunks = compass(value={"summary": False})
+    assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth\ncompass"] * 2
+    assert retrieve("bm25", "iron", collection) == [0]
+    # Headings and short lines are not the opening; the sentence stops at its full stop
+    # and at SUMMARY_WORDS words.
+    text = "Compass\n\nNorth\n\nPoint it north. Then walk.\n\nLater text here, five words."
+    assert opening_sentence(text, ["Compass", "North"]) == (
+        "Point it north.",
+        text.index("Point"),
+        text.index("\n\nLater"),
+    )
+    assert opening_sentence("word " * 40, [])[0] == " ".join(["word"] * 24)
+    assert opening_sentence("Compass\n\nShort line.", ["Compass"]) == ("", 0, 0)
 
 
 def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_path):
@@ -186,7 +214,9 @@ def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_pa
     assert source_line("docs\\release 3.1.rst") == "docs release 3.1"
     path = tmp_path / "compass.md"
     path.write_bytes(COMPASS_MD)
-    collection, chunks = compass(value={"title": False, "headings": False, "source": True})
+    collection, chunks = compass(
+        value={"title": False, "headings": False, "source": True, "summary": False}
+    )
     assert [c.indexed_prefix for c in chunks] == ["compass"] * 2
     ingest(collection, [Source.from_path(path, external_id="field-notes/orienteering.md")])
     document = Document.objects.get(external_id="field-notes/orienteering.md")
@@ -194,7 +224,7 @@ def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_pa
     # "orienteering" is only in the header, through the file's path.
     hits = retrievers["bm25"].retrieve("orienteering", collection=collection)
     assert {r.chunk.document.external_id for r in hits} == {"field-notes/orienteering.md"}
-    _, chunks = compass(value={"title": True, "headings": True, "source": False})
+    _, chunks = compass(value={"title": True, "headings": True, "source": False, "summary": False})
     assert [c.indexed_prefix for c in chunks] == ["Compass\nNorth"] * 2
 
 
@@ -202,7 +232,9 @@ def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
     from retrieval.models import IndexRun
     from retrieval.services.ingestion.reindexing import reindex_documents
 
-    collection, _ = compass(value={"headings": False})  # source: True when left out
+    collection, _ = compass(
+        value={"headings": False, "summary": False}
+    )  # source: True when left out
     path = tmp_path / "compass.md"
     path.write_bytes(COMPASS_MD)
     ingest(collection, [Source.from_path(path, external_id="guides/compass.md")])
@@ -220,7 +252,7 @@ def test_an_opaque_external_id_gives_no_source_line(compass, tmp_path):
     for opaque in ("doc-42", "3f2a9b4c-51d0-4e8e-9b1a-7c1d2e3f4a5b", "release-3.1", "12345"):
         assert source_line(opaque) == ""
     assert source_line("notes.md") == "notes"
-    collection, _ = compass(value={"headings": False})
+    collection, _ = compass(value={"headings": False, "summary": False})
     path = tmp_path / "compass.md"
     path.write_bytes(COMPASS_MD)
     # A file uploaded under an id the site made up: the id names no topic.
@@ -282,4 +314,49 @@ def test_the_api_and_the_admin_show_what_was_indexed(compass, admin_client):
     assert response.json()["indexed_text"] == chunks[1].indexed_text
     page = admin_client.get(f"/admin/retrieval/chunk/{chunks[1].pk}/change/")
     assert page.status_code == 200
-    assert "Compass\nNorth\ncompass\n\nMagnetic declination" in page.content.decode()
+    assert "away from iron.\nNorth\ncompass\n\nMagnetic declination" in page.content.decode()
+
+
+# --- chunks fitted to the embedder's window ------------------------------------------------
+
+LONG_MD = (
+    b"# Compass\n\n## North\n\n"
+    + b"The needle points north when held flat. " * 6
+    + b"""
+
+Magnetic declination differs from place to place.
+"""
+)
+
+
+@pytest.mark.parametrize("fit", [False, True])
+def test_chunks_the_embedder_would_truncate_are_split_to_fit_its_window(
+    keyword_settings, retrieval_settings, fit
+):
+    retrieval_settings(
+        EMBEDDERS={
+            "default": {"BACKEND": "tests.embedders.WindowEmbedder", "OPTIONS": {"window": 30}}
+        },
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 80, "min_tokens": 0},
+            }
+        },
+        FIT_EMBEDDER_WINDOW=fit,
+    )
+    collection = get_or_create_collection("window")[0]
+    run = ingest(collection, [md_source(LONG_MD, "compass.md")])
+    assert run.status == "succeeded", run.errors
+    chunks = list(Document.objects.get(external_id="compass.md").chunks.order_by("index"))
+    # Header "Compass / North / compass" (3 words) + blank line + content, plus 2.
+    words = [len(c.indexed_prefix.split()) + len(c.content.split()) + 2 for c in chunks]
+    if not fit:
+        assert len(chunks) == 1 and words[0] > 30
+        return
+    assert len(chunks) > 1 and max(words) <= 30
+    assert all(c.heading_path == ["Compass", "North"] for c in chunks)
+    document = chunks[0].document
+    # Nothing lost or repeated: the parts cover the text in order.
+    assert [w for c in chunks for w in c.content.split()] == document.content.split()
+    assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:], strict=False))

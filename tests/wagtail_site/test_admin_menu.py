@@ -52,8 +52,10 @@ def test_an_editor_reaches_the_retrieval_screens_from_wagtails_menu(
     page.wait_for_url(f"{live_server.url}/admin/")
     open_retrieval_menu(page)
     for label in ("Collections", "Documents", "Upload documents", "Search playground"):
-        assert page.get_by_role("link", name=label, exact=True).is_visible(), label
+        # The flyout opens with a transition: wait for each link (20 s at most).
+        page.get_by_role("link", name=label, exact=True).wait_for(state="visible")
     assert page.get_by_role("link", name="Graph explorer").count() == 0  # no triple permission
+    assert page.get_by_role("link", name="Search analytics").count() == 0  # nor trace's
     page.get_by_role("link", name="Collections", exact=True).wait_for(state="visible")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "wagtail-retrieval-menu.png"))  # the open flyout
@@ -71,6 +73,14 @@ def test_an_editor_reaches_the_retrieval_screens_from_wagtails_menu(
     choices = page.locator("#id_collection option").all_inner_texts()
     assert "handbook" in choices and "secret" not in choices
     screenshot(page, "wagtail-retrieval-playground")
+
+    page.goto(f"{live_server.url}/admin/")
+    open_retrieval_menu(page)
+    page.get_by_role("link", name="Retrieval dashboard", exact=True).click()
+    page.wait_for_url(f"{live_server.url}/django-admin/retrieval/")
+    cards = page.locator("main, #content").first.inner_text()
+    assert "handbook" in cards and "pages" in cards and "secret" not in cards
+    screenshot(page, "wagtail-retrieval-dashboard")
 
 
 def test_the_menu_is_shown_only_to_those_djangos_admin_lets_in(client):

@@ -3,10 +3,11 @@
 A Wagtail site serves Django's admin (where the app's screens are) at a path of its own,
 ``/django-admin/`` in Wagtail's project template, and Wagtail's admin at ``/admin/``:
 editors would not find them. This adds a "Retrieval" menu to Wagtail's sidebar whose
-items open those screens — collections, documents, upload, search playground, index
-runs, graph explorer — shown to each user only where Django's admin lets them in
-(active staff holding the screen's view or change permission). The screens themselves
-apply the app's access policy as on any site: each editor sees their collections only.
+items open those screens — the dashboard, search analytics, collections, documents,
+upload, search playground, index runs, graph explorer — shown to each user only where
+Django's admin lets them in (active staff holding the screen's view or change
+permission). The screens themselves apply the app's access policy as on any site: each
+editor sees their collections only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from wagtail.admin.menu import Menu, MenuItem, SubmenuMenuItem
 
 #: (label, Django admin URL name, model whose view or change permission shows it, icon)
 SCREENS = [
+    ("Retrieval dashboard", "admin:app_list", "collection", "home"),
+    ("Search analytics", "admin:retrieval_search_analytics", "querytrace", "table"),
     ("Collections", "admin:retrieval_collection_changelist", "collection", "folder-open-inverse"),
     ("Documents", "admin:retrieval_document_changelist", "document", "doc-full"),
     ("Upload documents", "admin:retrieval_document_add", "document", "upload"),
@@ -50,7 +53,8 @@ class DjangoAdminScreen(MenuItem):
         if not allowed:
             return False
         try:
-            self.url = reverse(self.url_name)
+            kwargs = {"app_label": "retrieval"} if self.url_name == "admin:app_list" else {}
+            self.url = reverse(self.url_name, kwargs=kwargs)
         except NoReverseMatch:  # the site does not serve Django's admin
             return False
         return True

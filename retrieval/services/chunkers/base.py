@@ -23,6 +23,15 @@ class BaseChunker(ABC):
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
         """Return the chunk spans of ``text``; ``sections`` are the parser's structure."""
 
+    def split_span(self, text: str, start: int, end: int, *, fraction: float) -> list[ChunkSpan]:
+        """Split one of this chunker's chunks, ``text[start:end]``, into smaller ones.
+
+        Each part should hold at most about ``fraction`` of the chunk's text. Ingestion
+        calls it for a chunk the embedder could not read whole (its header and text are
+        longer than the model's window). The default keeps the chunk as it is.
+        """
+        return [ChunkSpan(start, end)]
+
 
 def require_int(
     name: str, value: object, *, low: int, high: int | None = None, high_name: str = ""

@@ -52,7 +52,11 @@ class RecursiveChunker(BaseChunker):
     ``min_tokens`` joins its predecessor when the pair fits. With
     ``overlap_tokens``, a chunk also starts with up to that many tokens from the
     end of the chunk before it in the same section; chunks are then built within
-    ``max_tokens - overlap_tokens`` to leave room for it.
+    ``max_tokens - overlap_tokens`` to leave room for it. With ``pack_sections``, a
+    chunk that ends at a section boundary continues into the next section when
+    either holds fewer than that many tokens and the two fit together: a run of
+    short sections (release notes, reference entries) makes chunks of a useful size
+    instead of one scrap each.
     """
 
     def __init__(
@@ -61,17 +65,20 @@ class RecursiveChunker(BaseChunker):
         overlap_tokens: int = 0,
         encoding: str = "cl100k_base",
         min_tokens: int = 32,
+        pack_sections: int = 0,
     ) -> None:
         require_int("max_tokens", max_tokens, low=MIN_MAX_TOKENS)
         require_int(
             "overlap_tokens", overlap_tokens, low=0, high=max_tokens - 1, high_name="max_tokens - 1"
         )
         require_int("min_tokens", min_tokens, low=0)
+        require_int("pack_sections", pack_sections, low=0)
         validate_encoding_name(encoding)
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.encoding = encoding
         self.min_tokens = min_tokens
+        self.pack_sections = pack_sections
         # Leave room for the overlap that is prepended afterwards.
         self._budget = max(max_tokens - overlap_tokens, MIN_MAX_TOKENS)
 
@@ -97,7 +104,30 @@ class RecursiveChunker(BaseChunker):
             lead = None
         if lead:  # headings with no text after them
             spans.extend(self._region(text, *lead, None))
-        return spans
+        return self._pack(text, spans) if self.pack_sections else spans
+
+    def _pack(self, text: str, spans: list[ChunkSpan]) -> list[ChunkSpan]:
+        """Join neighbouring chunks when one is under ``pack_sections`` tokens and both fit."""
+        packed: list[Piece] = []
+        for span in spans:
+            count = self._count(text, span.start, span.end)
+            if packed and packed[-1][1] <= span.start:  # never chunks that overlap
+                start, _, previous = packed[-1]
+                if min(previous, count) < self.pack_sections:
+                    pair = self._count(text, start, span.end)
+                    if pair <= self._budget:
+                        packed[-1] = (start, span.end, pair)
+                        continue
+            packed.append((span.start, span.end, count))
+        return [ChunkSpan(start, end) for start, end, _ in packed]
+
+    def split_span(self, text: str, start: int, end: int, *, fraction: float) -> list[ChunkSpan]:
+        """Split ``text[start:end]`` as :meth:`chunk` splits, within ``fraction`` of its tokens."""
+        count = self._count(text, start, end)
+        narrow = copy.copy(self)
+        narrow._budget = max(MIN_MAX_TOKENS, min(count - 1, int(count * fraction)))
+        pieces = narrow._split(text, start, end, count, 0)
+        return [ChunkSpan(start, end) for start, end, _ in narrow._absorb_small(text, pieces)]
 
     def _region(self, text: str, start: int, end: int, lead: int | None) -> list[ChunkSpan]:
         """Chunk ``text[start:end]``; with ``lead``, the first chunk starts there instead."""

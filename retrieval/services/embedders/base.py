@@ -58,6 +58,20 @@ class BaseEmbedder(ABC):
             np.stack([self.embed_query(text) for text in texts]) if texts else self.embed_batch([])
         )
 
+    @property
+    def max_input_tokens(self) -> int | None:
+        """The most tokens of a text the model reads, ``None`` if not known.
+
+        A model truncates a longer text: what is past the window never reaches the
+        vector. Ingestion splits chunks whose indexed text would not fit
+        (:meth:`count_input_tokens` must then count them).
+        """
+        return None
+
+    def count_input_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Return how many of the model's tokens each text is, special tokens included."""
+        raise NotImplementedError(f"{type(self).__name__} does not count its tokens.")
+
     def check(self) -> list:
         """Return Django check messages about this embedder's configuration."""
         return []

@@ -70,6 +70,7 @@ class LocalEmbedder(BaseEmbedder):
         self._tokenizer: Any = None
         self._session: Any = None
         self._query_session: Any = None
+        self._counter: Any = None
 
     @property
     def dimension(self) -> int:
@@ -103,6 +104,21 @@ class LocalEmbedder(BaseEmbedder):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Several queries in one batch (queries have no prefix of their own here)."""
         return self.embed_batch(texts)
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.max_length
+
+    def count_input_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Return each text's word pieces, [CLS] and [SEP] included, before truncation."""
+        texts = _as_text_list(texts)
+        if self._counter is None:
+            with self._lock:
+                if self._counter is None:
+                    counter = self._load_tokenizer()
+                    counter.no_truncation()
+                    self._counter = counter
+        return [len(encoding.ids) for encoding in self._counter.encode_batch(texts)]
 
     def check(self) -> list[checks.CheckMessage]:
         try:

@@ -2,7 +2,8 @@
 
 A chunk's ``content`` is exact text of its document (offsets and citations rely on
 it). What the embedder and the BM25 analyzer read is that content after a short
-header naming where it comes from: the document's title, the chunk's heading path,
+header naming where it comes from: the document's title, its opening sentence (what
+the document is about, for the chunks that do not hold it), the chunk's heading path,
 chosen metadata values if the site asks for them and, for a document read from a
 file, its path as words. A passage that says "Run the migrations" is then found for
 "how do I upgrade django-retrieval?" because its header says "User guide >
@@ -22,26 +23,40 @@ from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.conf import retrieval_settings
 
-__all__ = ["ContextOptions", "context_options", "context_prefix", "indexed_text", "source_line"]
+__all__ = [
+    "ContextOptions",
+    "context_options",
+    "context_prefix",
+    "indexed_text",
+    "opening_sentence",
+    "source_line",
+]
 
-_KEYS = {"title", "source", "headings", "metadata_keys"}
+_KEYS = {"title", "source", "headings", "metadata_keys", "summary"}
+#: Words of the document's opening sentence a chunk's header may carry.
+SUMMARY_WORDS = 24
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # A file name's extension starts with a letter: "notes.md", not "release-3.1" or "1.2e5".
 _EXTENSION = re.compile(r"\.[^\W\d_]\w*$")
 
 
 class ContextOptions(dict):
-    """The validated ``RETRIEVAL["CHUNK_CONTEXT"]``: title, source, headings, metadata_keys."""
+    """The validated ``RETRIEVAL["CHUNK_CONTEXT"]``: title, source, headings, metadata_keys,
+    summary."""
 
 
 def context_options() -> ContextOptions:
     """Return ``RETRIEVAL["CHUNK_CONTEXT"]`` checked; ``None`` or ``False`` turn it off."""
     value = retrieval_settings.CHUNK_CONTEXT
     if value in (None, False):
-        return ContextOptions(title=False, source=False, headings=False, metadata_keys=[])
+        return ContextOptions(
+            title=False, source=False, headings=False, metadata_keys=[], summary=False
+        )
     if not isinstance(value, Mapping) or set(value) - _KEYS:
         raise ImproperlyConfigured(
             'RETRIEVAL["CHUNK_CONTEXT"] must be None or a dict with the keys "title" (bool), '
-            '"source" (bool), "headings" (bool) and "metadata_keys" (list of str), '
+            '"source" (bool), "headings" (bool), "summary" (bool) and "metadata_keys" '
+            "(list of str), "
             f"got {value!r}."
         )
     keys = value.get("metadata_keys", [])
@@ -54,6 +69,7 @@ def context_options() -> ContextOptions:
         source=bool(value.get("source", True)),
         headings=bool(value.get("headings", True)),
         metadata_keys=list(keys),
+        summary=bool(value.get("summary", True)),
     )
 
 
@@ -64,6 +80,7 @@ def context_prefix(
     options: ContextOptions,
     *,
     source: str = "",
+    summary: str = "",
 ) -> str:
     """Return the header put before a chunk's content when it is indexed.
 
@@ -76,6 +93,8 @@ def context_prefix(
     title = " ".join(title.split())
     if options["title"] and title:
         lines.append(title)
+    if options.get("summary") and summary:
+        lines.append(summary)
     if options["headings"]:
         path = [" ".join(h.split()) for h in heading_path]
         while path and path[0] == title:
@@ -90,6 +109,24 @@ def context_prefix(
     if options["source"] and (source := source_line(source)):
         lines.append(source)
     return "\n".join(lines)
+
+
+def opening_sentence(text: str, headings: Sequence[str]) -> tuple[str, int, int]:
+    """Return a document's opening sentence (at most ``SUMMARY_WORDS`` words) and the span
+    of the paragraph it opens, or ``("", 0, 0)``.
+
+    The opening paragraph is the first block of text of five words or more that is not a
+    heading: what a manual page's NAME line, or a guide's first paragraph, says the
+    document is about.
+    """
+    headings = {" ".join(h.split()) for h in headings}
+    for match in re.finditer(r"\S(?:.|\n(?!\s*\n))*", text):
+        words = match.group().split()
+        if len(words) < 5 or " ".join(words) in headings:
+            continue
+        sentence = _SENTENCE_END.split(" ".join(words), maxsplit=1)[0]
+        return " ".join(sentence.split()[:SUMMARY_WORDS]), match.start(), match.end()
+    return "", 0, 0
 
 
 def source_line(source: str) -> str:

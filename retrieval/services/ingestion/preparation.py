@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import mimetypes
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,16 @@ from retrieval.models import Chunk, Collection
 from retrieval.services.chunkers.base import BaseChunker
 from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.clients.tokens import count_tokens
-from retrieval.services.ingestion.headers import ContextOptions, context_options, context_prefix
+from retrieval.services.embedders.base import BaseEmbedder
+from retrieval.services.ingestion.headers import (
+    ContextOptions,
+    context_options,
+    context_prefix,
+    indexed_text,
+    opening_sentence,
+)
 from retrieval.services.ingestion.parsing import parse
-from retrieval.services.registry import analyzers, chunkers
+from retrieval.services.registry import analyzers, chunkers, embedders
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
@@ -125,23 +133,31 @@ class PreparedDocument:
 @dataclass(frozen=True)
 class Preparation:
     """How a collection's sources are prepared: its chunker, the BM25 analyzer, the
-    chunk header's options and the encoding chunks' tokens are counted in."""
+    chunk header's options, the encoding chunks' tokens are counted in and, when
+    chunks are fitted to it, the embedder whose window they must fit."""
 
     collection: Collection
     chunker: BaseChunker
     analyzer: Analyzer
     context: ContextOptions
     encoding: str
+    embedder: BaseEmbedder | None = None
 
     @classmethod
     def of(cls, collection: Collection) -> Preparation:
         """Read the settings now; a bad ``CHUNK_CONTEXT`` raises ImproperlyConfigured."""
+        embedder = None
+        if retrieval_settings.FIT_EMBEDDER_WINDOW:
+            embedder = embedders[collection.embedder]
+            if embedder.max_input_tokens is None:
+                embedder = None
         return cls(
             collection,
             chunkers[chunker_alias(collection)],
             analyzers["default"],
             context_options(),
             retrieval_settings.TOKEN_ENCODING,
+            embedder,
         )
 
     def prepare(self, source: Source) -> PreparedDocument:
@@ -151,20 +167,6 @@ class Preparation:
         text = parsed.text.replace(NUL, "\ufffd")
         if not text.strip():
             raise ParseError("the file has no text to index")
-        spans = self.chunker.chunk(text, sections=parsed.sections)
-        section_starts = [section.start for section in parsed.sections]
-        rows = [
-            Chunk(
-                collection=self.collection,
-                index=i,
-                content=text[span.start : span.end],
-                start=span.start,
-                end=span.end,
-                token_count=count_tokens(text[span.start : span.end], self.encoding),
-                **_structure_at(text, parsed.sections, section_starts, span),
-            )
-            for i, span in enumerate(spans)
-        ]
         parsed = ParsedDocument(
             text=text, title=parsed.title, sections=parsed.sections, metadata=parsed.metadata
         )
@@ -176,13 +178,90 @@ class Preparation:
         # A file's external id is its path (retrieval_ingest: relative to the folder's
         # parent), which names the topic, as a title does; text sources have none.
         path = source.external_id if source.source_path or source.filename else ""
-        for row in rows:
-            row.indexed_prefix = context_prefix(
-                title, row.heading_path, metadata, self.context, source=path
+        section_starts = [section.start for section in parsed.sections]
+
+        def structure(span: ChunkSpan) -> dict[str, Any]:
+            return _structure_at(text, parsed.sections, section_starts, span)
+
+        summary, opening_start, opening_end = "", 0, 0
+        if self.context.get("summary"):
+            headings = [h for section in parsed.sections for h in section.heading_path[-1:]]
+            summary, opening_start, opening_end = opening_sentence(text, [title, *headings])
+
+        def header(span: ChunkSpan) -> str:
+            heading_path = structure(span)["heading_path"]
+            # A chunk holding the opening paragraph says it already.
+            opens = span.start < opening_end and opening_start < span.end
+            return context_prefix(
+                title,
+                heading_path,
+                metadata,
+                self.context,
+                source=path,
+                summary="" if opens else summary,
             )
+
+        spans = self.chunker.chunk(text, sections=parsed.sections)
+        if self.embedder is not None:
+            spans = self.fit_window(text, spans, header)
+        rows = [
+            Chunk(
+                collection=self.collection,
+                index=i,
+                content=text[span.start : span.end],
+                start=span.start,
+                end=span.end,
+                token_count=count_tokens(text[span.start : span.end], self.encoding),
+                indexed_prefix=header(span),
+                **structure(span),
+            )
+            for i, span in enumerate(spans)
+        ]
         terms = [self.analyzer.term_counts(bm25_text(r.indexed_prefix, r.content)) for r in rows]
         mime_type = source.mime_type or parser.default_mime_type
         return PreparedDocument(source, parsed, title, mime_type, rows, terms)
+
+    def fit_window(
+        self, text: str, spans: list[ChunkSpan], header: Callable[[ChunkSpan], str]
+    ) -> list[ChunkSpan]:
+        """Split the chunks whose header and text the embedder would truncate.
+
+        The model reads ``max_input_tokens`` of its own tokens (all-MiniLM-L6-v2: 256
+        word pieces, [CLS] and [SEP] included) and drops the rest, while chunks are
+        sized in ``TOKEN_ENCODING`` tokens, of which code and identifiers take more word
+        pieces, and before their header is added: a chunk over the window is split by
+        its chunker into parts that fit, each with its own header.
+        """
+        assert self.embedder is not None
+        window = self.embedder.max_input_tokens or 0
+        for _ in range(3):  # a part may still overflow where word pieces are dense
+            headers = [header(span) for span in spans]
+            texts = [text[span.start : span.end] for span in spans]
+            counts = self.embedder.count_input_tokens(
+                [indexed_text(h, t) for h, t in zip(headers, texts, strict=True)]
+            )
+            if all(count <= window for count in counts):
+                break
+            over = {i for i, count in enumerate(counts) if count > window}
+            header_counts = dict(
+                zip(over, self.embedder.count_input_tokens([headers[i] for i in over]), strict=True)
+            )
+            fitted: list[ChunkSpan] = []
+            for i, span in enumerate(spans):
+                room = window - header_counts.get(i, 0) - 2  # the blank line, a margin
+                content = counts[i] - header_counts.get(i, 0)
+                if i not in over or room < window // 4 or content <= 0:
+                    fitted.append(span)  # fits, or its header leaves too little room
+                    continue
+                # Parts of even size: a full part and a scrap would leave the scrap's
+                # vector mostly its header.
+                fraction = min(room / content, 1.15 / math.ceil(content / room))
+                parts = self.chunker.split_span(text, span.start, span.end, fraction=fraction)
+                fitted.extend(parts)
+            if len(fitted) == len(spans):
+                break
+            spans = fitted
+        return spans
 
 
 def chunker_alias(collection: Collection) -> str:

@@ -45,7 +45,12 @@ _REFERENCE = re.compile(r"/([^\s/\[\]()<>{}%]+)\s*(\d+)\s+\d+\s+R")
 
 
 def check_size(document: pymupdf.Document, label: str) -> None:
-    """Raise ``ParseError`` if ``document`` is over ``MAX_PDF_PAGES`` or its byte limit."""
+    """Raise ``ParseError`` if ``document`` is over ``MAX_PDF_PAGES`` or its byte limit,
+    or has pages but no objects."""
+    if document.page_count and document.xref_length() < 2:
+        # MuPDF's repair of some non-PDF bytes gives pages with no object behind them;
+        # looking a page's object up then crashes the process (pymupdf 1.26, MuPDF 1.26).
+        raise ParseError(f"Cannot parse {label}: it is not a PDF (it has no objects).")
     max_pages = int(retrieval_settings.MAX_PDF_PAGES)
     if document.page_count > max_pages:
         raise ParseError(

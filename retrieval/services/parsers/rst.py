@@ -38,6 +38,14 @@ _DROPPED = frozenset(
     "sectnum only autosummary automodule autoclass autofunction currentmodule module "
     "tabularcolumns csv-table".split()
 )
+#: Directives whose body is code, kept as it is.
+_CODE = ("code-block", "code", "sourcecode", "doctest", "testcode", "testoutput", "literal")
+_VERSIONS = {
+    "versionadded": "Added in version {}.",
+    "versionchanged": "Changed in version {}.",
+    "deprecated": "Deprecated since version {}.",
+    "versionremoved": "Removed in version {}.",
+}
 _INLINE = (
     (re.compile(r":[\w:.+-]+:`([^`<]*?)\s*<[^`>]*>`"), r"\1"),  # :ref:`text <target>`
     (re.compile(r":[\w:.+-]+:`~[^`]*?([^`.]*)`"), r"\1"),  # :func:`~module.name` -> name
@@ -166,7 +174,12 @@ def _is_transition(lines: list[str], i: int) -> bool:
 
 
 def _explicit_block(lines: list[str], i: int) -> tuple[int, list[list[str]]]:
-    """Read the explicit markup at line ``i``; return the next line and the text kept."""
+    """Read the explicit markup at line ``i``; return the next line and the text kept.
+
+    A directive's body is read as reST in its turn (a ``versionchanged`` or a code
+    block inside a ``confval`` leaves its text, not its markup); a code block's body
+    is kept as it is.
+    """
     indent = len(lines[i]) - len(lines[i].lstrip())
     directive = _DIRECTIVE.match(lines[i].strip())
     end = i + 1
@@ -177,20 +190,59 @@ def _explicit_block(lines: list[str], i: int) -> tuple[int, list[list[str]]]:
     if directive is None or directive.group(1).lower() in _DROPPED:
         return end, []  # a comment, target, substitution, footnote or a pointer elsewhere
     name, argument = directive.group(1).lower(), (directive.group(2) or "").strip()
+    code = name.endswith(_CODE)
     parts = []
-    if argument and not name.endswith(("code-block", "code", "sourcecode")):
-        parts.append([argument])  # e.g. ".. versionadded:: 2.0" or an admonition's title
+    if name in _VERSIONS:  # as Sphinx writes them: "Changed in version 2.0."
+        parts.append([_VERSIONS[name].format(argument.split()[0] if argument else "")])
+    elif argument and not code:
+        parts.append([argument])  # e.g. an admonition's title, a confval's name
     body = i + 1
     while body < end and _OPTION.match(lines[body].strip()):
         body += 1  # the directive's options
+    if code:
+        return end, parts + _paragraphs(lines[body:end])
+    return end, parts + _blocks(textwrap.dedent("\n".join(lines[body:end])).split("\n"))
+
+
+def _paragraphs(lines: list[str]) -> list[list[str]]:
+    """Split lines at blank lines, keeping them as they are."""
+    parts: list[list[str]] = []
     paragraph: list[str] = []
-    for line in [*lines[body:end], ""]:
+    for line in [*lines, ""]:
         if line.strip():
             paragraph.append(line)
         elif paragraph:
             parts.append(paragraph)
             paragraph = []
-    return end, parts
+    return parts
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Read a directive's body: paragraphs, with nested explicit markup read in turn."""
+    parts: list[list[str]] = []
+    paragraph: list[str] = []
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if not stripped or _EXPLICIT.match(stripped) or _BARE_FIELD.fullmatch(stripped):
+            if paragraph:
+                parts.append(paragraph)
+                paragraph = []
+            if _EXPLICIT.match(stripped):
+                i, nested = _explicit_block(lines, i)
+                parts.extend(nested)
+                continue
+            i += 1
+            continue
+        line = lines[i]
+        if stripped.endswith("::"):  # "Example::" introduces a literal block
+            line = line.rstrip()[:-2].rstrip()
+            line = line + ":" if line.strip() and not line.endswith(":") else line
+        paragraph.append(line)
+        i += 1
+    if paragraph:
+        parts.append(paragraph)
+    return parts
 
 
 def _inline(text: str) -> str:

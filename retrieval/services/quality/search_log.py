@@ -64,7 +64,7 @@ def result_record(result: RetrievalResult) -> dict[str, Any]:
         "document_id": chunk.document_id,
         "legs": metadata.get("legs", {}),
     }
-    for key in ("original_rank", "original_score", "failed_legs"):
+    for key in ("original_rank", "original_score", "failed_legs", "promoted", "promotion_id"):
         if key in metadata:
             record[key] = metadata[key]
     return record

@@ -24,6 +24,7 @@ from retrieval.services.query.databases import primary_if_unreachable
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import Pipeline
+from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
@@ -92,7 +93,9 @@ def search(
     :param rewriter: a ``REWRITERS`` alias replacing the pipeline's rewrite step.
     :param reranker: a ``RERANKERS`` alias replacing the pipeline's rerank step.
 
-    The results carry the query's trace (``results.trace``).
+    The results carry the query's trace (``results.trace``). Documents promoted for the
+    query (:mod:`~retrieval.services.query.promotions`) come first, within the scope and
+    the filters, marked ``metadata["promoted"]``.
     """
     allowed = resolve_scope(scope, user, caller="search")
     target = allowed.collection(collection)
@@ -104,6 +107,7 @@ def search(
         if fallback:
             trace.record("read_primary", reason=fallback)
         results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
+        results = promote(query, results, collection=target, filters=scoped, top_k=top_k)
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
     answer = SearchResults(results, trace=trace.to_dict(), context=context)
     record_search(

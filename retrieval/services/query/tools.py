@@ -21,6 +21,7 @@ from retrieval.services.quality.search_log import record_search
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import retriever_alias
+from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
@@ -158,6 +159,7 @@ def _compact(result: RetrievalResult) -> dict[str, Any]:
         "page": chunk.page,
         "heading_path": list(chunk.heading_path),
         "text": chunk.content,
+        **({"promoted": True} if result.metadata.get("promoted") else {}),
     }
 
 
@@ -201,6 +203,13 @@ def retrieve_tool(
         with traced() as trace:  # an LLM-backed retriever charges the query's budget and trace
             results = engine.retrieve(
                 arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
+            )
+            results = promote(
+                arguments["query"],
+                results,
+                collection=target,
+                filters=parsed,
+                top_k=arguments["top_k"],
             )
         record_search(  # a tool called inside an agent's search joins that search's trace
             arguments["query"],

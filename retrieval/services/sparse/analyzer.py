@@ -14,6 +14,9 @@ from retrieval.services.sparse.stopwords import BY_LANGUAGE
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 #: Longer "words" (hashes, base64 blobs) are not indexed: a B-tree key has a size limit.
 MAX_TERM_LENGTH = 100
+#: The words of an identifier: ``select_related`` -> select, related; ``HTTPEndpoint`` ->
+#: HTTP, Endpoint; ``getElementById`` -> get, Element, By, Id.
+IDENTIFIER_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 class Analyzer:
@@ -21,11 +24,17 @@ class Analyzer:
 
     ``language`` names a Snowball stemmer (``"english"``, ``"french"`` ...) or ``None``
     for no stemming; ``stopwords`` is a language name with a built-in list, an
-    iterable of words, or ``None``.
+    iterable of words, or ``None``. With ``split_identifiers``, an identifier
+    (``select_related``, ``HTTPEndpoint``) also gives the words it is made of, so a
+    question that says "select related" finds it, and it finds text about its words.
     """
 
     def __init__(
-        self, language: str | None = "english", stopwords: str | Iterable[str] | None = "english"
+        self,
+        language: str | None = "english",
+        stopwords: str | Iterable[str] | None = "english",
+        *,
+        split_identifiers: bool = False,
     ) -> None:
         if isinstance(stopwords, str):
             if stopwords not in BY_LANGUAGE:
@@ -35,6 +44,7 @@ class Analyzer:
                 )
             stopwords = BY_LANGUAGE[stopwords]
         self.language = language
+        self.split_identifiers = split_identifiers
         self.stopwords = frozenset(w.lower() for w in stopwords or ())
         self._local = threading.local()  # Snowball stemmers are not thread-safe
         if language is not None:
@@ -61,14 +71,33 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """Return the index terms of ``text`` in order, with repeats."""
-        words = [
-            w
-            for w in TOKEN_PATTERN.findall(text.lower())
-            if w not in self.stopwords and len(w) <= MAX_TERM_LENGTH
-        ]
+        if self.split_identifiers:
+            words = self._words_and_parts(text)
+        else:
+            words = [
+                w
+                for w in TOKEN_PATTERN.findall(text.lower())
+                if w not in self.stopwords and len(w) <= MAX_TERM_LENGTH
+            ]
         if self.language is None:
             return words
         return self._stemmer().stemWords(words)
+
+    def _words_and_parts(self, text: str) -> list[str]:
+        """Return the words of ``text``, each identifier followed by its parts."""
+        words = []
+        for word in TOKEN_PATTERN.findall(text):
+            lower = word.lower()
+            if lower not in self.stopwords and len(word) <= MAX_TERM_LENGTH:
+                words.append(lower)
+            parts = IDENTIFIER_PARTS.findall(word)
+            if len(parts) > 1:
+                words.extend(
+                    p
+                    for p in map(str.lower, parts)
+                    if len(p) >= 2 and p not in self.stopwords and len(p) <= MAX_TERM_LENGTH
+                )
+        return words
 
     def term_counts(self, text: str) -> tuple[Counter[str], int]:
         """Return each term's frequency in ``text`` and the number of terms (the length)."""

@@ -336,3 +336,43 @@ def test_no_chunk_is_a_bare_heading_unless_nothing_follows_it(
             assert not starts & {(span.start, span.end) for span in spans}, leading
         first_of_run = number + 1
     assert bare  # (every section has a heading)
+
+
+NOTES = "1.2\n\nFixed a crash.\n\n1.1\n\nAdded sessions.\n\n1.0\n\n" + "First release. " * 20
+NOTES_SECTIONS = tuple(
+    Section(start, end, heading_path=(title,))
+    for title, start, end in (
+        ("1.2", 0, NOTES.index("1.1")),
+        ("1.1", NOTES.index("1.1"), NOTES.index("1.0")),
+        ("1.0", NOTES.index("1.0"), len(NOTES)),
+    )
+)
+
+
+def test_short_sections_are_packed_together_while_they_fit() -> None:
+    # Each section alone is a chunk; packed, the two short ones share one, and the long
+    # one (61 tokens) does not fit beside them.
+    assert len(texts_of(NOTES, RecursiveChunker(max_tokens=64), NOTES_SECTIONS)) == 3
+    packed = texts_of(NOTES, RecursiveChunker(max_tokens=64, pack_sections=16), NOTES_SECTIONS)
+    assert packed == [
+        "1.2\n\nFixed a crash.\n\n1.1\n\nAdded sessions.",
+        NOTES[NOTES.index("1.0") :].strip(),
+    ]
+    chunker = RecursiveChunker(max_tokens=64, pack_sections=16)
+    assert_contract(NOTES, chunker.chunk(NOTES, sections=NOTES_SECTIONS), may_overlap=False)
+    with pytest.raises(ValueError, match="pack_sections"):
+        RecursiveChunker(pack_sections=-1)
+
+
+def test_a_chunk_is_split_again_into_smaller_parts_on_request() -> None:
+    chunker = RecursiveChunker(max_tokens=64, min_tokens=0)
+    cats = MARKDOWN[:DOGS].strip()
+    (span,) = chunker.chunk(cats)
+    whole = count_tokens(cats, "cl100k_base")
+    parts = chunker.split_span(cats, span.start, span.end, fraction=0.7)
+    # Split at paragraph breaks, each part within 70% of the chunk's tokens.
+    assert len(parts) >= 2
+    assert all(count_tokens(cats[p.start : p.end], "cl100k_base") <= whole * 0.7 for p in parts)
+    paragraph_ends = {cats.index(p) + len(p) for p in cats.split("\n\n")}
+    assert {p.end for p in parts} <= paragraph_ends
+    assert_contract(cats, parts, may_overlap=False)

@@ -181,3 +181,11 @@ def test_bad_options_raise_value_error(options: dict) -> None:
 def test_one_string_is_refused(local_embedder: LocalEmbedder) -> None:
     with pytest.raises(TypeError, match="embed\\(\\)"):
         local_embedder.embed_batch("not a list")
+
+
+def test_input_tokens_are_counted_in_word_pieces_before_truncation() -> None:
+    embedder = LocalEmbedder(max_length=8)
+    assert embedder.max_input_tokens == 8
+    # [CLS] and [SEP], then the word pieces: "select_related" is select, _, related.
+    assert embedder.count_input_tokens(["hi", "select_related " * 20]) == [3, 62]
+    assert embedder._session is None  # counting needs only the tokenizer

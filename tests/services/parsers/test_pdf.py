@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pymupdf
 import pytest
@@ -125,6 +127,27 @@ def test_random_bytes_are_a_parse_error() -> None:
 
     with pytest.raises(ParseError, match="not a readable PDF"):
         parse(noise)
+
+
+@pytest.mark.parametrize("data", [b"#\r", b"# a note, not a PDF"])
+def test_bytes_mupdf_repairs_into_pages_without_objects_are_a_parse_error(data: bytes) -> None:
+    """MuPDF makes a page of these with no object behind it; looking the page's object
+    up crashed the process (found by the parser suite's fuzzing). Run in a child process
+    so that a crash fails this test instead of ending the session."""
+    child = (
+        "import django, os, sys; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings'; "
+        "django.setup()\n"
+        "from retrieval.exceptions import ParseError\n"
+        "from retrieval.services.parsers.pdf import PdfParser\n"
+        "try:\n"
+        f"    PdfParser().parse({data!r}, filename='note.pdf')\n"
+        "except ParseError as e:\n"
+        "    print(e)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "Cannot parse 'note.pdf': it is not a PDF (it has no objects)." in ran.stdout
 
 
 def test_encrypted_pdf_needing_a_password_is_a_parse_error() -> None:

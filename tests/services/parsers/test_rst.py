@@ -160,3 +160,36 @@ def test_any_mix_of_constructs_gives_a_well_formed_document_or_a_parse_error(
         return
     assert_well_formed(document)
     assert document.title
+
+
+NESTED = b"""\
+Options
+=======
+
+.. confval:: autodoc_default_options
+
+   The default options for autodoc directives. For example:
+
+   .. code-block:: python
+
+      autodoc_default_options = {'members': True}
+
+   .. versionadded:: 1.8
+
+   .. versionchanged:: 2.0
+      Accepts ``True`` as a value.
+
+   .. note:: Mind the *order*.
+"""
+
+
+def test_directives_inside_directives_leave_their_text_not_their_markup() -> None:
+    document = RstParser().parse(NESTED, filename="options.rst")
+    assert_well_formed(document)
+    assert document.text == (
+        "Options\n\nautodoc_default_options\n\n"
+        "The default options for autodoc directives. For example:\n\n"
+        "autodoc_default_options = {'members': True}\n\n"
+        "Added in version 1.8.\n\nChanged in version 2.0.\n\nAccepts True as a value.\n\n"
+        "Mind the order."
+    )

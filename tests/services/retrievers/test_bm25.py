@@ -321,3 +321,16 @@ def test_concurrent_writers_sharing_terms_neither_deadlock_nor_drift(pets):
     assert deadlocks() == deadlocks_before
     terms, recomputed, (stats, expected) = index_state(pets)
     assert terms == recomputed and stats == expected and stats[0] == 4 + 6
+
+
+def test_identifiers_also_give_the_words_they_are_made_of():
+    words = "Call select_related() on an HTTPEndpoint or getElementById in manage.py"
+    assert Analyzer(stopwords="english", language=None, split_identifiers=True).terms(words) == [
+        "call", "select_related", "select", "related", "httpendpoint", "http", "endpoint",
+        "getelementbyid", "get", "element", "id", "manage", "py",
+    ]  # fmt: skip
+    # Off by default: an identifier is one term.
+    assert Analyzer(language=None).terms("select_related HTTPEndpoint") == [
+        "select_related",
+        "httpendpoint",
+    ]

@@ -1,0 +1,191 @@
+"""Search analytics: a collection's searches over a period, as tables, charts and CSV.
+
+Top queries, queries that found nothing, the slowest queries and those readers voted
+down, with volume and latency charts; each table downloads as CSV. From any query:
+its traces, the playground, "add to a golden set" and "promote a document". The
+figures come from :func:`retrieval.services.quality.analytics.search_report`, within
+the user's scope.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from retrieval.models import Collection, EvalQuery, Promotion
+from retrieval.services.access import Scope
+from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
+
+from .base import scope_of
+from .charts import latency_svg, volume_svg
+
+#: The periods the trace list, the dashboard and search analytics offer: value -> days.
+PERIODS = {"1d": 1, "7d": 7, "30d": 30, "90d": 90}
+DEFAULT_PERIOD = "7d"
+
+
+def period_label(days: int) -> str:
+    return "last 24 hours" if days == 1 else f"last {days} days"
+
+
+class AnalyticsForm(forms.Form):
+    collection = forms.ModelChoiceField(queryset=Collection.objects.none(), empty_label=None)
+    period = forms.ChoiceField(
+        choices=[(value, period_label(days)) for value, days in PERIODS.items()]
+    )
+
+    def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A hidden collection is not offered; asking for it reads as an unknown choice.
+        self.fields["collection"].queryset = scope.visible_collections()
+
+
+#: The tables a report downloads as CSV: name -> (header, the report's rows as lists).
+EXPORTS = {
+    "top": ["query", "searches", "no results", "avg ms", "max ms", "last seen"],
+    "no_results": ["query", "searches", "last seen"],
+    "slowest": ["query", "searches", "avg ms", "max ms", "last seen"],
+    "negative_feedback": ["query", "votes", "last seen"],
+    "series": ["start", "searches", "no results", "p50 ms", "p95 ms"],
+}
+
+
+def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """Render the report of the chosen collection and period, or one of its tables as CSV."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    scope = scope_of(request)
+    first = scope.visible_collections().values_list("pk", flat=True).first()
+    data = {
+        "collection": request.GET.get("collection") or first or "",
+        "period": request.GET.get("period") or DEFAULT_PERIOD,
+    }
+    form = AnalyticsForm(data, scope=scope)
+    report = None
+    if first is not None and form.is_valid():
+        period = form.cleaned_data["period"]
+        report = search_report(
+            form.cleaned_data["collection"],
+            scope=scope,
+            since=timezone.now() - timedelta(days=PERIODS[period]),
+        )
+        export = request.GET.get("export")
+        if export in EXPORTS:
+            return csv_response(report, export, period)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Search analytics",
+        "opts": model_admin.opts,
+        "form": form,
+        "report": report,
+        "no_collection": first is None,
+        "media": model_admin.media,
+    }
+    if report is not None:
+        period = form.cleaned_data["period"]
+        actions = _RowActions(report.collection, period, scope)
+        context |= {
+            "period": period,
+            "period_label": period_label(PERIODS[period]),
+            "volume": volume_svg(report.series, report.step),
+            "latency": latency_svg(report.series, report.step),
+            "top": actions.rows(report.top),
+            "no_results": actions.rows(report.no_results),
+            "slowest": actions.rows(report.slowest),
+            "negative_feedback": (
+                actions.rows(report.negative_feedback)
+                if report.negative_feedback is not None
+                else None
+            ),
+            "traces_url": _url(
+                "admin:retrieval_querytrace_changelist",
+                collection__id__exact=report.collection.pk,
+                period=period,
+            ),
+            "export_url": _url(
+                "admin:retrieval_search_analytics", collection=report.collection.pk, period=period
+            ),
+        }
+    return TemplateResponse(request, "retrieval/admin/querytrace/analytics.html", context)
+
+
+class _RowActions:
+    """The links of a query's row: its traces, the playground, a golden set, a promotion."""
+
+    def __init__(self, collection: Collection, period: str, scope: Scope) -> None:
+        self.collection, self.period = collection, period
+        self.may_add_query = scope.sees_quality and scope.may_write("add", EvalQuery, collection)
+        self.may_promote = scope.may_write("add", Promotion, collection)
+
+    def rows(self, rows: Iterable[QueryRow]) -> list[dict[str, Any]]:
+        return [{"row": row, "links": self.links(row.query)} for row in rows]
+
+    def links(self, query: str) -> dict[str, str]:
+        pk = self.collection.pk
+        links = {
+            "traces": _url(
+                "admin:retrieval_querytrace_changelist",
+                collection__id__exact=pk,
+                period=self.period,
+                q=query,
+            ),
+            "playground": _url("admin:retrieval_playground", collection=pk, query=query),
+        }
+        if self.may_add_query:
+            links["golden"] = _url("admin:retrieval_evalset_add_query", collection=pk, query=query)
+        if self.may_promote:
+            links["promote"] = _url("admin:retrieval_promotion_add", collection=pk, query=query)
+        return links
+
+
+def _url(name: str, **params: Any) -> str:
+    return f"{reverse(name)}?{urlencode(params)}"
+
+
+def csv_response(report: SearchReport, table: str, period: str) -> HttpResponse:
+    """Return one table of ``report`` as a CSV download."""
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"search-{report.collection.slug}-{table}-{period}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    writer = csv.writer(response)
+    writer.writerow(EXPORTS[table])
+    for line in _lines(report, table):
+        writer.writerow([_cell(value) for value in line])
+    return response
+
+
+def _lines(report: SearchReport, table: str) -> list[list[Any]]:
+    if table == "series":
+        return [[b.start.isoformat(), b.searches, b.empty, b.p50, b.p95] for b in report.series]
+    if table == "top":
+        return [[r.query, r.searches, r.empty, r.avg_ms, r.max_ms, r.last_seen] for r in report.top]
+    if table == "no_results":
+        return [[r.query, r.searches, r.last_seen] for r in report.no_results]
+    if table == "slowest":
+        return [[r.query, r.searches, r.avg_ms, r.max_ms, r.last_seen] for r in report.slowest]
+    return [[r.query, r.searches, r.last_seen] for r in report.negative_feedback or []]
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: times in ISO form, numbers rounded, text that a spreadsheet would run as
+    a formula (``=``, ``+``, ``-``, ``@`` first) quoted with an apostrophe."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return round(value, 2)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return f"'{value}"
+    return value

@@ -1,0 +1,166 @@
+"""Search analytics in the admin: the page, its CSV tables, and what a query row leads to."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from retrieval.models import Document, EvalQuery, EvalSet, Promotion, QueryTrace
+from tests.conftest import collection_of, editor
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admin/retrieval/querytrace/analytics/"
+
+
+@pytest.fixture
+def atlas(keyword_settings):
+    atlas = collection_of("atlas", {"a": "north is up", "b": "south is down"})
+    now = timezone.now()
+    for query, results, ms, hours in [
+        ("North", 2, 10.0, 1),
+        ("north", 2, 30.0, 2),
+        ("=cmd|' /C calc'!A0", 0, 5.0, 3),  # a spreadsheet formula as a query
+        ("nowhere", 0, 7.0, 30),
+        ("slow", 1, 800.0, 50),
+    ]:
+        made = QueryTrace.objects.create(
+            collection=atlas, query=query, pipeline="default", ms=ms, result_count=results
+        )
+        QueryTrace.objects.filter(pk=made.pk).update(created_at=now - timedelta(hours=hours))
+    return atlas
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def root():
+    return get_user_model().objects.create_superuser("root", password="x")
+
+
+def rows(response) -> list[list[str]]:
+    assert response["Content-Type"].startswith("text/csv")
+    return list(csv.reader(io.StringIO(response.content.decode())))
+
+
+def test_the_page_reports_the_chosen_collection_and_period(atlas, root):
+    client = signed_in(root)
+    page = client.get(URL)  # the first collection, the last 7 days
+    report = page.context["report"]
+    assert report.collection == atlas and report.searches == 5 and report.step == "day"
+    body = page.content.decode()
+    assert body.count('data-chart="volume"') == 1 and body.count('data-chart="latency"') == 1
+    assert '<rect x="' in body and 'data-series="p95"' in body
+    assert 'data-query="north"' in body and "40.0%" in body  # 2 of 5 found nothing
+    day = client.get(URL, {"collection": atlas.pk, "period": "1d"}).context["report"]
+    assert (day.searches, day.step) == (3, "hour")
+    assert [row.query for row in day.no_results] == ["=cmd|' /c calc'!a0"]
+
+
+def test_each_table_downloads_as_csv_with_formulas_defused(atlas, root):
+    client = signed_in(root)
+    params = {"collection": atlas.pk, "period": "7d"}
+    top = rows(client.get(URL, {**params, "export": "top"}))
+    assert top[0] == ["query", "searches", "no results", "avg ms", "max ms", "last seen"]
+    assert top[1][:5] == ["north", "2", "0", "20.0", "30.0"]
+    assert ["'=cmd|' /c calc'!a0", "1", "1"] == top[2][:3]  # quoted, not run as a formula
+    empty = rows(client.get(URL, {**params, "export": "no_results"}))
+    assert [line[0] for line in empty[1:]] == ["'=cmd|' /c calc'!a0", "nowhere"]
+    slowest = rows(client.get(URL, {**params, "export": "slowest"}))
+    assert slowest[1][:4] == ["slow", "1", "800.0", "800.0"]
+    series = rows(client.get(URL, {**params, "export": "series"}))
+    assert series[0] == ["start", "searches", "no results", "p50 ms", "p95 ms"]
+    assert sum(int(line[1]) for line in series[1:]) == 5 and len(series) == 9
+    answer = client.get(URL, {**params, "export": "top"})
+    assert answer["Content-Disposition"] == 'attachment; filename="search-atlas-top-7d.csv"'
+
+
+def test_negative_feedback_lists_the_queries_readers_voted_down(atlas, root):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(root)
+    chunk = atlas.chunks.first()
+    for query, relevant in [("where is north", False), ("where is north", False), ("up", True)]:
+        vote = {"collection": "atlas", "query": query, "chunk_id": chunk.pk, "relevant": relevant}
+        assert api.post("/api/feedback/", vote, format="json").status_code == 202
+    page = signed_in(root).get(URL, {"collection": atlas.pk})
+    feedback = page.context["report"].negative_feedback
+    assert [(row.query, row.searches) for row in feedback] == [("where is north", 1)]
+    assert 'id="retrieval-feedback"' in page.content.decode()
+
+
+def test_a_query_row_leads_to_its_traces_the_playground_a_golden_set_and_a_promotion(atlas, root):
+    client = signed_in(root)
+    EvalSet.objects.create(name="gold", collection=atlas)
+    page = client.get(URL, {"collection": atlas.pk})
+    north = next(item for item in page.context["top"] if item["row"].query == "north")
+    links = north["links"]
+    assert set(links) == {"traces", "playground", "golden", "promote"}
+    traces = client.get(links["traces"])
+    assert traces.context["cl"].result_count == 2
+    form = client.get(links["golden"])
+    assert form.context["form"]["query"].value() == "north"
+    gold = EvalSet.objects.get(name="gold")
+    added = client.post(links["golden"], {"eval_set": gold.pk, "query": "north"})
+    assert added.status_code == 302 and added.url.startswith(reverse("admin:retrieval_playground"))
+    assert "query=north" in added.url
+    assert list(EvalQuery.objects.values_list("eval_set__name", "text")) == [("gold", "north")]
+    again = client.post(links["golden"], {"eval_set": gold.pk, "query": "north"}, follow=True)
+    assert "is already in the set" in again.content.decode()
+    assert EvalQuery.objects.count() == 1
+    promote = client.get(links["promote"])
+    initial = promote.context["adminform"].form.initial
+    assert initial["query"] == "north" and str(initial["collection"]) == str(atlas.pk)
+    data = {"collection": atlas.pk, "query": "north", "position": 1, "active": "on"}
+    data["document"] = Document.objects.get(external_id="b").pk
+    assert client.post(reverse("admin:retrieval_promotion_add"), data).status_code == 302
+    assert Promotion.objects.get().created_by == root
+
+
+def test_staff_restricted_to_documents_see_their_own_searches_and_no_golden_links(
+    atlas, retrieval_settings
+):
+    retrieval_settings(DOCUMENT_ACCESS="tests.admin.test_dashboard.team_docs")
+    reader = editor("reader-a", is_staff=True)
+    QueryTrace.objects.create(collection=atlas, query="mine", pipeline="default", user=reader)
+    page = signed_in(reader).get(URL, {"collection": atlas.pk})
+    report = page.context["report"]
+    assert report.only_own and [row.query for row in report.top] == ["mine"]
+    assert report.negative_feedback is None
+    assert 'id="retrieval-feedback"' not in page.content.decode()
+    assert set(page.context["top"][0]["links"]) == {"traces", "playground"}
+    refused = signed_in(reader).get(reverse("admin:retrieval_evalset_add_query"))
+    assert refused.status_code == 403
+
+
+def test_a_hidden_collection_answers_like_a_missing_one(atlas, retrieval_settings):
+    retrieval_settings(COLLECTION_ACCESS="tests.admin.test_dashboard.sees")
+    other = collection_of("bestiary", {"w": "wolf"})
+    stranger = editor("editor-bestiary", is_staff=True)
+    client = signed_in(stranger)
+    hidden = client.get(URL, {"collection": atlas.pk})
+    missing = client.get(URL, {"collection": 999_999})
+    assert hidden.context["report"] is None and missing.context["report"] is None
+    assert hidden.context["form"].errors == missing.context["form"].errors
+    choices = list(hidden.context["form"].fields["collection"].queryset)
+    assert choices == [other]
+    exported = client.get(URL, {"collection": atlas.pk, "export": "top"})
+    assert exported["Content-Type"].startswith("text/html")  # no CSV of a hidden collection
+    assert "atlas" not in hidden.content.decode().lower()
+
+
+def test_without_a_view_permission_on_traces_the_page_is_refused(atlas):
+    staff = get_user_model().objects.create_user("staff", password="x", is_staff=True)
+    assert signed_in(staff).get(URL).status_code == 403
