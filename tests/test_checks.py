@@ -14,6 +14,10 @@ from django.core import checks
 from retrieval.models import Collection
 from tests.processes import manage
 
+# Django 6.1 checks every database alias: the GeneratedFields of the trace and promotion
+# tables make it ask the database for its version, so every test here may reach it.
+pytestmark = pytest.mark.django_db
+
 
 def error_ids(messages: list) -> list[str]:
     return [m.id for m in messages if m.level >= checks.ERROR]

@@ -108,19 +108,9 @@ def search(
             trace.record("read_primary", reason=fallback)
         results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
         results = promote(query, results, collection=target, filters=scoped, top_k=top_k)
-    context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
-    answer = SearchResults(results, trace=trace.to_dict(), context=context)
-    record_search(
-        query,
-        collection=target,
-        pipeline=chosen.name,
-        top_k=top_k,
-        filters=filters,
-        results=answer,
-        trace=answer.trace,
-        user=allowed.user,
+    return _answer(
+        query, results, trace, target, chosen.name, top_k, filters, max_tokens, allowed.user
     )
-    return answer
 
 
 def search_batch(
@@ -219,22 +209,37 @@ def _search_at_once(
         lists = chosen.run_many(
             texts, collection=target, top_k=top_k, filters=allowed.filters(filters)
         )
-    answers = []
-    for text, results in zip(texts, lists, strict=True):
-        context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
-        answer = SearchResults(results, trace=trace.to_dict(), context=context)
-        record_search(
-            text,
-            collection=target,
-            pipeline=chosen.name,
-            top_k=top_k,
-            filters=filters,
-            results=answer,
-            trace=answer.trace,
-            user=allowed.user,
-        )
-        answers.append(answer)
-    return answers
+    return [
+        _answer(text, results, trace, target, chosen.name, top_k, filters, max_tokens, allowed.user)
+        for text, results in zip(texts, lists, strict=True)
+    ]
+
+
+def _answer(
+    query: str,
+    results: list,
+    trace: Any,
+    collection: Collection,
+    pipeline: str,
+    top_k: int,
+    filters: Any,
+    max_tokens: int | None,
+    user: Any,
+) -> SearchResults:
+    """Return a search's answer (its context packed if asked) and record its trace."""
+    context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
+    answer = SearchResults(results, trace=trace.to_dict(), context=context)
+    record_search(
+        query,
+        collection=collection,
+        pipeline=pipeline,
+        top_k=top_k,
+        filters=filters,
+        results=answer,
+        trace=answer.trace,
+        user=user,
+    )
+    return answer
 
 
 def _closing_connections(function: Callable[..., T]) -> Callable[..., T]:
