@@ -9,7 +9,9 @@ Ranking translates what the engine can express of the :class:`Filters`, over-fet
 and keeps only ids that PostgreSQL confirms under the full ``Filters.sql`` (so the
 access scope's document restriction, conditions the engine knows nothing of, and
 deletes it has not applied yet, still hold), widening the fetch until ``top_k``
-survive or the engine has no more.
+survive or the engine has no more. A scope so narrow that even the engine's widest
+answer (``max_fetch``) leaves fewer than ``top_k`` is ranked in PostgreSQL instead, so a
+narrow scope is never answered short.
 """
 
 from __future__ import annotations
@@ -227,20 +229,10 @@ class ExternalIndex(BaseIndex):
             return []
         waiting = pending_kinds(collection)
         if IndexOperation.Kind.REBUILD in waiting:
-            from retrieval.services.indexes.pgvector import PgvectorIndex
-
             # pgvector's ranking of PostgreSQL's vectors: through its HNSW index while a
             # collection moves here from pgvector, an exact scan after a re-embedding.
-            in_postgres = PgvectorIndex()
             return [
-                in_postgres.rank(
-                    vector,
-                    collection=collection,
-                    top_k=top_k,
-                    filters=filters,
-                    score_threshold=score_threshold,
-                    **hints,
-                )
+                rank_in_postgres(vector, collection, top_k, filters, score_threshold, hints)
                 for vector in vectors
             ]
         engine_filters = self.translate(filters, collection)
@@ -289,7 +281,14 @@ class ExternalIndex(BaseIndex):
                 if score_threshold is not None:
                     hits = [(i, s) for i, s in hits if s >= score_threshold]
                 kept = [ScoredChunk(i, float(s)) for i, s in hits if i in confirmed]
-                if len(kept) >= top_k or len(hits) < limit or limit >= self.max_fetch:
+                if len(kept) >= top_k or len(hits) < limit:
+                    break
+                if limit >= self.max_fetch:
+                    # A scope too narrow for the engine's widest answer to hold top_k of
+                    # it (and too wide to send as a condition): PostgreSQL ranks it.
+                    kept = rank_in_postgres(
+                        vector, collection, top_k, filters, score_threshold, hints
+                    )
                     break
                 limit = min(limit * 4, self.max_fetch)
                 hits = self._engine(
@@ -352,6 +351,28 @@ def confirm(collection: Collection, chunk_ids: Sequence[int], filters: Filters) 
         return {row[0] for row in cursor.fetchall()}
 
 
+def rank_in_postgres(
+    vector: Sequence[float],
+    collection: Collection,
+    top_k: int,
+    filters: Filters,
+    score_threshold: float | None,
+    hints: dict[str, Any],
+) -> list[ScoredChunk]:
+    """Rank with pgvector's planner over PostgreSQL's vectors, which hold every committed
+    chunk: an exact scan of a small allowed set, the HNSW index where there is one."""
+    from retrieval.services.indexes.pgvector import PgvectorIndex
+
+    return PgvectorIndex().rank(
+        vector,
+        collection=collection,
+        top_k=top_k,
+        filters=filters,
+        score_threshold=score_threshold,
+        **hints,
+    )
+
+
 def pending_kinds(collection: Collection) -> set[str]:
     """Return the kinds of the collection's outbox operations that change what a search
     must find ("write", "rebuild"): none, when the engine has caught up."""
@@ -401,7 +422,8 @@ def rank_pending(
 
 
 #: Up to this many documents of the access scope are sent to the engine as a condition;
-#: a wider scope is left to the confirmation in PostgreSQL (and the widening fetches).
+#: a wider scope is left to the confirmation in PostgreSQL (the widening fetches, then
+#: PostgreSQL's own ranking).
 SCOPE_PREFILTER_LIMIT = 1000
 
 

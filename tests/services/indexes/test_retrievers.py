@@ -17,12 +17,13 @@ import pytest
 from django.db.models import Q
 
 from retrieval.services.access import Scope
-from retrieval.services.indexes import external
+from retrieval.services.indexes import external, index_for
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.query.search import search as scoped_search
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
 from retrieval.testing.indexes import TEXTS, make_collection
+from tests.services.indexes.conftest import EXTERNAL
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +139,24 @@ def test_the_access_scope_holds_on_every_index(
     assert names(asked) == []
     everything = search("north up", collection="compass", retriever=retriever)
     assert "u" in names(everything)
+
+
+def vertical_documents(user) -> Q:
+    """DOCUMENT_ACCESS for the test below: the "vertical" group only ("up")."""
+    return Q(metadata__group="vertical")
+
+
+@pytest.mark.parametrize("index_alias", EXTERNAL, indirect=True)
+def test_a_scope_past_the_engines_widest_answer_is_ranked_in_postgresql(
+    index_alias, retrieval_settings, django_user_model, monkeypatch
+):
+    # "up" is the farthest from "north"; the engine's widest answer (2 hits) holds none of
+    # the scope, which is too wide to send to the engine: PostgreSQL ranks it instead of
+    # answering nothing.
+    retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.vertical_documents")
+    monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
+    collection = make_collection("compass", index_alias)
+    monkeypatch.setattr(type(index_for(collection)), "max_fetch", 2)
+    reader = django_user_model.objects.create_user(username="reader")
+    seen = scoped_search("north", collection="compass", retriever="dense", user=reader)
+    assert names(seen) == ["u"]
