@@ -485,20 +485,6 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
     return scopes
 
 
-def allowed_chunks(collection, filters) -> list[int]:
-    """The ids of the collection's chunks that ``filters`` allow."""
-    from django.db import connection
-
-    conditions, params = filters.sql("c", collection_id=collection.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.id FROM retrieval_chunk c WHERE c.collection_id = %s AND "
-            + " AND ".join(conditions),
-            [collection.pk, *params],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
 def scoped_latency(size: int, n_queries: int) -> None:
     """Searches under scopes allowing 0.1%, 1%, 10% and 50% of the chunks, beside open ones.
 
@@ -522,7 +508,7 @@ def scoped_latency(size: int, n_queries: int) -> None:
         rows = (
             np.arange(len(chunk_ids))
             if filters is None
-            else np.array(sorted(position[i] for i in allowed_chunks(collection, filters)))
+            else np.array(sorted(position[i] for i in filters.chunk_ids(collection.pk)))
         )
         shares[key] = len(rows) / len(chunk_ids)
         subset = vectors[rows]

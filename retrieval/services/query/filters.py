@@ -115,6 +115,22 @@ class Filters:
             params.extend(condition_params)
         return conditions, params
 
+    def chunk_ids(self, collection_id: int) -> list[int]:
+        """Return the ids of the collection's chunks these filters allow, in id order (the
+        answer set an exhaustive scoped ranking is checked against)."""
+        from django.db import connections
+
+        from retrieval.models import Chunk
+
+        conditions, params = self.sql("c", collection_id=collection_id)
+        where = " AND ".join(["c.collection_id = %s", *conditions])
+        with connections[Chunk.objects.db].cursor() as cursor:
+            cursor.execute(
+                f"SELECT c.id FROM retrieval_chunk c WHERE {where} ORDER BY c.id",
+                [collection_id, *params],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
 
 def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
     """Return PostgreSQL's estimate of the rows ``sql`` returns (planning only, no rows read).

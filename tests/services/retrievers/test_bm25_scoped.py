@@ -79,17 +79,6 @@ def scopes(collection, reader) -> dict[str, Filters]:
     return found
 
 
-def allowed(collection, filters: Filters) -> set[int]:
-    conditions, params = filters.sql("c", collection_id=collection.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.id FROM retrieval_chunk c WHERE c.collection_id = %s AND "
-            + " AND ".join(conditions),
-            [collection.pk, *params],
-        )
-        return {row[0] for row in cursor.fetchall()}
-
-
 def assert_exact(retriever: BM25Retriever, collection, filters: Filters, searches) -> None:
     """``retriever`` returns the exhaustive scoped top k for every query and k.
 
@@ -97,7 +86,7 @@ def assert_exact(retriever: BM25Retriever, collection, filters: Filters, searche
     each chunk's score with its exact one; every chunk is one the filters allow.
     """
     exhaustive = BM25Retriever(prune=False)
-    permitted = allowed(collection, filters)
+    permitted = set(filters.chunk_ids(collection.pk))
     analyzer = Analyzer()
     for words in searches:
         terms = analyzer.terms(" ".join(words))
@@ -146,7 +135,7 @@ def test_ties_at_the_cut_keep_the_exhaustive_scores(scoped):
             Scope.for_user(reader).filters(),
         ):
             ranked = retriever.score(terms, collection=collection, top_k=3, filters=filters)
-            expected = twins & allowed(collection, filters)
+            expected = twins & set(filters.chunk_ids(collection.pk))
             top = [chunk_id for chunk_id, _ in ranked]
             assert len(set(top)) == len(top) == min(3, len(expected))
             assert set(top) <= expected
