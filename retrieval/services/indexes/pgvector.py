@@ -211,15 +211,13 @@ class PgvectorIndex(BaseIndex):
         settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
         if filter_conditions:
             share = self._allowed_share(
-                cursor, collection, filter_conditions, where_params, exact_scan_limit
-            )
+                cursor, collection, filter_conditions, where_params, exact_scan_limit,
+                ef_search, top_k,
+            )  # fmt: skip
             if share is None:
                 settings["enable_indexscan"] = "off"
             else:
-                # A walk keeps about ``share`` of what it visits: a wider candidate list
-                # holds recall (README: scoped searches).
-                ef_search = min(4 * ef_search, math.ceil(ef_search / math.sqrt(share)))
-                settings["hnsw.ef_search"] = str(max(ef_search, top_k))
+                settings["hnsw.ef_search"] = str(walk_ef_search(ef_search, share, top_k))
                 settings["hnsw.iterative_scan"] = "strict_order"
                 settings["hnsw.max_scan_tuples"] = str(max_scan_tuples)
         calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
@@ -251,9 +249,13 @@ class PgvectorIndex(BaseIndex):
         conditions: list[str],
         params: list,
         exact_scan_limit: int,
+        ef_search: int,
+        top_k: int,
     ) -> float | None:
-        """Return the share of the collection's vectors a filter allows, or ``None`` when it
-        allows at most ``exact_scan_limit`` (an exact scan of those ranks them).
+        """Return the share of the collection's vectors a filter allows, or ``None`` when an
+        exact scan of those ranks them: it allows at most ``exact_scan_limit``, or no more
+        than a walk would visit to keep ``walk_ef_search`` of them (about that many divided
+        by the share: a 1% scope of 1M chunks, 10,000 vectors, against 40,000).
 
         PostgreSQL's estimate decides, except between half the limit and the limit, where
         the chunks are counted (up to the limit): an exact scan must not meet many more
@@ -286,7 +288,17 @@ class PgvectorIndex(BaseIndex):
         if estimate <= exact_scan_limit:
             return None
         total = estimated_rows(cursor, collection_sql, [])
-        return min(1.0, estimate / max(total, estimate))
+        share = min(1.0, estimate / max(total, estimate))
+        if estimate <= walk_ef_search(ef_search, share, top_k) / share:
+            return None
+        return share
+
+
+def walk_ef_search(ef_search: int, share: float, top_k: int) -> int:
+    """Return the candidate list of a walk that keeps about ``share`` of what it visits:
+    ``ef_search / √share``, at most four times ``ef_search``, at least ``top_k``; a wider
+    list holds recall as the scope narrows (README: scoped searches)."""
+    return max(min(4 * ef_search, math.ceil(ef_search / math.sqrt(share))), top_k)
 
 
 def vector_literal(vector: Sequence[float]) -> str:

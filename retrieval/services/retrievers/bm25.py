@@ -63,10 +63,10 @@ class BM25Retriever(BaseRetriever):
 
     ``prune`` ranks with the exact top-k function (``services/sparse/ranking.py``); under
     filters or a document scope, a scope allowing at most ``scope_scan_limit`` chunks
-    (PostgreSQL's estimate), or too narrow for its top k to be found among the
-    collection's top ``max_over_fetch``, has those chunks scored; a wider one
-    over-fetches the top-k function's ranking, widening up to ``max_over_fetch``
-    chunks, past which every allowed posting is ranked (``services/sparse/scoped.py``).
+    (PostgreSQL's estimate) has those chunks scored; a wider one over-fetches the top-k
+    function's ranking, widening up to ``max_over_fetch`` chunks, past which (or when
+    even the first over-fetch would pass it) every allowed posting is ranked
+    (``services/sparse/scoped.py``).
     Every way returns the exhaustive ranking.
     """
 
@@ -78,7 +78,7 @@ class BM25Retriever(BaseRetriever):
         analyzer: str = "default",
         prune: bool = True,
         scope_scan_limit: int = 2000,
-        max_over_fetch: int = 20000,
+        max_over_fetch: int = 4000,
     ) -> None:
         if not k1 >= 0:
             raise ValueError(f"k1 must be >= 0, not {k1!r}.")

@@ -146,6 +146,11 @@ def top_k_calls(captured) -> list[str]:
     return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
 
 
+def posting_scans(captured) -> list[str]:
+    """The exhaustive plan's statements (every allowed posting ranked)."""
+    return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_posting p" in q["sql"]]
+
+
 def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
     collection, _, reader = scoped
     terms = Analyzer().terms(" ".join(VOCABULARY[100:104]))
@@ -154,12 +159,21 @@ def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
             terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["few"]}}
         )
     assert top_k_calls(captured) == []
-    # Above the limit, but too narrow for 40 of its chunks to be among the top 200.
+    assert not posting_scans(captured)
+
+
+def test_a_scope_too_narrow_to_over_fetch_goes_to_the_exhaustive_plan_at_once(scoped):
+    """Above the scan limit, and too narrow for 40 of its chunks to be among the top 200:
+    neither over-fetched nor scored chunk by chunk, but ranked from its postings."""
+    collection, rng, _ = scoped
+    filters = Filters.parse({"metadata": {"tags": ["tenth"]}})
+    retriever = BM25Retriever(scope_scan_limit=0, max_over_fetch=200)
+    terms = Analyzer().terms(" ".join(VOCABULARY[100:104]))
     with CaptureQueriesContext(connection) as captured:
-        BM25Retriever(scope_scan_limit=0, max_over_fetch=200).score(
-            terms, collection=collection, top_k=40, filters={"metadata": {"tags": ["tenth"]}}
-        )
+        retriever.score(terms, collection=collection, top_k=40, filters=filters)
     assert top_k_calls(captured) == []
+    assert posting_scans(captured)
+    assert_exact(retriever, collection, filters, queries(rng, 10))
 
 
 def test_a_wide_scope_over_fetches_the_pruned_top_k(scoped):
@@ -177,9 +191,13 @@ def test_an_overestimated_scope_widens_until_k_survive(scoped):
     chunks to survive, a few do, and the over-fetch widens; still exact."""
     collection, rng, _ = scoped
     with connection.cursor() as cursor:
+        # Every 20th tagged chunk keeps its tag, counted in order (not by id, which
+        # depends on the tests run before).
         cursor.execute(
-            "UPDATE retrieval_chunk SET metadata = '{\"tags\": []}' WHERE collection_id = %s "
-            'AND metadata @> \'{"tags": ["half"]}\' AND id %% 20 <> 0',
+            "UPDATE retrieval_chunk SET metadata = '{\"tags\": []}' WHERE id IN ("
+            "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) AS n "
+            "FROM retrieval_chunk WHERE collection_id = %s "
+            'AND metadata @> \'{"tags": ["half"]}\') AS tagged WHERE n %% 20 <> 0)',
             [collection.pk],
         )
     filters = Filters.parse({"metadata": {"tags": ["half"]}})
@@ -194,7 +212,7 @@ def test_an_overestimated_scope_widens_until_k_survive(scoped):
     capped = BM25Retriever(scope_scan_limit=0, max_over_fetch=60)
     with CaptureQueriesContext(connection) as captured:
         capped.score(terms, collection=collection, top_k=10, filters=filters)
-    assert any("retrieval_bm25_posting p" in q["sql"] for q in captured.captured_queries)
+    assert posting_scans(captured)
     assert_exact(capped, collection, filters, queries(rng, 10) + [VOCABULARY[30:34]])
 
 

@@ -231,16 +231,17 @@ def test_small_filter_is_ranked_by_an_exact_scan():
 
 def test_wide_filter_walks_the_index_iteratively_until_top_k_match():
     collection = _new_collection("tagged", 8)
-    vectors = _fill(collection, 4000, rare_every=20, seed=4)  # 200 tagged chunks, 5%
+    vectors = _fill(collection, 4000, rare_every=4, seed=4)  # 1000 tagged chunks, 25%
     query, tag_filter = vectors[7], {"metadata": {"tag": "rare"}}
-    # Force the index path: without iterative scans, ef_search=10 candidates hold ~0.5 tagged ones.
+    # The index path (a walk keeping 20 candidates visits about 80 vectors, fewer than the
+    # 1000 allowed): without iterative scans, those candidates hold ~5 tagged ones.
     retriever = PgvectorRetriever(exact_scan_limit=0, ef_search=10)
     plan = retriever.explain(query, collection=collection, top_k=10, filters=tag_filter)
     assert vector_index_name(collection.pk) in plan, plan
     results = retriever.search_vector(query, collection=collection, top_k=10, filters=tag_filter)
     assert len(results) == 10
     assert all(r.chunk.metadata == {"tag": "rare"} for r in results)
-    tagged = np.arange(0, 4000, 20)
+    tagged = np.arange(0, 4000, 4)
     expected = set(tagged[np.argsort(-(vectors[tagged] @ query))[:10]].tolist())
     assert len(expected & {r.chunk.index for r in results}) >= 8
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)

@@ -55,13 +55,14 @@ def test_a_filter_estimated_far_below_the_limit_is_scanned_exactly_without_count
 def test_a_filter_estimated_far_above_the_limit_walks_the_index_with_a_wider_list():
     collection = _new_collection("half-tagged", 8)
     vectors = _fill(collection, 4000, rare_every=10, seed=12)  # 400 tagged, 10%
-    retriever = PgvectorRetriever(exact_scan_limit=100, ef_search=40)
+    retriever = PgvectorRetriever(exact_scan_limit=100, ef_search=10)
     options = {"collection": collection, "top_k": 10, "filters": {"metadata": {"tag": "rare"}}}
     with CaptureQueriesContext(connection) as captured:
         found = retriever.rank_vector(vectors[7], **options)
     assert counts(captured) == []
-    # ef_search / √share: about 40 / √0.1 ≈ 126 (the share is estimated), at most 4 × 40.
-    assert 80 <= ef_search_set(captured) <= 160
+    # ef_search / √share: about 10 / √0.1 ≈ 32 (the share is estimated), at most 4 × 10;
+    # such a walk visits about 32 / 0.1 = 320 vectors, fewer than the 400 allowed.
+    assert 20 <= ef_search_set(captured) <= 40
     assert vector_index_name(collection.pk) in retriever.explain(vectors[7], **options)
     assert len(found) == 10
     ids = dict(collection.chunks.values_list("index", "pk"))
@@ -101,12 +102,26 @@ def test_a_walk_that_stops_short_is_redone_exactly():
 def test_a_filter_estimated_just_above_the_limit_is_walked_without_counting():
     """Counting costs as many rows as the filter allows; the walk's list is widened by
     the estimated share."""
-    collection = _new_collection("tenth-tagged", 8)
-    vectors = _fill(collection, 3000, rare_every=10, seed=15)  # 300 tagged
+    collection = _new_collection("fifth-tagged", 8)
+    vectors = _fill(collection, 3000, rare_every=5, seed=15)  # 600 tagged
     with CaptureQueriesContext(connection) as captured:
-        found = PgvectorRetriever(exact_scan_limit=150, ef_search=40).rank_vector(
+        found = PgvectorRetriever(exact_scan_limit=500, ef_search=10).rank_vector(
             vectors[2], collection=collection, top_k=10, filters={"metadata": {"tag": "rare"}}
         )
     assert counts(captured) == []
-    assert 100 <= ef_search_set(captured) <= 140  # 40 / √0.1 ≈ 126
+    assert 18 <= ef_search_set(captured) <= 30  # 10 / √0.2 ≈ 23
     assert len(found) == 10
+
+
+def test_a_narrow_filter_above_the_limit_is_scanned_exactly_when_a_walk_would_visit_more():
+    """A 1% scope: a walk keeping 160 of its vectors (4 × 40) would visit about 16,000 to
+    find them, more than the 40 the scope holds; an exact scan reads those."""
+    collection = _new_collection("hundredth-tagged", 8)
+    vectors = _fill(collection, 4000, rare_every=100, seed=16)  # 40 tagged
+    retriever = PgvectorRetriever(exact_scan_limit=10, ef_search=40)
+    options = {"collection": collection, "top_k": 10, "filters": {"metadata": {"tag": "rare"}}}
+    found = retriever.rank_vector(vectors[3], **options)
+    assert vector_index_name(collection.pk) not in retriever.explain(vectors[3], **options)
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = exact_top(vectors, np.arange(0, 4000, 100), vectors[3], 10)
+    assert [f.chunk_id for f in found] == [ids[i] for i in expected]
