@@ -211,9 +211,14 @@ class PgvectorIndex(BaseIndex):
         settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
         if filter_conditions:
             share = self._allowed_share(
-                cursor, collection, filter_conditions, where_params, exact_scan_limit,
-                ef_search, top_k,
-            )  # fmt: skip
+                cursor,
+                collection,
+                filter_conditions,
+                where_params,
+                exact_scan_limit,
+                ef_search,
+                top_k,
+            )
             if share is None:
                 settings["enable_indexscan"] = "off"
             else:

@@ -26,7 +26,7 @@ metadata and the documents' access; planning only, no rows read):
 
 A wrong estimate costs time, never exactness.
 
-Both ways return what the exhaustive scoped ranking returns (tests/services/
+Every way returns what the exhaustive scoped ranking returns (tests/services/
 retrievers/test_bm25_scoped.py checks each against it); the figures that set the
 defaults are in the README (*BM25 inside PostgreSQL*, scoped searches).
 """
@@ -106,11 +106,6 @@ def scoped_top_k(
     # k' from the estimated share, so that about twice k survive.
     share = min(estimate / row[0], 1.0)
     fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
-    if fetch > max_fetch and estimate > scan_limit:
-        # Too wide to score its chunks, too narrow for its k to survive an over-fetch:
-        # PostgreSQL's own plan ranks its postings (each over-fetched chunk costs a scope
-        # check, and scoring costs one row per allowed chunk).
-        return exhaustive()
     if estimate <= scan_limit:
         # A small scope: score its chunks.
         weights = [k1, b, k1, b, collection_id, list(terms), collection_id]
@@ -119,6 +114,11 @@ def scoped_top_k(
             [*weights, collection_id, collection_id, *params, top_k],
         )
         return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+    if fetch > max_fetch:
+        # Too wide to score its chunks, too narrow for its k to survive an over-fetch:
+        # PostgreSQL's own plan ranks its postings (each over-fetched chunk costs a scope
+        # check, and scoring costs one row per allowed chunk).
+        return exhaustive()
     sql = OVER_FETCH_SQL.format(conditions=where)
     while True:
         fetch = min(fetch, max_fetch)
