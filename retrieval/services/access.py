@@ -45,7 +45,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
 from retrieval.models import Collection, Document
 from retrieval.services import visibility
-from retrieval.services.query.filters import Filters
+from retrieval.services.query.filters import Filters, ReaderScope
 
 __all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
 
@@ -105,15 +105,14 @@ def _collections_of(key: str, user: Any) -> QuerySet[Collection] | None:
     return Collection.objects.filter(Q(name__in=names) | Q(slug__in=names))
 
 
-def _documents_of(user: Any) -> QuerySet[Document] | None:
-    """Return the documents ``user`` may see, or ``None`` for no document restriction."""
+def _documents_of(user: Any) -> tuple[QuerySet[Document] | None, ReaderScope | None]:
+    """Return the documents ``user`` may see (``None``: no document restriction), and the
+    same restriction as chunk rows check it (``None``: hosts restrict nothing)."""
     function = hook("DOCUMENT_ACCESS")
     allowed = function(user) if function is not None else None
-    # The hosts' own visibility, once any document carries one (no cost before).
-    hosted = visibility.condition(user) if visibility.restricted_documents_exist() else None
     if allowed is None:
-        return None if hosted is None else Document.objects.filter(hosted)
-    if isinstance(allowed, Q):
+        documents = None
+    elif isinstance(allowed, Q):
         documents = Document.objects.filter(allowed)
     elif isinstance(allowed, QuerySet) and allowed.model is Document:
         documents = Document.objects.filter(pk__in=allowed.order_by().values("pk"))
@@ -122,7 +121,13 @@ def _documents_of(user: Any) -> QuerySet[Document] | None:
             "RETRIEVAL['DOCUMENT_ACCESS'] must return a Q on Document, a Document queryset "
             f"or None, not {type(allowed).__name__}."
         )
-    return documents if hosted is None else documents.filter(hosted)
+    # The hosts' own visibility, once any document carries one (no cost before).
+    if not visibility.restricted_documents_exist():
+        return documents, None
+    hosted = visibility.condition(user)
+    reader = ReaderScope(tokens=tuple(visibility.user_tokens(user)), others=documents)
+    within = Document.objects.filter(hosted) if documents is None else documents.filter(hosted)
+    return within, reader
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +141,8 @@ class Scope:
 
     collections: QuerySet[Collection] | None = None
     documents: QuerySet[Document] | None = None
+    #: ``documents`` as chunk rows check it (the hosts' visibility on the row itself).
+    reader: ReaderScope | None = field(default=None, repr=False)
     label: str = "all"
     user: Any = field(default=None, repr=False)
     #: True for :data:`Scope.ALL` and active superusers: no hook is asked, every
@@ -151,9 +158,11 @@ class Scope:
             raise TypeError("Scope.for_user() needs a user; pass AnonymousUser() for nobody.")
         if _is_superuser(user):
             return cls(label="superuser", user=user, trusted=True)
+        documents, reader = _documents_of(user)
         return cls(
             collections=_collections_of("COLLECTION_ACCESS", user),
-            documents=_documents_of(user),
+            documents=documents,
+            reader=reader,
             label=f"user {getattr(user, 'pk', None)!r}",
             user=user,
         )
@@ -208,8 +217,11 @@ class Scope:
         if self.documents is None:
             return parsed
         within = parsed.documents_within
-        documents = self.documents if within is None else within.filter(pk__in=self.documents)
-        return replace(parsed, documents_within=documents)
+        if within is None:
+            return replace(parsed, documents_within=self.documents, reader=self.reader)
+        # A scope within a scope: both through the documents.
+        documents = within.filter(pk__in=self.documents)
+        return replace(parsed, documents_within=documents, reader=None)
 
     def restrict(
         self, queryset: QuerySet, *, collection: str = "collection", document: str | None = None

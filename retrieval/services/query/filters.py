@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
@@ -15,6 +15,21 @@ from retrieval.services.validation.storable import refuse_unstorable
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
 
 
+@dataclass(frozen=True, eq=False)
+class ReaderScope:
+    """An access scope's document restriction, as chunk rows can check it.
+
+    ``tokens`` are the reader's access tokens (``visibility.user_tokens``), checked
+    against each chunk's copy of its document's host visibility (``retrieval_chunk.access``,
+    kept by triggers: ``retrieval/sql/chunk_access.sql``); ``others`` are the documents
+    the rest of the restriction allows (the ``DOCUMENT_ACCESS`` hook's; ``None``: no
+    other restriction). Together they are the scope's ``documents_within``.
+    """
+
+    tokens: tuple[str, ...]
+    others: Any = None
+
+
 @dataclass(frozen=True)
 class Filters:
     """What a search may return, beyond its collection.
@@ -23,13 +38,20 @@ class Filters:
     a JSON object each chunk's metadata must contain (chunks carry their
     document's metadata). ``documents_within`` is the access scope's document
     restriction (a ``Document`` queryset, see :class:`~retrieval.services.access.Scope`):
-    never parsed from a request, only added by ``Scope.filters``.
+    never parsed from a request, only added by ``Scope.filters``, with ``reader``, the
+    same restriction as chunk rows check it (:class:`ReaderScope`; ``None``: through
+    ``documents_within``).
     """
 
     document_ids: tuple[int, ...] | None = None
     documents: tuple[str, ...] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     documents_within: Any = field(default=None, compare=False, repr=False)
+    reader: ReaderScope | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.reader is not None and self.documents_within is None:
+            raise ValueError("Filters.reader restates documents_within; it cannot stand alone.")
 
     @classmethod
     def parse(cls, raw: Filters | Mapping[str, Any] | None) -> Filters:
@@ -79,7 +101,16 @@ class Filters:
 
     def scope_only(self) -> Filters:
         """Return only the access restriction (for walks that must not see hidden rows)."""
-        return Filters(documents_within=self.documents_within)
+        return Filters(documents_within=self.documents_within, reader=self.reader)
+
+    def using(self, db: str) -> Filters:
+        """Return these filters with the access scope's querysets read from database ``db``."""
+        if self.documents_within is None:
+            return self
+        reader = self.reader
+        if reader is not None and reader.others is not None:
+            reader = replace(reader, others=reader.others.using(db))
+        return replace(self, documents_within=self.documents_within.using(db), reader=reader)
 
     def sql(self, alias: str, *, collection_id: int | None) -> tuple[list[str], list[Any]]:
         """Return SQL conditions on the chunk table aliased ``alias``, and their parameters.
@@ -107,10 +138,15 @@ class Filters:
         if self.metadata:
             conditions.append(f"{alias}.metadata @> %s::jsonb")
             params.append(json.dumps(self.metadata))
-        if self.documents_within is not None:
-            condition, condition_params = _document_subquery(
-                alias, self.documents_within, collection_id
-            )
+        if self.reader is not None:
+            # The host visibility on the chunk row; the rest through the documents.
+            conditions.append(f"{alias}.access ?| %s")
+            params.append(list(self.reader.tokens))
+            within = self.reader.others
+        else:
+            within = self.documents_within
+        if within is not None:
+            condition, condition_params = _document_subquery(alias, within, collection_id)
             conditions.append(condition)
             params.extend(condition_params)
         return conditions, params

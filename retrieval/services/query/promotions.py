@@ -110,10 +110,7 @@ def _first_chunks(
     """Return each document's first chunk that passes ``filters`` (scope included)."""
     if not document_ids:
         return {}
-    within = filters.documents_within
-    if within is not None:
-        filters = replace(filters, documents_within=within.using(using))
-    conditions, params = filters.sql("c", collection_id=collection.pk)
+    conditions, params = filters.using(using).sql("c", collection_id=collection.pk)
     where = " AND ".join(["c.collection_id = %s", "c.document_id = ANY(%s)", *conditions])
     sql = (
         f"SELECT DISTINCT ON (c.document_id) c.id FROM {Chunk._meta.db_table} c "

@@ -156,13 +156,8 @@ def load_results(
     A chunk outside the access scope carried by ``filters`` is never loaded.
     """
     db = search_database()
-    within = Filters.parse(filters).documents_within
     # The scope's condition, as ranking applies it (chunks of any collection).
-    conditions, params = (
-        Filters(documents_within=within.using(db)).sql("c", collection_id=None)
-        if within is not None
-        else ([], [])
-    )
+    conditions, params = Filters.parse(filters).using(db).scope_only().sql("c", collection_id=None)
     ids = [s.chunk_id for s in scored]
     chunks = load_chunks(ids, using=db, conditions=conditions, params=params)
     # Absent: deleted since it was ranked, or outside the scope.
