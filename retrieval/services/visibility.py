@@ -4,10 +4,12 @@ A :class:`Visibility` is a set of alternatives, any of which lets a reader in:
 ``"public"`` (everyone), ``"signed-in"`` (any active signed-in user), ``"group:<pk>"``
 (members of a group), ``"user:<pk>"`` (one user). No alternative at all is
 :data:`Visibility.NOBODY`. It is stored as a JSON list of those strings in
-``Document.access`` (a GIN index), and :func:`condition` turns a user into the SQL
-condition the access scope adds to every search leg
-(:meth:`retrieval.services.access.Scope.for_user`). A document whose ``access`` is
-null is not restricted by its host (uploads, files).
+``Document.access`` (a GIN index), and :func:`condition` turns a user into the
+condition on documents of the access scope (:meth:`retrieval.services.access.Scope.for_user`).
+Search legs check it on the chunk row instead, against each chunk's copy of its
+document's ``access`` (kept by triggers: ``retrieval/sql/chunk_access.sql``) and the
+reader's :func:`user_tokens`. A document whose ``access`` is null is not restricted by
+its host (uploads, files); its chunks carry ``["public"]``, which every reader holds.
 """
 
 from __future__ import annotations
