@@ -90,10 +90,12 @@ def run_dataset(name: str) -> None:
 
     app_row(f"app bm25 (k1={retrievers['bm25'].k1}, b={retrievers['bm25'].b})", "bm25")
     app_row("app dense (HNSW, ef_search=100)", "dense")
-    app_row("app hybrid rrf k=60 (default)", "hybrid")
+    default = retrievers["hybrid"].method
+    app_row(f"app hybrid {default} (the default)", "hybrid")
     for method in FUSION_METHODS:
-        if method != "rrf":
-            app_row(f"app hybrid {method}", retrievers={"bm25": 1.0, "dense": 1.0}, method=method)
+        if method != default:
+            label = "rrf k=60" if method == "rrf" else method
+            app_row(f"app hybrid {label}", retrievers={"bm25": 1.0, "dense": 1.0}, method=method)
     app_row("app hybrid rrf, bm25 weight 2", retrievers={"bm25": 2.0, "dense": 1.0}, method="rrf")
 
     # References computed in this process on the same documents.

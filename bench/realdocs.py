@@ -77,6 +77,7 @@ FUSIONS = {
     "rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
     "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
+    "relative_to_best": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_to_best"},
 }
 
 #: The app's configurations: chunker options, CHUNK_CONTEXT changes ({}: the default,
