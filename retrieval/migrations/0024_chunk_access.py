@@ -29,6 +29,7 @@ CREATE INDEX retrieval_chunk_access_gin ON retrieval_chunk USING gin (access)
 REVERSE = """
 DROP TRIGGER IF EXISTS retrieval_chunk_access_written ON retrieval_chunk;
 DROP TRIGGER IF EXISTS retrieval_document_access_changed ON retrieval_document;
+DROP TRIGGER IF EXISTS retrieval_document_access_written ON retrieval_document;
 DROP FUNCTION IF EXISTS retrieval_chunk_access_from_document();
 DROP FUNCTION IF EXISTS retrieval_document_access_to_chunks();
 ALTER TABLE retrieval_chunk DROP COLUMN IF EXISTS access;

@@ -17,6 +17,7 @@ from django.db.models import Q
 
 from retrieval.models import Chunk, Document
 from retrieval.services.access import Scope
+from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.query.search import search
 from tests.host_app.models import Story
 
@@ -124,3 +125,20 @@ def test_a_document_access_hook_applies_beside_the_chunk_rows(
     assert titles(reader) == {"a open"}
     reader.groups.add(editors)
     assert titles(reader) == {"a open", "a editors"}
+
+
+def test_a_chunk_written_before_its_document_is_hidden_until_the_document_says(
+    keyword_settings, editors
+):
+    """Foreign keys are checked at commit, so a fixture may list a chunk before its
+    document: the chunk must not default to everyone."""
+    collection, _ = get_or_create_collection("early")
+    document_id = (Document.objects.order_by("-pk").values_list("pk", flat=True).first() or 0) + 7
+    Chunk.objects.create(
+        collection=collection, document_id=document_id, index=0, content="x", start=0, end=1
+    )
+    assert copies(Document(pk=document_id)) == [[]]  # nobody, yet
+    document = Document.objects.create(
+        pk=document_id, collection=collection, external_id="x", access=[f"group:{editors.pk}"]
+    )
+    assert copies(document) == [[f"group:{editors.pk}"]]
