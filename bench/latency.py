@@ -465,7 +465,8 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
 
     By metadata, ``{"tags": ["s1%"]}``; by visibility, the scope of a signed-in user in
     the selectivity's group (:func:`scope_marks`), from ``Scope.for_user`` as a search
-    by that user gets it (``Document.access`` joins every leg's condition).
+    by that user gets it (each leg checks it on the chunk row, against its copy of
+    ``Document.access``).
     """
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
