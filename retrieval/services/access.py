@@ -124,8 +124,9 @@ def _documents_of(user: Any) -> tuple[QuerySet[Document] | None, ReaderScope | N
     # The hosts' own visibility, once any document carries one (no cost before).
     if not visibility.restricted_documents_exist():
         return documents, None
-    hosted = visibility.condition(user)
-    reader = ReaderScope(tokens=tuple(visibility.user_tokens(user)), others=documents)
+    tokens = visibility.user_tokens(user)  # the user's groups: one query
+    hosted = visibility.condition(tokens)
+    reader = ReaderScope(tokens=tuple(tokens), others=documents)
     within = Document.objects.filter(hosted) if documents is None else documents.filter(hosted)
     return within, reader
 

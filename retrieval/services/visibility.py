@@ -4,8 +4,8 @@ A :class:`Visibility` is a set of alternatives, any of which lets a reader in:
 ``"public"`` (everyone), ``"signed-in"`` (any active signed-in user), ``"group:<pk>"``
 (members of a group), ``"user:<pk>"`` (one user). No alternative at all is
 :data:`Visibility.NOBODY`. It is stored as a JSON list of those strings in
-``Document.access`` (a GIN index), and :func:`condition` turns a user into the
-condition on documents of the access scope (:meth:`retrieval.services.access.Scope.for_user`).
+``Document.access`` (a GIN index), and :func:`condition` turns a user's tokens into
+the condition on documents of the access scope (:meth:`retrieval.services.access.Scope.for_user`).
 Search legs check it on the chunk row instead, against each chunk's copy of its
 document's ``access`` (kept by triggers: ``retrieval/sql/chunk_access.sql``) and the
 reader's :func:`user_tokens`. A document whose ``access`` is null is not restricted by
@@ -118,9 +118,10 @@ def user_tokens(user: Any) -> list[str]:
     return tokens
 
 
-def condition(user: Any) -> Q:
-    """Return the documents ``user`` may see by their host's visibility, as a Q."""
-    return Q(access__isnull=True) | Q(access__has_any_keys=user_tokens(user))
+def condition(tokens: list[str]) -> Q:
+    """Return the documents a holder of ``tokens`` (:func:`user_tokens`) may see by their
+    host's visibility, as a Q."""
+    return Q(access__isnull=True) | Q(access__has_any_keys=tokens)
 
 
 def restricted_documents_exist() -> bool:
