@@ -1,12 +1,13 @@
 -- The BM25 index's bookkeeping, kept exact in the writing transaction (the current
--- definitions; migrations 0002, 0006, 0010 and 0011 created them).
+-- definitions; migrations 0002, 0006, 0010 and 0011 created them, 0025 changed one).
 --
 -- Postings (retrieval_bm25_posting: term, chunk, tf, dl) are written and deleted by
 -- services/sparse/index.py; these triggers keep, per collection, each term's document
 -- frequency and score bounds (retrieval_bm25_term), the chunk count and total length
 -- (retrieval_bm25_stats) and each chunk's own row of term frequencies and lexemes
 -- (retrieval_bm25_chunk), and serialise writers of one collection (an advisory lock),
--- so concurrent ingests never deadlock on the shared rows.
+-- so concurrent ingests never deadlock on the shared rows. A chunk's row also holds its
+-- scope marks (bm25_scope_marks.sql).
 
 CREATE OR REPLACE FUNCTION retrieval_bm25_postings_added()
  RETURNS trigger
@@ -58,13 +59,20 @@ CREATE OR REPLACE FUNCTION retrieval_bm25_chunk_terms_added()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+    -- A chunk's terms, then its scope marks (bm25_scope_marks.sql), read from its row.
     INSERT INTO retrieval_bm25_chunk AS c (chunk_id, collection_id, dl, tfs, lexemes)
-        SELECT chunk_id, collection_id, max(dl), jsonb_object_agg(term, tf), array_to_tsvector(
+        SELECT a.chunk_id, a.collection_id, a.dl, a.tfs, a.lexemes || array_to_tsvector(
+            coalesce((SELECT retrieval_bm25_marks(k.collection_id, k.document_id, k.access,
+                                                  k.metadata)
+                      FROM retrieval_chunk k WHERE k.id = a.chunk_id), '{}'))
+        FROM (SELECT chunk_id, collection_id, max(dl) AS dl, jsonb_object_agg(term, tf) AS tfs,
+                     array_to_tsvector(
         coalesce(array_agg(collection_id || ':' || term)
                      FILTER (WHERE octet_length(term) <= 1000), '{}')
         || coalesce(array_agg(collection_id || '+:' || term)
-                        FILTER (WHERE tf > 1 AND octet_length(term) <= 1000), '{}'))
-        FROM added GROUP BY chunk_id, collection_id ORDER BY chunk_id
+                        FILTER (WHERE tf > 1 AND octet_length(term) <= 1000), '{}')) AS lexemes
+              FROM added GROUP BY chunk_id, collection_id) AS a
+        ORDER BY a.chunk_id
         ON CONFLICT (chunk_id) DO UPDATE
         SET dl = EXCLUDED.dl, tfs = c.tfs || EXCLUDED.tfs, lexemes = c.lexemes || EXCLUDED.lexemes;
     RETURN NULL;

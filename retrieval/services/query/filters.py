@@ -112,6 +112,22 @@ class Filters:
             reader = replace(reader, others=reader.others.using(db))
         return replace(self, documents_within=self.documents_within.using(db), reader=reader)
 
+    def resolved(self, collection_id: int | None) -> Filters:
+        """Return these filters with external document ids (``documents``) resolved to
+        ``document_ids`` among the collection's documents (one query, if any)."""
+        if self.documents is None:
+            return self
+        from retrieval.models import Document
+
+        named = list(
+            Document.objects.filter(
+                collection_id=collection_id, external_id__in=self.documents
+            ).values_list("pk", flat=True)
+        )
+        if self.document_ids is not None:
+            named = [i for i in named if i in self.document_ids]
+        return replace(self, documents=None, document_ids=tuple(named))
+
     def sql(self, alias: str, *, collection_id: int | None) -> tuple[list[str], list[Any]]:
         """Return SQL conditions on the chunk table aliased ``alias``, and their parameters.
 
@@ -121,17 +137,7 @@ class Filters:
         """
         conditions: list[str] = []
         params: list[Any] = []
-        document_ids = self.document_ids
-        if self.documents is not None:
-            from retrieval.models import Document
-
-            named = Document.objects.filter(
-                collection_id=collection_id, external_id__in=self.documents
-            ).values_list("pk", flat=True)
-            named = list(named)
-            document_ids = (
-                [i for i in named if i in document_ids] if document_ids is not None else named
-            )
+        document_ids = self.resolved(collection_id).document_ids
         if document_ids is not None:
             conditions.append(f"{alias}.document_id = ANY(%s)")
             params.append(list(document_ids))

@@ -12,7 +12,7 @@ from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
-from retrieval.services.sparse.scoped import scoped_top_k
+from retrieval.services.sparse.scoped import index_marks, scoped_top_k
 from retrieval.services.types import ScoredChunk
 
 # The exhaustive plan (``prune=False``, long queries, and scoped searches the planner
@@ -63,10 +63,10 @@ class BM25Retriever(BaseRetriever):
 
     ``prune`` ranks with the exact top-k function (``services/sparse/ranking.py``); under
     filters or a document scope, a scope allowing at most ``scope_scan_limit`` chunks
-    (PostgreSQL's estimate) has those chunks scored; a wider one over-fetches the top-k
-    function's ranking, widening up to ``max_over_fetch`` chunks, past which (or when
-    even the first over-fetch would pass it) every allowed posting is ranked
-    (``services/sparse/scoped.py``).
+    (PostgreSQL's estimate) has its chunks holding a query term found through the index's
+    scope marks and scored; a wider one over-fetches the top-k function's ranking,
+    widening up to ``max_over_fetch`` chunks, past which (or when even the first
+    over-fetch would pass it) every allowed posting is ranked (``services/sparse/scoped.py``).
     Every way returns the exhaustive ranking.
     """
 
@@ -77,7 +77,7 @@ class BM25Retriever(BaseRetriever):
         b: float = 0.75,
         analyzer: str = "default",
         prune: bool = True,
-        scope_scan_limit: int = 2000,
+        scope_scan_limit: int = 20000,
         max_over_fetch: int = 4000,
     ) -> None:
         if not k1 >= 0:
@@ -171,6 +171,7 @@ class BM25Retriever(BaseRetriever):
     def _score_scoped(
         self, terms: list[str], collection: Collection, top_k: int, filters: Filters
     ) -> list[tuple[int, float]]:
+        filters = filters.resolved(collection.pk)
         conditions, params = filters.sql("c", collection_id=collection.pk)
 
         def exhaustive() -> list[tuple[int, float]]:
@@ -188,6 +189,7 @@ class BM25Retriever(BaseRetriever):
                 top_k=top_k,
                 conditions=conditions,
                 params=params,
+                marks=index_marks(filters),
                 scan_limit=self.scope_scan_limit,
                 max_fetch=max(self.max_over_fetch, top_k),
                 exhaustive=exhaustive,

@@ -1,6 +1,6 @@
 """BM25 under filters and document scopes: exactly the exhaustive scoped top k, by each of
-the planner's ways (scoring a small allowed set, over-fetching the pruned top k, the
-exhaustive plan), for scopes of several selectivities."""
+the planner's ways (the scope's chunks found through the index's scope marks,
+over-fetching the pruned top k, the exhaustive plan), for scopes of several selectivities."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Chunk
@@ -100,12 +101,12 @@ def assert_exact(retriever: BM25Retriever, collection, filters: Filters, searche
                 assert every[chunk_id] == pytest.approx(score, rel=1e-12), (words, chunk_id)
 
 
-#: The planner left to choose; always over-fetching; always scoring the allowed chunks;
+#: The planner left to choose; always over-fetching; always through the scope marks;
 #: over-fetching with so small a cap that most scopes end in the exhaustive plan.
 PLANS = {
     "default": {},
     "over-fetch": {"scope_scan_limit": 0},
-    "allowed chunks": {"scope_scan_limit": 1_000_000},
+    "scope marks": {"scope_scan_limit": 1_000_000},
     "capped over-fetch": {"scope_scan_limit": 0, "max_over_fetch": 40},
 }
 
@@ -151,7 +152,11 @@ def posting_scans(captured) -> list[str]:
     return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_posting p" in q["sql"]]
 
 
-def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
+def marked_queries(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_scope_query(" in q["sql"]]
+
+
+def test_a_small_scope_is_ranked_through_its_marks(scoped):
     collection, _, reader = scoped
     terms = Analyzer().terms(" ".join(VOCABULARY[100:104]))
     with CaptureQueriesContext(connection) as captured:
@@ -160,6 +165,7 @@ def test_a_small_scope_is_ranked_from_its_own_chunks(scoped):
         )
     assert top_k_calls(captured) == []
     assert not posting_scans(captured)
+    assert len(marked_queries(captured)) == 1
 
 
 def test_a_scope_too_narrow_to_over_fetch_goes_to_the_exhaustive_plan_at_once(scoped):
@@ -231,3 +237,22 @@ def test_options_are_checked():
         BM25Retriever(scope_scan_limit=-1)
     with pytest.raises(ValueError, match="max_over_fetch"):
         BM25Retriever(max_over_fetch=0)
+
+
+def even_documents(user) -> Q:
+    """A ``DOCUMENT_ACCESS`` hook, which the index's scope marks cannot express."""
+    return Q(external_id__regex=r"[02468]$")
+
+
+def test_a_hook_beside_the_marked_tokens_is_checked_exactly(scoped, retrieval_settings):
+    """The marks find the reader's visible chunks, a superset of what the hook allows:
+    each result is checked against the whole scope."""
+    collection, rng, reader = scoped
+    visible = set(Scope.for_user(reader).filters().chunk_ids(collection.pk))
+    retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.even_documents")
+    filters = Scope.for_user(reader).filters()
+    assert filters.reader is not None and filters.reader.others is not None
+    assert 0 < len(filters.chunk_ids(collection.pk)) < len(visible)
+    searches = queries(rng, 20)
+    for options in (PLANS["scope marks"], PLANS["default"]):
+        assert_exact(BM25Retriever(**options), collection, filters, searches)
