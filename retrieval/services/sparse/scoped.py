@@ -14,7 +14,7 @@ metadata and access; planning only, no rows read):
   find a superset of the scope (a metadata filter's leaves, or a scope's part they
   cannot express, such as a ``DOCUMENT_ACCESS`` hook), so each result, best first, is
   checked against the scope's exact conditions until ``k`` pass. At 1M chunks a 1%
-  scope took 4.3 ms p50 this way, where the over-fetch below took 20.
+  scope took 5.3-5.6 ms p50 this way, where the over-fetch below took 20-23.
 - **A wider one** over-fetches the pruned ranking: the collection's top ``k'``
   (``k'`` first twice what the estimated share needs for ``k`` to survive, at least
   ``4k``) from the top-k function, of which the allowed chunks are kept.

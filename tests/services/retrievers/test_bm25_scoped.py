@@ -153,7 +153,9 @@ def posting_scans(captured) -> list[str]:
 
 
 def marked_queries(captured) -> list[str]:
-    return [q["sql"] for q in captured.captured_queries if "retrieval_bm25_scope_query(" in q["sql"]]
+    """The marked plan's statements (the scope's chunks found through the index)."""
+    sqls = [q["sql"] for q in captured.captured_queries]
+    return [sql for sql in sqls if "retrieval_bm25_scope_query(" in sql]
 
 
 def test_a_small_scope_is_ranked_through_its_marks(scoped):
