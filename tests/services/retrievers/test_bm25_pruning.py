@@ -95,13 +95,15 @@ def assert_same_rankings(
 
 def chunk_terms_match(collection) -> bool:
     """``retrieval_bm25_chunk`` holds exactly each chunk's postings (tfs, lexemes, dl); its
-    lexemes mark the terms it holds more than once."""
+    lexemes mark the terms it holds more than once, then hold the chunk's scope marks."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM (SELECT chunk_id, max(dl) AS dl, "
             "jsonb_object_agg(term, tf) AS tfs, "
             "array_to_tsvector(array_agg(collection_id || ':' || term) "
-            "|| coalesce(array_agg(collection_id || '+:' || term) FILTER (WHERE tf > 1), '{}')) "
+            "|| coalesce(array_agg(collection_id || '+:' || term) FILTER (WHERE tf > 1), '{}') "
+            "|| coalesce((SELECT retrieval_bm25_marks(k.collection_id, k.document_id, "
+            "    k.access, k.metadata) FROM retrieval_chunk k WHERE k.id = chunk_id), '{}')) "
             "AS lexemes "
             "FROM retrieval_bm25_posting WHERE collection_id = %s GROUP BY chunk_id) AS p "
             "FULL JOIN (SELECT * FROM retrieval_bm25_chunk WHERE collection_id = %s) AS c "
