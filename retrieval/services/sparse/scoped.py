@@ -14,7 +14,7 @@ metadata and access; planning only, no rows read):
   find a superset of the scope (a metadata filter's leaves, or a scope's part they
   cannot express, such as a ``DOCUMENT_ACCESS`` hook), so each result, best first, is
   checked against the scope's exact conditions until ``k`` pass. At 1M chunks a 1%
-  scope took 5.3-5.6 ms p50 this way, where the over-fetch below took 20-23.
+  scope took 5.0-5.6 ms p50 this way, where the over-fetch below took 20-23.
 - **A wider one** over-fetches the pruned ranking: the collection's top ``k'``
   (``k'`` first twice what the estimated share needs for ``k`` to survive, at least
   ``4k``) from the top-k function, of which the allowed chunks are kept.
@@ -54,6 +54,10 @@ CHUNK_COUNT_SQL = "SELECT chunk_count FROM retrieval_bm25_stats WHERE collection
 
 #: A document filter of more documents than this is not marked (checked exactly only).
 MAX_MARKED_DOCUMENTS = 1000
+
+#: The lexemes hold terms of at most this many bytes (tsvector's limit; migration 0011):
+#: a query holding a longer one is not ranked through them.
+MAX_LEXEME_BYTES = 1000
 
 # The scope's chunks holding a query term, found through the GIN index, each scored from
 # its own row as the top-k function scores one; best first, each checked against the
@@ -148,7 +152,8 @@ def scoped_top_k(
     # k' from the estimated share, so that about twice k survive.
     share = min(estimate / row[0], 1.0)
     fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
-    if marks is not None and estimate <= scan_limit:
+    marked = marks is not None and all(len(t.encode()) <= MAX_LEXEME_BYTES for t in terms)
+    if marked and estimate <= scan_limit:
         # A narrow scope the index marks: its chunks holding a query term.
         weights = [k1, b, k1, b, collection_id, list(terms), collection_id]
         cursor.execute(

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from retrieval.models import Document
+from retrieval.models import Chunk, Document
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.retrievers.bm25 import MAX_PRUNED_TERMS, BM25Retriever
@@ -254,6 +254,12 @@ def test_an_overlong_term_is_ranked_exhaustively(zipf):
     full = BM25Retriever(prune=False).score(terms, collection=collection, top_k=10)
     assert ours[0][0] == chunk_id
     assert [s for _, s in ours] == pytest.approx([s for _, s in full], rel=1e-12)
+    # Nor is a scoped search through the index's scope marks, which hold the same lexemes.
+    document_id = Chunk.objects.get(pk=chunk_id).document_id
+    scoped = BM25Retriever(scope_scan_limit=1_000_000).score(
+        [long_term], collection=collection, top_k=10, filters={"document_ids": [document_id]}
+    )
+    assert [found for found, _ in scoped] == [chunk_id]
 
 
 def test_a_query_of_many_terms_reads_every_posting(zipf):
