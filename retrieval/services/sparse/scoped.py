@@ -25,8 +25,9 @@ metadata and access; planning only, no rows read):
   ``k`` survive or the function returns fewer than ``k'`` chunks (every chunk holding
   a query term: the survivors are then all the scope's matches). Past ``max_fetch``
   the exhaustive plan ranks the allowed chunks' postings instead.
-- **A scope the index cannot mark, too narrow to over-fetch** (the first ``k'``
-  already past ``max_fetch``) goes to the exhaustive plan at once.
+- **A scope not ranked through the marks** (unmarked, or wider than ``scan_limit``)
+  **and too narrow to over-fetch** (the first ``k'`` already past ``max_fetch``) goes
+  to the exhaustive plan at once.
 
 A wrong estimate costs time, never exactness.
 
