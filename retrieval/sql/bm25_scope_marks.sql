@@ -1,9 +1,9 @@
 -- Each chunk's scope marks in its BM25 row (the current definitions; migration 0025
--- created them): besides its terms, retrieval_bm25_chunk.lexemes holds one lexeme for its
--- document, one for each access token of its copy of the document's visibility
--- (retrieval_chunk.access) and one for each leaf of its metadata (the path of keys to a
--- scalar, arrays passed through, and the scalar, numbers in canonical form), each
--- '<collection>#' || md5(kind || value).
+-- created them, 0026 marks array elements as such): besides its terms,
+-- retrieval_bm25_chunk.lexemes holds one lexeme for its document, one for each access
+-- token of its copy of the document's visibility (retrieval_chunk.access) and one for
+-- each leaf of its metadata (the path to a scalar, of keys and array steps '[]', and the
+-- scalar, numbers in canonical form), each '<collection>#' || md5(kind || value).
 --
 -- A scoped search (services/sparse/scoped.py) then asks the chunks' GIN index for the
 -- scope's chunks holding a query term in one query, the scope a clause beside the terms
@@ -11,7 +11,10 @@
 -- terms nor every row of the scope. Every chunk a scope allows holds the scope's marks
 -- (a metadata filter's leaves are among the leaves of any metadata containing it), so
 -- the marks find a superset; each result is checked against the scope's exact
--- conditions. The marks follow the chunk row in the writing transaction: a row written
+-- conditions. The superset is the scope itself when the metadata filter holds no empty
+-- object or array and no object or array inside an array (each of its leaves is then
+-- contained on its own), so such a scope can be ANDed into the top-k function's
+-- look-ups (0026). The marks follow the chunk row in the writing transaction: a row written
 -- from its postings takes its chunk's, and a chunk whose document, access or metadata
 -- changes rewrites them.
 
@@ -29,7 +32,7 @@ AS $function$
             SELECT '.' || to_jsonb(o.key)::text, o.value
             FROM jsonb_each(CASE jsonb_typeof(w.value) WHEN 'object' THEN w.value END) AS o
             UNION ALL
-            SELECT '', a.value
+            SELECT '[]', a.value
             FROM jsonb_array_elements(CASE jsonb_typeof(w.value) WHEN 'array' THEN w.value END) AS a
         ) AS e(step, value)
     )

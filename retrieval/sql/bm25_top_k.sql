@@ -1,5 +1,5 @@
 -- Exact BM25 top k reading a fraction of the postings (the current definition; migration
--- 0011 created it, 0015-0017 changed it, and retrieval/migrations/frozen/ keeps each
+-- 0011 created it, 0015-0017 and 0026 changed it, and retrieval/migrations/frozen/ keeps each
 -- version as it was applied). Why each step keeps the result exact:
 -- retrieval/services/sparse/ranking.py.
 --
@@ -12,9 +12,15 @@
 -- single terms whose bound alone still reaches θ. Constants: 1000 postings per result
 -- wanted before step 1 runs (the setting retrieval.bm25_pilot_df_per_k overrides it), term
 -- sets of at most 8 terms in step 2, score expressions of 4, 8 or 16 term slots.
+--
+-- With a scope (p_scope, from retrieval_bm25_scope_query: chunk marks that express the
+-- scope exactly), it ranks the scope's chunks alone: the scope is ANDed into every GIN
+-- look-up, and a term's postings are read as the GIN look-up of its lexeme and the scope
+-- (0026). The bounds stay the collection's, θ comes from the scope's chunks.
 
 CREATE OR REPLACE FUNCTION retrieval_bm25_top_k(
-    p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer
+    p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer,
+    p_scope tsquery DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
 -- Each statement is planned once per connection (planning cost more than running it),
 -- so its plan must not depend on how big the tables were then: index look-ups, always.
@@ -55,6 +61,8 @@ DECLARE
     v_bound float8;
     v_lexeme text;
     v_partners text[];
+    v_scoped boolean := p_scope IS NOT NULL;
+    v_scope tsquery := coalesce(p_scope, ''::tsquery);  -- q && '' is q
 BEGIN
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
            s.chunk_count
@@ -97,6 +105,9 @@ BEGIN
         FROM unnest(v_terms) AS t
     );
     v_pilot := least(v_count, 4);
+    IF v_scoped AND EXISTS (SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > 1000) THEN
+        RAISE EXCEPTION 'a scoped ranking finds chunks by lexemes, and a term over 1000 bytes has none';
+    END IF;
     IF v_count > 16
        OR EXISTS (SELECT 1 FROM unnest(v_terms) AS t WHERE octet_length(t) > 1000) THEN
         v_pilot := 0;  -- too many terms to score a row, or one without a lexeme: exhaustive
@@ -107,7 +118,7 @@ BEGIN
         --    frequent; else its postings give θ sooner (below).
         v_covered := least(v_pilot, 3);
         v_clauses := ARRAY(
-            SELECT string_agg(v_lexemes[i], ' & ' ORDER BY i)::tsquery
+            SELECT string_agg(v_lexemes[i], ' & ' ORDER BY i)::tsquery && v_scope
             FROM generate_series(1, (1 << v_pilot) - 1) AS s(mask)
             CROSS JOIN generate_series(1, v_pilot) AS i
             WHERE s.mask & (1 << (i - 1)) <> 0
@@ -169,8 +180,13 @@ END IF;
         IF cardinality(v_ids) = 0 THEN  -- one posting per chunk: nothing to merge
             SELECT coalesce((SELECT y.s FROM (
                         SELECT v_weights[1] * p.tf / (p.tf + v_a + v_b * p.dl) AS s
-                        FROM retrieval_bm25_posting p
-                        WHERE p.collection_id = p_collection AND p.term = v_terms[1]) AS y
+                        FROM (SELECT p.tf, p.dl FROM retrieval_bm25_posting p
+                              WHERE NOT v_scoped AND p.collection_id = p_collection
+                                AND p.term = v_terms[1]
+                              UNION ALL
+                              SELECT (d.tfs -> v_terms[1])::integer, d.dl FROM retrieval_bm25_chunk d
+                              WHERE v_scoped AND d.lexemes @@ (v_lexemes[1]::tsquery && v_scope)
+                                AND d.collection_id = p_collection) AS p) AS y
                     ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
                 INTO v_theta;
         ELSE
@@ -179,9 +195,13 @@ END IF;
                     FROM (SELECT u.id, u.s FROM unnest(v_ids, v_scores) AS u(id, s)
                           UNION ALL
                           SELECT p.chunk_id, q.w * p.tf / (p.tf + v_a + v_b * p.dl)
-                          FROM unnest(v_terms[1:1], v_weights[1:1]) AS q(term, w)
+                          FROM unnest(v_terms[1:1], v_weights[1:1], v_lexemes[1:1]) AS q(term, w, lexeme)
                           CROSS JOIN LATERAL (SELECT p.chunk_id, p.tf, p.dl FROM retrieval_bm25_posting p
-                  WHERE p.collection_id = p_collection AND p.term = q.term OFFSET 0) AS p) AS x(id, s)
+                  WHERE NOT v_scoped AND p.collection_id = p_collection AND p.term = q.term
+                  UNION ALL
+                  SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
+                  WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND d.collection_id = p_collection OFFSET 0) AS p) AS x(id, s)
                     GROUP BY x.id) AS y
                 ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
             INTO v_theta;
@@ -248,8 +268,8 @@ IF v_count <= 4 THEN
  + coalesce(v_weights[3] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[3])::integer), 0)
  + coalesce(v_weights[4] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[4])::integer), 0)) FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
-                          WHERE d.lexemes @@ (v_query || ' & ('
-                                    || array_to_string(v_partners, ' | ') || ')')::tsquery
+                          WHERE d.lexemes @@ ((v_query || ' & ('
+                                    || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -276,8 +296,8 @@ ELSIF v_count <= 8 THEN
  + coalesce(v_weights[7] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[7])::integer), 0)
  + coalesce(v_weights[8] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[8])::integer), 0)) FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
-                          WHERE d.lexemes @@ (v_query || ' & ('
-                                    || array_to_string(v_partners, ' | ') || ')')::tsquery
+                          WHERE d.lexemes @@ ((v_query || ' & ('
+                                    || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -312,8 +332,8 @@ ELSE
  + coalesce(v_weights[15] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[15])::integer), 0)
  + coalesce(v_weights[16] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[16])::integer), 0)) FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
-                          WHERE d.lexemes @@ (v_query || ' & ('
-                                    || array_to_string(v_partners, ' | ') || ')')::tsquery
+                          WHERE d.lexemes @@ ((v_query || ' & ('
+                                    || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -331,9 +351,13 @@ END IF;
         -- Too few chunks share terms to bound the others: every posting is read.
         RETURN QUERY
             SELECT p.chunk_id, sum(q.w * p.tf / (p.tf + v_a + v_b * p.dl)) AS score
-            FROM unnest(v_terms, v_weights) AS q(term, w)
+            FROM unnest(v_terms, v_weights, v_lexemes) AS q(term, w, lexeme)
             CROSS JOIN LATERAL (SELECT p.chunk_id, p.tf, p.dl FROM retrieval_bm25_posting p
-                  WHERE p.collection_id = p_collection AND p.term = q.term OFFSET 0) AS p
+                  WHERE NOT v_scoped AND p.collection_id = p_collection AND p.term = q.term
+                  UNION ALL
+                  SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
+                  WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND d.collection_id = p_collection OFFSET 0) AS p
             GROUP BY p.chunk_id
             ORDER BY score DESC, p.chunk_id
             LIMIT p_k;
@@ -350,9 +374,13 @@ END IF;
               FROM (SELECT u.id, u.s FROM unnest(v_ids, v_scores) AS u(id, s)
                     UNION ALL
                     SELECT p.chunk_id, q.w * p.tf / (p.tf + v_a + v_b * p.dl)
-                    FROM unnest(v_terms, v_weights, v_bounds) AS q(term, w, u)
+                    FROM unnest(v_terms, v_weights, v_bounds, v_lexemes) AS q(term, w, u, lexeme)
                     CROSS JOIN LATERAL (SELECT p.chunk_id, p.tf, p.dl FROM retrieval_bm25_posting p
-                  WHERE p.collection_id = p_collection AND p.term = q.term OFFSET 0) AS p
+                  WHERE NOT v_scoped AND p.collection_id = p_collection AND p.term = q.term
+                  UNION ALL
+                  SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
+                  WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND d.collection_id = p_collection OFFSET 0) AS p
                     WHERE q.u >= v_theta
                       AND q.w * p.tf / (p.tf + v_a + v_b * p.dl) >= v_theta) AS y
               ORDER BY y.s DESC

@@ -22,6 +22,7 @@ from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import rebuild_postings
+from retrieval.services.sparse.scoped import index_marks
 
 pytestmark = pytest.mark.django_db
 
@@ -128,11 +129,17 @@ PAIRS = [
     ({'q"uote': "é"}, {'q"uote': "é"}),
     ({"tags": []}, {"tags": []}),
     ({"e": {}}, {"e": {}}),
+    ({"a": "x"}, {"a": ["x"]}),
+    ({"a": [1]}, {"a": [1, 2]}),
+    ({"a": [[1, 2]]}, {"a": [1]}),
+    ({"a": [1, [2]]}, {"a": [[2]]}),
+    ({"a": [{"x": [1]}]}, {"a": [{"x": 1}]}),
 ]
 
 
 def test_a_metadata_filters_marks_are_among_those_of_every_metadata_containing_it():
-    contained = marked = 0
+    """And, for a filter the marks express exactly (``index_marks``), only among theirs."""
+    contained = marked = exact = 0
     with connection.cursor() as cursor:
         for metadata, filter_ in PAIRS:
             cursor.execute(
@@ -145,11 +152,16 @@ def test_a_metadata_filters_marks_are_among_those_of_every_metadata_containing_i
             contains, marks_contain = cursor.fetchone()
             if contains:
                 assert marks_contain, (metadata, filter_)
+            marks = index_marks(Filters.parse({"metadata": filter_}))
+            if marks is not None and marks.exact:
+                assert marks_contain == contains, (metadata, filter_)
+                exact += 1
             contained += contains
             marked += marks_contain and not contains
     # Both kinds are in the list, and the marks tell most non-containing pairs apart.
     assert contained >= 8
     assert 0 < marked <= 3
+    assert exact >= 16
 
 
 def test_a_superset_found_through_the_marks_is_checked_exactly(keyword_settings):

@@ -12,7 +12,7 @@ from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
-from retrieval.services.sparse.scoped import index_marks, scoped_top_k
+from retrieval.services.sparse.scoped import SCOPE_PRUNING_SHARE, index_marks, scoped_top_k
 from retrieval.services.types import ScoredChunk
 
 # The exhaustive plan (``prune=False``, long queries, and scoped searches the planner
@@ -64,7 +64,9 @@ class BM25Retriever(BaseRetriever):
     ``prune`` ranks with the exact top-k function (``services/sparse/ranking.py``); under
     filters or a document scope, a scope allowing at most ``scope_scan_limit`` chunks
     (PostgreSQL's estimate) has its chunks holding a query term found through the index's
-    scope marks and scored; a wider one over-fetches the top-k function's ranking,
+    scope marks and scored; a wider one the marks express exactly, of at most
+    ``scope_pruning_share`` of the collection, is ranked by the top-k function with the
+    marks in its look-ups; any other over-fetches the top-k function's ranking,
     widening up to ``max_over_fetch`` chunks, past which (or when even the first
     over-fetch would pass it) every allowed posting is ranked (``services/sparse/scoped.py``).
     Every way returns the exhaustive ranking.
@@ -78,6 +80,7 @@ class BM25Retriever(BaseRetriever):
         analyzer: str = "default",
         prune: bool = True,
         scope_scan_limit: int = 20000,
+        scope_pruning_share: float = SCOPE_PRUNING_SHARE,
         max_over_fetch: int = 4000,
     ) -> None:
         if not k1 >= 0:
@@ -89,10 +92,15 @@ class BM25Retriever(BaseRetriever):
         self.analyzer = analyzer
         if scope_scan_limit < 0:
             raise ValueError(f"scope_scan_limit must be >= 0, not {scope_scan_limit!r}.")
+        if not 0 <= scope_pruning_share <= 1:
+            raise ValueError(
+                f"scope_pruning_share must be within [0, 1], not {scope_pruning_share!r}."
+            )
         if max_over_fetch < 1:
             raise ValueError(f"max_over_fetch must be positive, not {max_over_fetch!r}.")
         self.prune = bool(prune)
         self.scope_scan_limit = int(scope_scan_limit)
+        self.scope_pruning_share = float(scope_pruning_share)
         self.max_over_fetch = int(max_over_fetch)
 
     def prepare(self, query: str, *, collection: Collection) -> list[str]:
@@ -191,6 +199,7 @@ class BM25Retriever(BaseRetriever):
                 params=params,
                 marks=index_marks(filters),
                 scan_limit=self.scope_scan_limit,
+                pruning_share=self.scope_pruning_share,
                 max_fetch=max(self.max_over_fetch, top_k),
                 exhaustive=exhaustive,
             )

@@ -27,11 +27,24 @@ posting instead, as a filtered search does (``BM25Retriever.score``).
 A chunk's row is scored in one expression over 4, 8 or 16 term slots, the fewest
 that hold the query's terms, its ``tfs`` decompressed once (PostgreSQL compresses a
 long chunk's).
+
+Given a scope as the chunks' scope marks (``retrieval/sql/bm25_scope_marks.sql``), the
+function ranks the scope's chunks alone: the scope is ANDed into every GIN look-up, and
+a term's postings are read as the look-up of its lexeme and the scope. The bounds stay
+the collection's (upper bounds for any of its chunks), θ comes from the scope's chunks,
+so the ranking is the exhaustive scoped one when the marks are exactly the scope.
 """
 
 from __future__ import annotations
 
 TOP_K_SQL = "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s)"
+
+# The same under a scope the index marks exactly (``sparse/scoped.py``): its marks, as
+# ``retrieval_bm25_scope_query`` builds them without terms, ANDed into every look-up.
+SCOPED_TOP_K_SQL = (
+    "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s, "
+    "retrieval_bm25_scope_query(%s, NULL, %s::bigint[], %s::text[], %s::jsonb))"
+)
 
 # The per-query constants (idf as float8, length normalisation), computed once for the
 # few query terms: ``n`` and the terms' weights ``q``, shared by the statements that

@@ -1,6 +1,7 @@
 """BM25 under filters and document scopes: exactly the exhaustive scoped top k, by each of
-the planner's ways (the scope's chunks found through the index's scope marks,
-over-fetching the pruned top k, the exhaustive plan), for scopes of several selectivities."""
+the planner's ways (the scope's chunks found through the index's scope marks, the top-k
+function with the marks in its look-ups, over-fetching the pruned top k, the exhaustive
+plan), for scopes of several selectivities."""
 
 from __future__ import annotations
 
@@ -102,12 +103,14 @@ def assert_exact(retriever: BM25Retriever, collection, filters: Filters, searche
 
 
 #: The planner left to choose; always over-fetching; always through the scope marks;
+#: the top-k function under every exactly marked scope (the others over-fetch);
 #: over-fetching with so small a cap that most scopes end in the exhaustive plan.
 PLANS = {
     "default": {},
-    "over-fetch": {"scope_scan_limit": 0},
+    "over-fetch": {"scope_scan_limit": 0, "scope_pruning_share": 0},
     "scope marks": {"scope_scan_limit": 1_000_000},
-    "capped over-fetch": {"scope_scan_limit": 0, "max_over_fetch": 40},
+    "scoped top-k": {"scope_scan_limit": 0, "scope_pruning_share": 1},
+    "capped over-fetch": {"scope_scan_limit": 0, "scope_pruning_share": 0, "max_over_fetch": 40},
 }
 
 
@@ -175,7 +178,7 @@ def test_a_scope_too_narrow_to_over_fetch_goes_to_the_exhaustive_plan_at_once(sc
     neither over-fetched nor scored chunk by chunk, but ranked from its postings."""
     collection, rng, _ = scoped
     filters = Filters.parse({"metadata": {"tags": ["tenth"]}})
-    retriever = BM25Retriever(scope_scan_limit=0, max_over_fetch=200)
+    retriever = BM25Retriever(scope_scan_limit=0, scope_pruning_share=0, max_over_fetch=200)
     terms = Analyzer().terms(" ".join(VOCABULARY[100:104]))
     with CaptureQueriesContext(connection) as captured:
         retriever.score(terms, collection=collection, top_k=40, filters=filters)
@@ -192,6 +195,41 @@ def test_a_wide_scope_over_fetches_the_pruned_top_k(scoped):
             terms, collection=collection, top_k=10, filters={"metadata": {"tags": ["half"]}}
         )
     assert len(top_k_calls(captured)) == 1
+    assert not marked_queries(captured)
+
+
+def test_a_middling_exactly_marked_scope_is_ranked_by_the_top_k_function_with_its_marks(scoped):
+    """A tenth of the chunks, above the scan limit: one call of the top-k function, the
+    scope's marks in its look-ups, and its ranking is the exhaustive scoped one."""
+    collection, rng, reader = scoped
+    retriever = BM25Retriever(scope_scan_limit=50)
+    terms = Analyzer().terms(" ".join(VOCABULARY[30:34]))
+    for filters in (
+        {"metadata": {"tags": ["tenth"]}},
+        Scope.for_user(reader).filters(),
+    ):
+        with CaptureQueriesContext(connection) as captured:
+            retriever.score(terms, collection=collection, top_k=10, filters=filters)
+        assert len(top_k_calls(captured)) == 1
+        assert marked_queries(captured) == top_k_calls(captured)
+        assert not posting_scans(captured)
+        assert_exact(retriever, collection, Filters.parse(filters), queries(rng, 10))
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"tags": [{"x": 1}]}, {"tags": [["tenth"]]}, {"tags": []}, {"tags": ["tenth"], "e": {}}],
+)
+def test_a_scope_the_marks_do_not_express_exactly_is_never_ranked_by_them(scoped, metadata):
+    """Objects or arrays inside an array, or an empty one: the marks find a superset, so
+    the top-k function would prune with the wrong chunks' scores; it is not called
+    with them."""
+    collection, _, _ = scoped
+    retriever = BM25Retriever(scope_scan_limit=0, scope_pruning_share=1)
+    terms = Analyzer().terms(" ".join(VOCABULARY[30:34]))
+    with CaptureQueriesContext(connection) as captured:
+        retriever.score(terms, collection=collection, top_k=10, filters={"metadata": metadata})
+    assert not marked_queries(captured)
 
 
 def test_an_overestimated_scope_widens_until_k_survive(scoped):
