@@ -277,6 +277,9 @@ def test_options_are_checked():
         BM25Retriever(scope_scan_limit=-1)
     with pytest.raises(ValueError, match="max_over_fetch"):
         BM25Retriever(max_over_fetch=0)
+    for share in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="scope_pruning_share"):
+            BM25Retriever(scope_pruning_share=share)
 
 
 def even_documents(user) -> Q:
