@@ -1,0 +1,118 @@
+"""Several vectors per chunk: does a chunk ranked by more than its one vector rank files better?
+
+    python bench/multivector.py [--set flask,starlette,...]
+
+Issue 35 asks to consider what the peers do not, such as several vectors per chunk or per
+section (title vs body). On each real-documents set (``realdocs.py``), the chunks of the
+app's default collection (indexed by ``realdocs.py`` with the defaults, or here if it is
+missing) are embedded three more ways beside the vector the app stores (its header and
+text): the text alone (``body``), the header alone (``head``: title, opening sentence,
+heading path, file path) and the section's title path alone (``section``). Each question
+then ranks every chunk by one vector or by a combination of a chunk's vectors (the best
+of two, or a weighted sum of cosines), exactly (numpy, no index), and the chunk ranking
+is collapsed to files and scored as ``realdocs.py`` scores it. The ``full`` row is the
+app's dense leg with an exact scan. Figures are printed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from common import machine, setup_django, table
+from realdocs import DEPTH, SET_NAMES, DocSet, app_settings, file_ranking, hits_and_mrr, ingest_app
+
+#: How a chunk's score is made from its cosines to the question (``full``: the stored vector).
+COMBINATIONS = {
+    "full (the app's dense leg)": lambda s: s["full"],
+    "body": lambda s: s["body"],
+    "head": lambda s: s["head"],
+    "section": lambda s: s["section"],
+    "max(full, head)": lambda s: np.maximum(s["full"], s["head"]),
+    "max(full, body)": lambda s: np.maximum(s["full"], s["body"]),
+    "max(full, section)": lambda s: np.maximum(s["full"], s["section"]),
+    "full + 0.3 head": lambda s: s["full"] + 0.3 * s["head"],
+    "full + 0.5 head": lambda s: s["full"] + 0.5 * s["head"],
+    "full + 0.3 section": lambda s: s["full"] + 0.3 * s["section"],
+    "full + 0.5 body": lambda s: s["full"] + 0.5 * s["body"],
+    "full + body + head": lambda s: s["full"] + s["body"] + s["head"],
+    "full + 0.3 body + 0.3 section": lambda s: s["full"] + 0.3 * s["body"] + 0.3 * s["section"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--set", default=",".join(SET_NAMES), help="Sets, comma-separated.")
+    args = parser.parse_args()
+    setup_django()
+    print(f"Machine: {machine()}\n")
+    names = args.set.split(",")
+    scores = {name: set_scores(name) for name in names}
+    for name in names:
+        print(f"\n## {name}\n")
+        rows = [[label, f"{hits} / {mrr:.3f}"] for label, (hits, mrr) in scores[name].items()]
+        print(table(["chunk score", "dense hit@5 / MRR@10"], rows), flush=True)
+    if len(names) > 1:
+        print(f"\n## mean over {', '.join(names)} (hit@5 as % of questions)\n")
+        rows = []
+        for label in COMBINATIONS:
+            shares = [scores[n][label][0] / len(DocSet(n).load_questions()) for n in names]
+            mrrs = [scores[n][label][1] for n in names]
+            rows.append(
+                [label, f"{100 * np.mean(shares):.1f}% / {np.mean(mrrs):.3f}"]
+                + [f"{m:.3f}" for m in mrrs]
+            )
+        print(table(["chunk score", "dense hit@5 / MRR@10", *names], rows))
+
+
+def set_scores(name: str) -> dict[str, tuple[int, float]]:
+    """Each combination's hit@5 and MRR@10 on one set."""
+    from cached_embedder import CachedLocalEmbedder
+    from django.test.utils import override_settings
+
+    from retrieval.models import Chunk, Collection
+
+    docset = DocSet(name)
+    docs = docset.documents_folder()
+    questions = docset.load_questions()
+    slug = "realdocs-default" if name == "flask" else f"realdocs-{name}-default"
+    if not Chunk.objects.filter(collection__slug=slug).exists():
+        with override_settings(RETRIEVAL=app_settings("default")):
+            ingest_app("default", docs, docset)
+    collection = Collection.objects.get(slug=slug)
+    chunks = list(
+        Chunk.objects.filter(collection=collection).values_list(
+            "document__external_id", "document__title", "heading_path", "indexed_prefix", "content"
+        )
+    )
+    embedder = CachedLocalEmbedder()
+    texts = {
+        # As the app embeds a chunk: its header, then its text.
+        "full": [f"{prefix}\n{content}" if prefix else content for *_, prefix, content in chunks],
+        "body": [content for *_, content in chunks],
+        "head": [prefix or content for *_, prefix, content in chunks],
+        "section": [
+            " > ".join([title or "", *headings]) or content
+            for _, title, headings, _, content in chunks
+        ],
+    }
+    queries = unit(embedder.embed_queries([q["question"] for q in questions]))
+    cosines = {kind: queries @ unit(embedder.embed_batch(t)).T for kind, t in texts.items()}
+    ids = [external_id for external_id, *_ in chunks]
+    results = {}
+    for label, combine in COMBINATIONS.items():
+        scores = combine(cosines)
+        rankings = [
+            file_ranking((ids[i] for i in np.argsort(-row, kind="stable")[:DEPTH]), docs)
+            for row in scores
+        ]
+        results[label] = hits_and_mrr(rankings, questions)
+    return results
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+if __name__ == "__main__":
+    main()
