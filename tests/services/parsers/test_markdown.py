@@ -160,3 +160,65 @@ def test_thematic_break_later_in_the_file_is_not_front_matter() -> None:
     text = parse("Intro\n\n---\n\ntitle: kept\n").text
 
     assert text == "Intro\n\ntitle: kept"
+
+
+MKDOCS_PAGE = """\
+??? abstract "API Reference"
+    ::: starlette.testclient.TestClient
+        options:
+            parameter_headings: false
+            show_root_heading: true
+            filters:
+                - "__init__"
+
+The test client allows you to make requests against your ASGI application.
+
+!!! note "Lifespan in tests"
+    Use the client as a context manager.
+
+    ```python
+    with TestClient(app) as client:
+        pass
+    ```
+
+    !!! warning
+        Nested, and indented twice.
+
+After the note.
+
+```text
+::: not.a.directive
+!!! inside code
+```
+"""
+
+
+def test_mkdocs_admonitions_give_their_title_and_body_and_autodoc_its_name() -> None:
+    """MkDocs reads these markers; their words are the title, the body and the name."""
+    document = parse(MKDOCS_PAGE, filename="testclient.md")
+
+    assert document.text == (
+        "API Reference\n\nstarlette.testclient.TestClient\n\n"
+        "The test client allows you to make requests against your ASGI application.\n\n"
+        "Lifespan in tests\n\nUse the client as a context manager.\n\n"
+        "with TestClient(app) as client:\n    pass\n\n"
+        "Warning\n\nNested, and indented twice.\n\nAfter the note.\n\n"
+        "::: not.a.directive\n!!! inside code"
+    )
+    assert_well_formed(document)
+
+
+def test_an_autodoc_page_opens_with_its_first_sentence_not_the_directive_options() -> None:
+    from retrieval.services.ingestion.headers import opening_sentence
+
+    document = parse(MKDOCS_PAGE, filename="testclient.md")
+
+    assert opening_sentence(document.text, [])[0] == (
+        "The test client allows you to make requests against your ASGI application."
+    )
+
+
+def test_a_directive_mark_inside_a_paragraph_or_an_indented_code_block_stays_text() -> None:
+    text = parse("Intro line\n::: kept.as.text\n\n    ::: code.block\n").text
+
+    assert text == "Intro line ::: kept.as.text\n\n::: code.block"
