@@ -4,7 +4,9 @@ A small reader of what retrieval needs, not a docutils replacement: titles (unde
 or over- and underlined) nest by the order their adornment styles first appear, as
 in docutils; directives keep their content (code, notes) except those that only
 point elsewhere (toctree, images, includes); comments and link targets are dropped;
-inline roles, literals, emphasis and references keep their text.
+inline roles, literals, emphasis and references keep their text. An autodoc directive
+(``autoclass``, ``autofunction``...) gives its object's name and the text written under
+it (methods described in the file, notes): only the docstrings it pulls in are elsewhere.
 """
 
 from __future__ import annotations
@@ -35,8 +37,7 @@ _OPTION = re.compile(r":[\w -]+:(?:\s|$)")
 #: Directives whose content points elsewhere rather than saying something.
 _DROPPED = frozenset(
     "toctree image figure include literalinclude raw highlight index meta contents "
-    "sectnum only autosummary automodule autoclass autofunction currentmodule module "
-    "tabularcolumns csv-table".split()
+    "sectnum only currentmodule module tabularcolumns csv-table".split()
 )
 #: Directives whose body is code, kept as it is.
 _CODE = ("code-block", "code", "sourcecode", "doctest", "testcode", "testoutput", "literal")

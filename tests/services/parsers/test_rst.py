@@ -193,3 +193,40 @@ def test_directives_inside_directives_leave_their_text_not_their_markup() -> Non
         "Added in version 1.8.\n\nChanged in version 2.0.\n\nAccepts True as a value.\n\n"
         "Mind the order."
     )
+
+
+AUTODOC = b"""\
+Logging API
+===========
+
+.. currentmodule:: sphinx.util.logging
+
+.. autofunction:: getLogger(name)
+
+.. autoclass:: SphinxLoggerAdapter(logging.LoggerAdapter)
+   :members:
+
+   .. method:: SphinxLoggerAdapter.warning(msg, *args, **kwargs)
+
+      Logs a message on this logger with the specified level.
+
+      **location**
+        Where the warning happened, with the path and line number.
+
+.. automodule:: sphinx.util.logging
+   :no-members:
+"""
+
+
+def test_autodoc_directives_give_their_object_and_the_text_written_under_them() -> None:
+    """The docstrings an autodoc directive pulls in are elsewhere; what the file says
+    under it is not (it was all dropped: a page of method descriptions read as its title)."""
+    document = RstParser().parse(AUTODOC, filename="logging.rst")
+    assert_well_formed(document)
+    assert document.text == (
+        "Logging API\n\ngetLogger(name)\n\nSphinxLoggerAdapter(logging.LoggerAdapter)\n\n"
+        "SphinxLoggerAdapter.warning(msg, *args, **kwargs)\n\n"
+        "Logs a message on this logger with the specified level.\n\n"
+        "location\n  Where the warning happened, with the path and line number.\n\n"
+        "sphinx.util.logging"
+    )
