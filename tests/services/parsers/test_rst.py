@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,18 +184,6 @@ Options
 """
 
 
-def test_directives_inside_directives_leave_their_text_not_their_markup() -> None:
-    document = RstParser().parse(NESTED, filename="options.rst")
-    assert_well_formed(document)
-    assert document.text == (
-        "Options\n\nautodoc_default_options\n\n"
-        "The default options for autodoc directives. For example:\n\n"
-        "autodoc_default_options = {'members': True}\n\n"
-        "Added in version 1.8.\n\nChanged in version 2.0.\n\nAccepts True as a value.\n\n"
-        "Mind the order."
-    )
-
-
 AUTODOC = b"""\
 Logging API
 ===========
@@ -218,15 +207,36 @@ Logging API
 """
 
 
-def test_autodoc_directives_give_their_object_and_the_text_written_under_them() -> None:
-    """The docstrings an autodoc directive pulls in are elsewhere; what the file says
-    under it is not (it was all dropped: a page of method descriptions read as its title)."""
-    document = RstParser().parse(AUTODOC, filename="logging.rst")
+@pytest.mark.parametrize(
+    ("source", "filename", "text"),
+    [
+        (
+            NESTED,
+            "options.rst",
+            "Options\n\nautodoc_default_options\n\n"
+            "The default options for autodoc directives. For example:\n\n"
+            "autodoc_default_options = {'members': True}\n\n"
+            "Added in version 1.8.\n\nChanged in version 2.0.\n\nAccepts True as a value.\n\n"
+            "Mind the order.",
+        ),
+        # The docstrings an autodoc directive pulls in are elsewhere; what the file says
+        # under it is not (it was all dropped: a page of method descriptions read as its
+        # title).
+        (
+            AUTODOC,
+            "logging.rst",
+            "Logging API\n\ngetLogger(name)\n\nSphinxLoggerAdapter(logging.LoggerAdapter)\n\n"
+            "SphinxLoggerAdapter.warning(msg, *args, **kwargs)\n\n"
+            "Logs a message on this logger with the specified level.\n\n"
+            "location\n  Where the warning happened, with the path and line number.\n\n"
+            "sphinx.util.logging",
+        ),
+    ],
+    ids=["directives inside directives", "autodoc directives keep the text under them"],
+)
+def test_directives_leave_their_text_not_their_markup(
+    source: bytes, filename: str, text: str
+) -> None:
+    document = RstParser().parse(source, filename=filename)
     assert_well_formed(document)
-    assert document.text == (
-        "Logging API\n\ngetLogger(name)\n\nSphinxLoggerAdapter(logging.LoggerAdapter)\n\n"
-        "SphinxLoggerAdapter.warning(msg, *args, **kwargs)\n\n"
-        "Logs a message on this logger with the specified level.\n\n"
-        "location\n  Where the warning happened, with the path and line number.\n\n"
-        "sphinx.util.logging"
-    )
+    assert document.text == text
