@@ -20,7 +20,16 @@ import argparse
 
 import numpy as np
 from common import machine, setup_django, table
-from realdocs import DEPTH, SET_NAMES, DocSet, app_settings, file_ranking, hits_and_mrr, ingest_app
+from realdocs import (
+    DEPTH,
+    SET_NAMES,
+    DocSet,
+    app_settings,
+    collection_name,
+    file_ranking,
+    hits_and_mrr,
+    ingest_app,
+)
 
 #: How a chunk's score is made from its cosines to the question (``full``: the stored vector).
 COMBINATIONS = {
@@ -75,20 +84,24 @@ def set_scores(name: str) -> dict[str, tuple[int, float]]:
     docset = DocSet(name)
     docs = docset.documents_folder()
     questions = docset.load_questions()
-    slug = "realdocs-default" if name == "flask" else f"realdocs-{name}-default"
+    slug = collection_name(docset, "default")
     if not Chunk.objects.filter(collection__slug=slug).exists():
         with override_settings(RETRIEVAL=app_settings("default")):
             ingest_app("default", docs, docset)
     collection = Collection.objects.get(slug=slug)
-    chunks = list(
+    rows = list(
         Chunk.objects.filter(collection=collection).values_list(
-            "document__external_id", "document__title", "heading_path", "indexed_prefix", "content"
+            "embedding",
+            "document__external_id",
+            "document__title",
+            "heading_path",
+            "indexed_prefix",
+            "content",
         )
     )
+    stored, chunks = [row[0] for row in rows], [row[1:] for row in rows]
     embedder = CachedLocalEmbedder()
     texts = {
-        # As the app embeds a chunk: its header, then its text.
-        "full": [f"{prefix}\n{content}" if prefix else content for *_, prefix, content in chunks],
         "body": [content for *_, content in chunks],
         "head": [prefix or content for *_, prefix, content in chunks],
         "section": [
@@ -98,6 +111,8 @@ def set_scores(name: str) -> dict[str, tuple[int, float]]:
     }
     queries = unit(embedder.embed_queries([q["question"] for q in questions]))
     cosines = {kind: queries @ unit(embedder.embed_batch(t)).T for kind, t in texts.items()}
+    # The app's own vector of each chunk (its header and text), as stored.
+    cosines["full"] = queries @ unit(np.array(stored, dtype=np.float32)).T
     ids = [external_id for external_id, *_ in chunks]
     results = {}
     for label, combine in COMBINATIONS.items():

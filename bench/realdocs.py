@@ -349,11 +349,8 @@ def ingest_app(name: str, docs: Path, docset: DocSet | None = None) -> Collectio
     from retrieval.services.ingestion.ingest import Source, ingest
 
     docset = docset or DocSet("flask")
-    slug = name.replace(" + ", "-").replace(" ", "-").replace(",", "")
-    # Flask's collections keep their earlier names.
-    prefix = "realdocs" if docset.name == "flask" else f"realdocs-{docset.name}"
     collection, _ = get_or_create_collection(
-        f"{prefix}-{slug}", chunker="realdocs", embedder="realdocs"
+        collection_name(docset, name), chunker="realdocs", embedder="realdocs"
     )
     # The ids retrieval_ingest gives: paths relative to the folder's parent.
     sources = [
@@ -364,6 +361,14 @@ def ingest_app(name: str, docs: Path, docset: DocSet | None = None) -> Collectio
     run = ingest(collection, sources, force=True)
     assert run.documents_failed == 0, run.errors
     return collection
+
+
+def collection_name(docset: DocSet, config: str) -> str:
+    """The name (and slug) of a set's collection under app configuration ``config``."""
+    slug = config.replace(" + ", "-").replace(" ", "-").replace(",", "")
+    # Flask's collections keep their earlier names.
+    prefix = "realdocs" if docset.name == "flask" else f"realdocs-{docset.name}"
+    return f"{prefix}-{slug}"
 
 
 def file_ranking(external_ids: Iterable[str], docs: Path | str = "docs") -> list[str]:
