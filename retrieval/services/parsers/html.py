@@ -95,7 +95,9 @@ def _write_visible_text(soup: BeautifulSoup, builder: TextBuilder) -> str:
         name = node.name
         if leaving:
             _break_around(name, builder)
-        elif name in HIDDEN:
+            if name == "dd":
+                builder.join_blocks(False)
+        elif name in HIDDEN or _is_table_of_contents(node):
             continue
         elif name in HEADINGS and (heading := clip_title(node.get_text())):
             first_h1 = first_h1 or (heading if name == "h1" else "")
@@ -111,6 +113,8 @@ def _write_visible_text(soup: BeautifulSoup, builder: TextBuilder) -> str:
             _break_around(name, builder)
             if name in CELLS:
                 builder.separate(" | ")
+            elif name == "dd" and _follows_term(node):
+                builder.join_blocks(True)
             stack.append((node, True))
             stack.extend((child, False) for child in reversed(node.contents))
     return first_h1
@@ -121,6 +125,29 @@ def _break_around(name: str, builder: TextBuilder) -> None:
         builder.block_break()
     elif name in LINES:
         builder.line_break()
+
+
+def _is_table_of_contents(node: Tag) -> bool:
+    """Return whether ``node`` is a table of contents: ``role="doc-toc"`` (Pandoc,
+    docutils), ``aria-label="Table of contents"`` (MkDocs Material), or ``toc`` as its id
+    or one of its classes (DocBook, AsciiDoc, Wikipedia).
+
+    A table of contents repeats the headings that already open their sections; as text it
+    made chunks of bare titles that matched questions without answering them, and a
+    manual's "opening sentence".
+    """
+    if node.get("role") == "doc-toc" or str(node.get("id", "")).lower() == "toc":
+        return True
+    if str(node.get("aria-label", "")).lower() == "table of contents":
+        return True
+    classes = node.get("class") or ()
+    return any(c.lower() == "toc" for c in classes)
+
+
+def _follows_term(node: Tag) -> bool:
+    """Return whether ``node`` comes right after a ``<dt>``: the definition of a term."""
+    previous = node.find_previous_sibling(True)
+    return previous is not None and previous.name == "dt"
 
 
 def _title_tag(soup: BeautifulSoup) -> str:

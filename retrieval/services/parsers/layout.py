@@ -94,6 +94,7 @@ class TextBuilder:
         self._breaks = 0  # newlines owed before the next text, at most two
         self._separator = ""  # owed before the next text if it lands on the same line
         self._line_has_text = False
+        self._joined = False  # block breaks are line breaks until the next text
         self._sections: list[Section] = []
         self._pending: Section | None = None  # opened, waiting for its first text
         self._current: Section | None = None  # has text; its end is still open
@@ -104,9 +105,17 @@ class TextBuilder:
             self._breaks = max(self._breaks, 1)
 
     def block_break(self) -> None:
-        """End the current block: the next text follows a blank line."""
+        """End the current block: the next text follows a blank line (a new line if joined)."""
         if self._length:
-            self._breaks = 2
+            self._breaks = max(self._breaks, 1) if self._joined else 2
+
+    def join_blocks(self, joined: bool) -> None:
+        """While ``joined`` and until the next text, a block break only ends the line.
+
+        A definition's first paragraph stays in one block with its term, so that a
+        chunk boundary at a blank line never parts the two.
+        """
+        self._joined = joined
 
     def separate(self, separator: str) -> None:
         """Put ``separator`` before the next text if it continues this line."""
@@ -162,6 +171,7 @@ class TextBuilder:
         self._breaks = 0
         self._separator = ""
         self._line_has_text = True
+        self._joined = False
 
     def _close_section(self) -> None:
         if self._current is not None:

@@ -67,6 +67,45 @@ def test_block_elements_break_lines_and_inline_elements_do_not() -> None:
     assert "Unbroken word" in text
 
 
+def test_a_term_and_the_first_block_of_its_definition_are_one_block() -> None:
+    # AsciiDoc's and Sphinx's HTML wrap each definition in paragraphs; a blank line
+    # between term and definition let a chunk end at the term.
+    markup = """<h1>Revisions</h1><dl>
+      <dt class="hdlist1">&lt;sha1&gt;, e.g. dae86e</dt>
+      <dd><p>The full SHA-1 object name.</p><p>A second paragraph.</p></dd>
+      <dt>@{upstream}</dt><dt>@{u}</dt><dd><div class="para"><p>The upstream branch.</p></div></dd>
+      <dd><p>A second definition.</p></dd>
+      <dt>a term with no definition</dt><dd></dd>
+    </dl><p>After the list.</p>"""
+
+    assert parse(markup).text == (
+        "Revisions\n\n"
+        "<sha1>, e.g. dae86e\nThe full SHA-1 object name.\n\nA second paragraph.\n\n"
+        "@{upstream}\n@{u}\nThe upstream branch.\n\nA second definition.\n\n"
+        "a term with no definition\n\nAfter the list."
+    )
+
+
+@pytest.mark.parametrize(
+    "toc",
+    [
+        '<div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt>{}</dt></dl></div>',
+        '<div id="toc"><div id="toctitle">Table of Contents</div><p>{}</p></div>',
+        '<nav id="TOC" role="doc-toc"><a href="#install">{}</a></nav>',
+        '<nav class="contents" id="contents" role="doc-toc"><p>Contents</p>{}</nav>',
+        '<nav class="md-nav md-nav--secondary" aria-label="Table of contents">{}</nav>',
+    ],
+)
+def test_a_table_of_contents_is_not_text(toc: str) -> None:
+    # DocBook, AsciiDoc, Pandoc, docutils and MkDocs Material mark theirs so. It repeats
+    # the headings that open their sections: as text it made chunks of bare titles, and
+    # a manual's opening sentence "Introduction 1."
+    page = "<h1>Manual</h1>{}<p>The manual begins here.</p><h2>Install</h2><p>Run it.</p>"
+    document = parse(page.format(toc.format("<ul><li>1. Install</li></ul>")))
+
+    assert document.text == "Manual\n\nThe manual begins here.\n\nInstall\n\nRun it."
+
+
 def test_pre_is_kept_verbatim() -> None:
     assert "def f():\n    return   1\n\nprint(f())" in parse(PAGE).text
 
