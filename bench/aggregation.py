@@ -13,21 +13,19 @@ app's legs as ``realdocs.py`` reports them. Figures are printed; nothing is asse
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from common import machine, setup_django, table
+from common import table
 from realdocs import (
     DEPTH,
     LEGS,
-    SET_NAMES,
     DocSet,
     app_settings,
-    collection_name,
+    default_collection,
     file_ranking,
     hits_and_mrr,
-    ingest_app,
+    start_on_sets,
 )
 
 #: How a file's score is made from its chunks' scores, best first.
@@ -43,12 +41,7 @@ Scores = dict[str, dict[str, tuple[int, float]]]  # aggregation -> leg -> (hit@5
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--set", default=",".join(SET_NAMES), help="Sets, comma-separated.")
-    args = parser.parse_args()
-    setup_django()
-    print(f"Machine: {machine()}\n")
-    names = args.set.split(",")
+    names = start_on_sets(__doc__)
     headers = ["file score", *(f"{leg} hit@5 / MRR@10" for leg in LEGS)]
     scores = {name: set_scores(name) for name in names}
     for name in names:
@@ -76,19 +69,15 @@ def set_scores(name: str) -> Scores:
     """Each aggregation's hit@5 and MRR@10 per leg on one set."""
     from django.test.utils import override_settings
 
-    from retrieval.models import Chunk, Collection
     from retrieval.services.access import Scope
     from retrieval.services.query.search import search
 
     docset = DocSet(name)
     docs = docset.documents_folder()
     questions = docset.load_questions()
-    slug = collection_name(docset, "default")
+    collection = default_collection(docset, docs)
     scores: Scores = {label: {} for label in AGGREGATIONS}
     with override_settings(RETRIEVAL=app_settings("default")):
-        if not Chunk.objects.filter(collection__slug=slug).exists():
-            ingest_app("default", docs, docset)
-        collection = Collection.objects.get(slug=slug)
         for leg in LEGS:
             answers = [
                 search(q["question"], collection=collection, retriever=leg, top_k=DEPTH,

@@ -16,19 +16,15 @@ app's dense leg with an exact scan. Figures are printed; nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from common import machine, setup_django, table
+from common import table
 from realdocs import (
     DEPTH,
-    SET_NAMES,
     DocSet,
-    app_settings,
-    collection_name,
+    default_collection,
     file_ranking,
     hits_and_mrr,
-    ingest_app,
+    start_on_sets,
 )
 
 #: How a chunk's score is made from its cosines to the question (``full``: the stored vector).
@@ -50,12 +46,7 @@ COMBINATIONS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--set", default=",".join(SET_NAMES), help="Sets, comma-separated.")
-    args = parser.parse_args()
-    setup_django()
-    print(f"Machine: {machine()}\n")
-    names = args.set.split(",")
+    names = start_on_sets(__doc__)
     scores = {name: set_scores(name) for name in names}
     for name in names:
         print(f"\n## {name}\n")
@@ -77,18 +68,13 @@ def main() -> None:
 def set_scores(name: str) -> dict[str, tuple[int, float]]:
     """Each combination's hit@5 and MRR@10 on one set."""
     from cached_embedder import CachedLocalEmbedder
-    from django.test.utils import override_settings
 
-    from retrieval.models import Chunk, Collection
+    from retrieval.models import Chunk
 
     docset = DocSet(name)
     docs = docset.documents_folder()
     questions = docset.load_questions()
-    slug = collection_name(docset, "default")
-    if not Chunk.objects.filter(collection__slug=slug).exists():
-        with override_settings(RETRIEVAL=app_settings("default")):
-            ingest_app("default", docs, docset)
-    collection = Collection.objects.get(slug=slug)
+    collection = default_collection(docset, docs)
     rows = list(
         Chunk.objects.filter(collection=collection).values_list(
             "embedding",

@@ -363,6 +363,30 @@ def ingest_app(name: str, docs: Path, docset: DocSet | None = None) -> Collectio
     return collection
 
 
+def start_on_sets(description: str | None) -> list[str]:
+    """For a script measuring the sets' collections: read ``--set``, set up Django, print
+    the machine, and return the names of the sets."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--set", default=",".join(SET_NAMES), help="Sets, comma-separated.")
+    args = parser.parse_args()
+    setup_django()
+    print(f"Machine: {machine()}\n")
+    return args.set.split(",")
+
+
+def default_collection(docset: DocSet, docs: Path) -> Collection:
+    """The set's collection under the defaults, as ``main`` left it; indexed here if missing."""
+    from django.test.utils import override_settings
+
+    from retrieval.models import Chunk, Collection
+
+    slug = collection_name(docset, "default")
+    if not Chunk.objects.filter(collection__slug=slug).exists():
+        with override_settings(RETRIEVAL=app_settings("default")):
+            ingest_app("default", docs, docset)
+    return Collection.objects.get(slug=slug)
+
+
 def collection_name(docset: DocSet, config: str) -> str:
     """The name (and slug) of a set's collection under app configuration ``config``."""
     slug = config.replace(" + ", "-").replace(" ", "-").replace(",", "")
