@@ -110,12 +110,15 @@ class TextBuilder:
             self._breaks = max(self._breaks, 1) if self._joined else 2
 
     def join_blocks(self, joined: bool) -> None:
-        """While ``joined`` and until the next text, a block break only ends the line.
+        """While ``joined`` and until the next text, a block break only ends the line
+        (one already owed included).
 
         A definition's first paragraph stays in one block with its term, so that a
         chunk boundary at a blank line never parts the two.
         """
         self._joined = joined
+        if joined and self._breaks:
+            self._breaks = 1
 
     def separate(self, separator: str) -> None:
         """Put ``separator`` before the next text if it continues this line."""

@@ -75,6 +75,7 @@ def test_a_term_and_the_first_block_of_its_definition_are_one_block() -> None:
       <dd><p>The full SHA-1 object name.</p><p>A second paragraph.</p></dd>
       <dt>@{upstream}</dt><dt>@{u}</dt><dd><div class="para"><p>The upstream branch.</p></div></dd>
       <dd><p>A second definition.</p></dd>
+      <dt><p>A term in a paragraph</p></dt><dd><p>Its definition.</p></dd>
       <dt>a term with no definition</dt><dd></dd>
     </dl><p>After the list.</p>"""
 
@@ -82,6 +83,7 @@ def test_a_term_and_the_first_block_of_its_definition_are_one_block() -> None:
         "Revisions\n\n"
         "<sha1>, e.g. dae86e\nThe full SHA-1 object name.\n\nA second paragraph.\n\n"
         "@{upstream}\n@{u}\nThe upstream branch.\n\nA second definition.\n\n"
+        "A term in a paragraph\nIts definition.\n\n"
         "a term with no definition\n\nAfter the list."
     )
 
