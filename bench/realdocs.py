@@ -375,7 +375,7 @@ def start_on_sets(description: str | None) -> list[str]:
 
 
 def default_collection(docset: DocSet, docs: Path) -> Collection:
-    """The set's collection under the defaults, as ``main`` left it; indexed here if missing."""
+    """The set's collection under the defaults, as ``realdocs.py`` left it; indexed if missing."""
     from django.test.utils import override_settings
 
     from retrieval.models import Chunk, Collection
