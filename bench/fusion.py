@@ -44,7 +44,8 @@ class Fusion:
     """One hybrid fusion: the method, the dense leg's weight (BM25's is 1), RRF's k and
     how many candidates each leg gives (the dense leg fewer, if ``dense_candidates``);
     the legs in ``zero_floor`` are scaled by their best score alone under relative-score
-    fusion (as if each list ended with a score of 0), not min-max."""
+    fusion (as if each list ended with a score of 0), not min-max; ``document_floor`` is
+    the hybrid's option of that name."""
 
     method: str
     dense: float = 1.0
@@ -52,6 +53,7 @@ class Fusion:
     candidates: int = 100
     dense_candidates: int | None = None
     zero_floor: tuple[str, ...] = ()
+    document_floor: float = 0.0
 
     @property
     def label(self) -> str:
@@ -61,6 +63,8 @@ class Fusion:
             depth += f", dense leg {self.dense_candidates} candidates"
         if self.zero_floor:
             depth += f", {' and '.join(self.zero_floor)} floor 0"
+        if self.document_floor:
+            depth += f", document floor {self.document_floor:g}"
         return f"{name}, dense {self.dense:g}{depth}" + (" (default)" if self == DEFAULT else "")
 
     def fuse(self, legs: LegResults, top_k: int) -> list[ScoredChunk]:
@@ -72,7 +76,12 @@ class Fusion:
         for name in self.zero_floor:
             ranked[name] = [*ranked[name], ScoredChunk(-1, 0.0)]
         fusing = replace(legs, weights=weights, ranked=ranked)
-        fused = fusing.fuse(self.method, k=self.k, top_k=top_k + len(self.zero_floor))
+        fused = fusing.fuse(
+            self.method,
+            k=self.k,
+            top_k=top_k + len(self.zero_floor),
+            document_floor=self.document_floor,
+        )
         return [s for s in fused if s.chunk_id != -1][:top_k]
 
     def depth(self, leg: str) -> int:
@@ -84,11 +93,12 @@ class Fusion:
 
 #: The library's default hybrid (relative score, equal weights; RRF k=60 before this
 #: bench): the baseline of the gains.
-DEFAULT = Fusion("relative_score")
+DEFAULT = Fusion("relative_score", document_floor=0.8)
 WEIGHTS = (0.8, 1.0, 1.25, 1.5)
 SETTINGS = [
     *(Fusion("rrf", dense, k) for k in (1, 5, 10, 20, 30, 60) for dense in WEIGHTS),
     *(Fusion(method, dense) for method in ("relative_score", "dbsf") for dense in WEIGHTS),
+    *(Fusion("relative_score", document_floor=floor) for floor in (0.5, 0.8, 0.9)),
     *(Fusion("relative_score", candidates=depth) for depth in (50, 30, 20)),
     *(Fusion("relative_score", dense_candidates=depth) for depth in (50, 30, 20)),
     *(Fusion("relative_score", zero_floor=legs) for legs in (("bm25",), ("bm25", "dense"))),
@@ -257,6 +267,7 @@ def sweep(
         hybrid.legs["dense"] / hybrid.legs["bm25"],
         hybrid.k,
         max(hybrid.candidates, top_k),
+        document_floor=hybrid.document_floor,
     )
     offline = [[s.chunk_id for s in configured.fuse(results, top_k)] for results in legs]
     real = [

@@ -72,8 +72,10 @@ PEERS = ("llamaindex-256", "llamaindex-1024", "haystack-200")
 DEPTH = 50  # chunks asked of each retriever; enough for ten distinct files
 LEGS = ("bm25", "dense", "hybrid")
 
-#: Fusions tried beside the default hybrid (relative score, equal weights) on each collection.
+#: Fusions tried beside the default hybrid (relative score, equal weights, document floor
+#: 0.8) on each collection; but for the first, each with the default document floor.
 FUSIONS = {
+    "no document floor": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 0},
     "rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
     "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},

@@ -148,3 +148,51 @@ def test_retrieval_results_fuse_too():
         for rank, (pk, score) in enumerate([(7, 0.9), (8, 0.1)])
     ]
     assert ids(rrf_fuse([results, ranked((8, 5.0))], k=60)) == [8, 7]
+
+
+#: Chunks 2 and 4 are one document's (BM25's second, dense's second); 1 and 3 each their own.
+DOCUMENTS = {2: 10, 4: 10, 1: 20, 3: 30}
+
+
+def test_document_floor_by_hand():
+    """A document's leading chunk gets from each list at least the floor's share of the
+    best the list gave the document; its other chunks keep their own sums."""
+    fused = relative_score_fuse(
+        [SPARSE, DENSE], top_k=10, names=["bm25", "dense"], documents=DOCUMENTS, document_floor=0.8
+    )
+    # min-max: bm25 1 -> 1, 2 -> 0.5, 3 -> 0; dense 3 -> 1, 4 -> 0.75, 1 -> 0. Document 10
+    # floored: chunk 2 0.5 + 0.8 * 0.75 = 1.1, chunk 4 0.8 * 0.5 + 0.75 = 1.15: 4 leads.
+    assert sums(fused) == pytest.approx({1: 1.0, 2: 0.5, 3: 1.0, 4: 1.15})
+    assert ids(fused) == [4, 1, 3, 2]  # without the floor: [1, 3, 4, 2]
+    # What each list ranked is kept as it was: the floor only adds to the sum.
+    assert fused[0].metadata["legs"] == {"dense": {"score": 0.8, "rank": 2}}
+
+
+@pytest.mark.parametrize(
+    "fuse",
+    [
+        lambda *a, **k: rrf_fuse(*a, k=60, **k),
+        relative_score_fuse,
+        relative_to_best_fuse,
+        dbsf_fuse,
+    ],
+)
+def test_a_document_floor_changes_nothing_when_each_document_has_one_chunk(fuse):
+    one_each = {chunk_id: 100 + chunk_id for chunk_id in (1, 2, 3, 4)}
+    floored = fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10, documents=one_each, document_floor=0.8)
+    plain = fuse([SPARSE, DENSE], [1.0, 2.0], top_k=10)
+    assert [(r.chunk_id, r.score) for r in floored] == [(r.chunk_id, r.score) for r in plain]
+
+
+def test_a_document_floor_of_one_scores_a_documents_leader_as_the_document():
+    """At 1, the leader has the document's best in each list (on a tie, the lower id leads)."""
+    fused = relative_score_fuse([SPARSE, DENSE], top_k=10, documents=DOCUMENTS, document_floor=1)
+    assert sums(fused) == pytest.approx({1: 1.0, 2: 1.25, 3: 1.0, 4: 0.75})
+
+
+def test_bad_document_floors():
+    for floor in (-0.1, 1.5, True, "0.8"):
+        with pytest.raises(ValueError, match="document_floor must be a number from 0 to 1"):
+            relative_score_fuse([SPARSE], documents=DOCUMENTS, document_floor=floor)
+    with pytest.raises(ValueError, match="needs each chunk's document"):
+        relative_score_fuse([SPARSE], document_floor=0.5)

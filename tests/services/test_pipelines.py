@@ -115,3 +115,18 @@ def test_fusion_defaults_live_in_one_setting(retrieval_settings):
     retrieval_settings(FUSION={"method": "max"})
     with pytest.raises(ValueError, match="Unknown fusion 'max'"):
         Pipeline()
+
+
+def test_the_document_floor_defaults_to_the_fusion_setting(retrieval_settings):
+    from retrieval.services.retrievers.hybrid import HybridRetriever
+
+    assert (HybridRetriever().document_floor, Pipeline().document_floor) == (0.8, 0.8)
+    retrieval_settings(FUSION={"method": "relative_score", "k": 60, "document_floor": 0.5})
+    assert (HybridRetriever().document_floor, Pipeline().document_floor) == (0.5, 0.5)
+    assert Pipeline(document_floor=0).document_floor == 0.0
+    retrieval_settings(PIPELINES={"paged": {"document_floor": 0.9}})
+    assert Pipeline.configured("paged").document_floor == 0.9
+    retrieval_settings(FUSION={"method": "relative_score", "document_floor": 2})
+    for make in (Pipeline, HybridRetriever):
+        with pytest.raises(ValueError, match="document_floor must be a number from 0 to 1"):
+            make()

@@ -12,12 +12,18 @@ with scores its retriever gave another list's candidates (``metadata[SCORED_FOR_
 see :data:`SCORES_EVERY_CANDIDATE`): those keep their score and have no rank. Load the
 fused chunks with :func:`retrieval.services.retrievers.base.load_results`. The lists
 come from :func:`retrieval.services.query.legs.run_legs`.
+
+With a ``document_floor`` (and ``documents``, each chunk's document), each document's leading
+candidate gets from each list at least that share of the best the list gave a chunk of the
+document: a page whose best BM25 chunk and best dense chunk differ is not ranked below pages
+that only one list found, and its other chunks keep their own scores
+(``bench/realdocs.py``: the configured default, 0.8).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from retrieval.services.types import ScoredChunk
@@ -46,6 +52,8 @@ def rrf_fuse(
     top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
+    documents: Mapping[int, int] | None = None,
+    document_floor: float = 0.0,
 ) -> list[ScoredChunk]:
     """Weighted reciprocal-rank fusion: ``Σ weight / (k + rank)``, rank from 1, normalised
     by its most, ``Σ weight / (k + 1)``; ``top_k=None`` keeps every chunk."""
@@ -59,6 +67,8 @@ def rrf_fuse(
         names,
         lambda results: [1.0 / (k + r) for r in range(1, len(results) + 1)],
         most=1.0 / (k + 1) if k + 1 > 0 else 1.0,
+        documents=documents,
+        document_floor=document_floor,
     )
 
 
@@ -68,9 +78,20 @@ def relative_score_fuse(
     top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
+    documents: Mapping[int, int] | None = None,
+    document_floor: float = 0.0,
 ) -> list[ScoredChunk]:
     """Relative-score fusion: each list's scores min-max normalised to [0, 1], weighted sum."""
-    return _fuse("relative_score", ranked_lists, weights, top_k, names, _min_max)
+    return _fuse(
+        "relative_score",
+        ranked_lists,
+        weights,
+        top_k,
+        names,
+        _min_max,
+        documents=documents,
+        document_floor=document_floor,
+    )
 
 
 def relative_to_best_fuse(
@@ -79,6 +100,8 @@ def relative_to_best_fuse(
     top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
+    documents: Mapping[int, int] | None = None,
+    document_floor: float = 0.0,
 ) -> list[ScoredChunk]:
     """Each list's scores divided by its best (a floor of 0), weighted sum.
 
@@ -86,7 +109,16 @@ def relative_to_best_fuse(
     scored by every leg (:data:`SCORES_EVERY_CANDIDATE`), a chunk's fused score no longer
     depends on how deep each leg's list went.
     """
-    return _fuse("relative_to_best", ranked_lists, weights, top_k, names, _ratio_to_best)
+    return _fuse(
+        "relative_to_best",
+        ranked_lists,
+        weights,
+        top_k,
+        names,
+        _ratio_to_best,
+        documents=documents,
+        document_floor=document_floor,
+    )
 
 
 def dbsf_fuse(
@@ -95,9 +127,20 @@ def dbsf_fuse(
     top_k: int | None = 10,
     *,
     names: Sequence[str] | None = None,
+    documents: Mapping[int, int] | None = None,
+    document_floor: float = 0.0,
 ) -> list[ScoredChunk]:
     """Distribution-based score fusion: scores scaled by each list's mean ± 3 σ, weighted sum."""
-    return _fuse("dbsf", ranked_lists, weights, top_k, names, _three_sigma)
+    return _fuse(
+        "dbsf",
+        ranked_lists,
+        weights,
+        top_k,
+        names,
+        _three_sigma,
+        documents=documents,
+        document_floor=document_floor,
+    )
 
 
 def _min_max(results: Sequence[Scored]) -> list[float]:
@@ -133,6 +176,8 @@ def _fuse(
     contribution: Callable[[Sequence[Scored]], list[float]],
     *,
     most: float = 1.0,
+    documents: Mapping[int, int] | None = None,
+    document_floor: float = 0.0,
 ) -> list[ScoredChunk]:
     """Fuse; ``most`` is the largest contribution one list gives a chunk."""
     weights = [1.0] * len(ranked_lists) if weights is None else list(weights)
@@ -143,19 +188,27 @@ def _fuse(
         )
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer or None, not {top_k!r}.")
-    fused: dict[int, float] = {}
+    check_document_floor(document_floor)
+    if document_floor and documents is None:
+        raise ValueError("A document floor needs each chunk's document (documents=...).")
+    contributions: list[tuple[float, dict[int, float]]] = []
     legs: dict[int, dict[str, dict[str, float]]] = {}
     for results, weight, name in zip(ranked_lists, weights, names, strict=True):
         seen: set[int] = set()
         unique = [r for r in results if not (r.chunk_id in seen or seen.add(r.chunk_id))]
-        for rank, (result, value) in enumerate(
-            zip(unique, contribution(unique), strict=True), start=1
-        ):
-            fused[result.chunk_id] = fused.get(result.chunk_id, 0.0) + weight * value
+        ids = [r.chunk_id for r in unique]
+        contributions.append((weight, dict(zip(ids, contribution(unique), strict=True))))
+        for rank, result in enumerate(unique, start=1):
             ranked = not getattr(result, "metadata", {}).get(SCORED_FOR_FUSION)
             legs.setdefault(result.chunk_id, {})[name] = (
                 {"score": result.score, "rank": rank} if ranked else {"score": result.score}
             )
+    fused = dict.fromkeys(legs, 0.0)
+    for weight, values in contributions:
+        for chunk_id, value in values.items():
+            fused[chunk_id] += weight * value
+    if document_floor and documents is not None:
+        fused = _floored_by_document(fused, contributions, documents, document_floor)
     ceiling = sum(w for w in weights if w > 0) * most
     # Equal scores: the chunk more lists hold first (under min-max, one a list ranks last
     # scores 0 there, as if that list had missed it), then the lower id.
@@ -168,6 +221,52 @@ def _fuse(
         )
         for key in order
     ]
+
+
+def _floored_by_document(
+    fused: dict[int, float],
+    contributions: Sequence[tuple[float, Mapping[int, float]]],
+    documents: Mapping[int, int],
+    floor: float,
+) -> dict[int, float]:
+    """The fused sums, but for each document's leading candidate: there, each list
+    contributes at least ``floor`` times the best it gave a chunk of the document.
+
+    The leader is the candidate with the highest such sum (on a tie, the lowest id); a
+    document's other chunks keep their own sums, so that one strong document does not fill
+    the ranking with its chunks.
+    """
+    floored = dict.fromkeys(fused, 0.0)
+    for weight, values in contributions:
+        best: dict[int, float] = {}
+        for chunk_id, value in values.items():
+            document = documents.get(chunk_id)
+            if document is not None and value > best.get(document, 0.0):
+                best[document] = value
+        for chunk_id in floored:
+            share = floor * best.get(documents.get(chunk_id, -1), 0.0)
+            floored[chunk_id] += weight * max(values.get(chunk_id, 0.0), share)
+    leaders: dict[int, int] = {}
+    for chunk_id in sorted(floored):
+        document = documents.get(chunk_id)
+        if document is None:
+            continue
+        leader = leaders.setdefault(document, chunk_id)
+        if floored[chunk_id] > floored[leader]:
+            leaders[document] = chunk_id
+    lead = set(leaders.values())
+    return {chunk_id: floored[chunk_id] if chunk_id in lead else s for chunk_id, s in fused.items()}
+
+
+def check_document_floor(document_floor: object) -> float:
+    """Return a valid document floor (a number from 0 to 1); raise ``ValueError``."""
+    if (
+        isinstance(document_floor, bool)
+        or not isinstance(document_floor, int | float)
+        or not 0 <= document_floor <= 1
+    ):
+        raise ValueError(f"document_floor must be a number from 0 to 1, not {document_floor!r}.")
+    return float(document_floor)
 
 
 FUSION_METHODS = {
@@ -183,16 +282,24 @@ FUSION_METHODS = {
 SCORES_EVERY_CANDIDATE = frozenset({"relative_to_best"})
 
 
-def fusion_defaults(method: str | None = None, k: int | None = None) -> tuple[str, int]:
-    """Return ``(method, k)``: the given ones, else ``RETRIEVAL["FUSION"]``'s (the one
-    place fusion defaults live, for hybrid retrievers and pipelines alike)."""
+def fusion_defaults(
+    method: str | None = None, k: int | None = None, document_floor: float | None = None
+) -> tuple[str, int, float]:
+    """Return ``(method, k, document_floor)``: the given ones, else ``RETRIEVAL["FUSION"]``'s
+    (the one place fusion defaults live, for hybrid retrievers and pipelines alike)."""
     from retrieval.conf import retrieval_settings
 
-    configured = {"method": "relative_score", "k": 60, **retrieval_settings.FUSION}
+    configured = {
+        "method": "relative_score",
+        "k": 60,
+        "document_floor": 0.0,
+        **retrieval_settings.FUSION,
+    }
     method = configured["method"] if method is None else method
     k = configured["k"] if k is None else k
+    document_floor = configured["document_floor"] if document_floor is None else document_floor
     if method not in FUSION_METHODS:
         raise ValueError(f"Unknown fusion {method!r}; choose one of {', '.join(FUSION_METHODS)}.")
     if isinstance(k, bool) or not isinstance(k, int | float) or k < 0:
         raise ValueError(f"k must be a non-negative number, not {k!r}.")
-    return method, k
+    return method, k, check_document_floor(document_floor)

@@ -74,10 +74,16 @@ class LegResults:
     prepared: dict[str, Any] = field(default_factory=dict)
     collection: Collection | None = None
 
-    def fuse(self, method: str, *, k: int = 60, top_k: int = 10) -> list[ScoredChunk]:
-        """Fuse the lists with ``method``; name failed legs in ``metadata["failed_legs"]``."""
+    def fuse(
+        self, method: str, *, k: int = 60, top_k: int = 10, document_floor: float = 0.0
+    ) -> list[ScoredChunk]:
+        """Fuse the lists with ``method`` (and ``document_floor``, the chunks' documents
+        looked up in one query); name failed legs in ``metadata["failed_legs"]``."""
         options: dict[str, Any] = {"k": k} if method == "rrf" else {}
         lists = self.scored_for_fusion() if method in SCORES_EVERY_CANDIDATE else self.ranked
+        if document_floor:
+            candidates = {s.chunk_id for results in lists.values() for s in results}
+            options |= {"document_floor": document_floor, "documents": documents_of(candidates)}
         fused = FUSION_METHODS[method](
             list(lists.values()),
             [self.weights[name] for name in self.ranked],
@@ -122,6 +128,16 @@ class LegResults:
             for scored in ranking:
                 scored.metadata["failed_legs"] = dict(self.failed)
         return ranking
+
+
+def documents_of(chunk_ids: set[int]) -> dict[int, int]:
+    """Each chunk's document id, read where the search reads."""
+    from retrieval.models import Chunk
+
+    if not chunk_ids:
+        return {}
+    rows = Chunk.objects.using(search_database()).filter(pk__in=chunk_ids)
+    return dict(rows.values_list("pk", "document_id"))
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -8,6 +8,7 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
             "rewriter": "prf",               # REWRITERS alias (optional)
             "retrievers": {"hybrid": 1.0},   # RETRIEVERS aliases and fusion weights
             "fusion": "rrf", "k": 60,        # how lists are fused (default: RETRIEVAL["FUSION"])
+            "document_floor": 0.8,           # each chunk's share of its document's best, per list
             "reranker": "cross",             # RERANKERS alias (optional)
             "candidates": 50,                # results per list, and reranked
         },
@@ -38,7 +39,7 @@ from retrieval.services.retrievers.base import check_top_k, load_results
 from retrieval.services.rewriters.base import Turn
 from retrieval.services.types import RetrievalResult
 
-STEPS = ("rewriter", "retrievers", "fusion", "k", "reranker", "candidates")
+STEPS = ("rewriter", "retrievers", "fusion", "k", "document_floor", "reranker", "candidates")
 
 
 def retriever_alias(collection: Collection, retriever: str | None = None) -> str:
@@ -57,6 +58,7 @@ class Pipeline:
         retrievers: Mapping[str, float] | Sequence[str] | None = None,
         fusion: str | None = None,
         k: int | None = None,
+        document_floor: float | None = None,
         reranker: str | None = None,
         candidates: int = 50,
     ) -> None:
@@ -65,7 +67,7 @@ class Pipeline:
             legs = dict.fromkeys(legs, 1.0)
         if legs is not None and not legs:
             raise ValueError("retrievers must name at least one retriever (or be left out).")
-        fusion, k = fusion_defaults(fusion, k)
+        fusion, k, document_floor = fusion_defaults(fusion, k, document_floor)
         if not isinstance(candidates, int) or candidates < 1:
             raise ValueError(f"candidates must be a positive integer, not {candidates!r}.")
         self.name = name
@@ -73,6 +75,7 @@ class Pipeline:
         self.legs = None if legs is None else {alias: float(w) for alias, w in legs.items()}
         self.fusion = fusion
         self.k = k
+        self.document_floor = document_floor
         self.reranker = reranker
         self.candidates = candidates
 
@@ -145,7 +148,9 @@ class Pipeline:
             label=f"pipeline {self.name!r}" if self.name else "pipeline",
         )
         if fused:
-            ranking = answered.fuse(self.fusion, k=self.k, top_k=depth)
+            ranking = answered.fuse(
+                self.fusion, k=self.k, top_k=depth, document_floor=self.document_floor
+            )
         else:  # a lone leg raises its own error; its scores brought into [0, 1]
             ranking = runs[0].retriever.normalise(answered.ranked[runs[0].name])
         results = load_results(ranking, filters=filters)

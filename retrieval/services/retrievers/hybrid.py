@@ -23,7 +23,10 @@ class HybridRetriever(BaseRetriever):
     weighted sum; the default, chosen by ``bench/fusion.py``), ``"rrf"`` (weighted
     reciprocal-rank fusion with constant ``k``), ``"dbsf"`` (distribution-based
     score fusion) or ``"relative_to_best"`` (every candidate scored by every leg that
-    can, each leg's scores divided by its best). Each leg returns ``candidates`` results
+    can, each leg's scores divided by its best). ``document_floor`` (default
+    ``RETRIEVAL["FUSION"]``'s, 0.8) gives each candidate, in each leg, at least that share of
+    the leg's best score for a chunk of its document (0: chunks fused alone). Each leg returns
+    ``candidates`` results
     (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
     through :func:`retrieval.services.query.legs.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
@@ -40,6 +43,7 @@ class HybridRetriever(BaseRetriever):
         method: str | None = None,
         k: int | None = None,
         candidates: int = 100,
+        document_floor: float | None = None,
     ) -> None:
         legs = (
             dict(retrievers) if isinstance(retrievers, Mapping) else dict.fromkeys(retrievers, 1.0)
@@ -48,13 +52,14 @@ class HybridRetriever(BaseRetriever):
             raise ValueError("retrievers must name at least one retriever.")
         if any(not isinstance(w, int | float) or w < 0 for w in legs.values()):
             raise ValueError(f"retriever weights must be non-negative numbers, not {legs!r}.")
-        method, k = fusion_defaults(method, k)
+        method, k, document_floor = fusion_defaults(method, k, document_floor)
         if candidates < 1:
             raise ValueError(f"candidates must be positive, not {candidates!r}.")
         self.legs = {alias: float(weight) for alias, weight in legs.items()}
         self.method = method
         self.k = k
         self.candidates = candidates
+        self.document_floor = document_floor
 
     def check(self) -> list:
         errors = []
@@ -83,4 +88,4 @@ class HybridRetriever(BaseRetriever):
             filters=filters,
             label="hybrid",
         )
-        return results.fuse(self.method, k=self.k, top_k=top_k)
+        return results.fuse(self.method, k=self.k, top_k=top_k, document_floor=self.document_floor)

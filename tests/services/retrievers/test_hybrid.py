@@ -332,3 +332,44 @@ def test_hybrid_relative_to_best_fuses_its_legs_candidates_with_every_score(comp
     assert fused.chunk.document.external_id == "c"
     assert fused.metadata["raw_score"] == pytest.approx(max(expected.values()))
     assert fused.score == pytest.approx(max(expected.values()) / 2.25)  # over the weights
+
+
+#: Pages of one or two chunks, read without a header (the keyword embedder knows north, east
+#: and up; BM25 every word but stopwords). BM25 ranks the steel page's first chunk above its
+#: second, dense its second above its first.
+PAGES = {
+    "steel": "Needle, needle, needle.\n\nNorth winds and rain over the long wide valley.",
+    "pointer": "A needle points north, east and up.",
+    "wind": "East wind.",
+    "hay": "One needle lost in a long field of hay, grass, rocks, mud and more hay.",
+}
+
+
+@pytest.mark.django_db
+def test_the_hybrid_floors_each_documents_leading_chunk_by_the_documents_best_in_each_leg(
+    keyword_settings, retrieval_settings
+):
+    retrieval_settings(CHUNK_CONTEXT=None)
+    collection, _ = get_or_create_collection("pages")
+    ingest(collection, [Source.from_text(text, external_id=key) for key, text in PAGES.items()])
+    query = "needle north"
+    legs = [
+        retrievers[alias].rank(query, collection=collection, top_k=100)
+        for alias in ("bm25", "dense")
+    ]
+    chunks = Chunk.objects.filter(collection=collection)
+    documents = dict(chunks.values_list("pk", "document_id"))
+    floored = relative_score_fuse(legs, top_k=6, documents=documents, document_floor=0.8)
+    plain = relative_score_fuse(legs, top_k=6)
+    steel = [r for r in legs[0] if documents[r.chunk_id] == documents[legs[1][0].chunk_id]]
+    assert len(steel) == 2 and steel[0].chunk_id != legs[1][0].chunk_id  # the legs disagree
+    raised = {r.chunk_id: r.score for r in floored}.items() - {
+        r.chunk_id: r.score for r in plain
+    }.items()
+    assert len(raised) == 1  # the steel page's leader, and nothing else
+    found = search(query, collection=collection, top_k=6, scope=Scope.ALL)
+    assert [r.chunk.pk for r in found] == [r.chunk_id for r in floored]
+    assert [r.score for r in found] == pytest.approx([r.score for r in floored])
+    retrieval_settings(FUSION={"method": "relative_score", "k": 60, "document_floor": 0})
+    found = search(query, collection=collection, top_k=6, scope=Scope.ALL)
+    assert [r.score for r in found] == pytest.approx([r.score for r in plain])
