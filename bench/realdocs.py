@@ -76,6 +76,8 @@ LEGS = ("bm25", "dense", "hybrid")
 #: 0.8) on each collection; but for the first, each with the default document floor.
 FUSIONS = {
     "no document floor": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 0},
+    "document floor 0.5": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 0.5},
+    "document floor 1": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 1},
     "rrf k=60": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "rrf", "k": 60},
     "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},

@@ -1,4 +1,4 @@
-"""Loading the chunks of a search's results, with their documents, in one statement."""
+"""Loading the chunks of a search's results, with their documents, in one statement each."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def load_chunks(
         chunk.document = document_columns.instance(row[split:], using, connection)
         chunks[chunk.pk] = chunk
     return chunks
+
+
+def chunk_documents(chunk_ids: Sequence[int], *, using: str) -> dict[int, int]:
+    """Return each chunk's document id, by chunk id (a missing id left out), in one
+    statement without the ORM's compiling (a third of the time for a search's candidates)."""
+    from retrieval.models import Chunk
+
+    meta = Chunk._meta
+    sql = (
+        f'SELECT "{meta.pk.column}", "{meta.get_field("document").column}" '
+        f'FROM {meta.db_table} WHERE "{meta.pk.column}" = ANY(%s)'
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [list(chunk_ids)])
+        return dict(cursor.fetchall())
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
+from retrieval.querysets import chunk_documents
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.fusion import (
     FUSION_METHODS,
@@ -83,7 +84,8 @@ class LegResults:
         lists = self.scored_for_fusion() if method in SCORES_EVERY_CANDIDATE else self.ranked
         if document_floor:
             candidates = {s.chunk_id for results in lists.values() for s in results}
-            options |= {"document_floor": document_floor, "documents": documents_of(candidates)}
+            documents = chunk_documents(sorted(candidates), using=search_database())
+            options |= {"document_floor": document_floor, "documents": documents}
         fused = FUSION_METHODS[method](
             list(lists.values()),
             [self.weights[name] for name in self.ranked],
@@ -128,16 +130,6 @@ class LegResults:
             for scored in ranking:
                 scored.metadata["failed_legs"] = dict(self.failed)
         return ranking
-
-
-def documents_of(chunk_ids: set[int]) -> dict[int, int]:
-    """Each chunk's document id, read where the search reads."""
-    from retrieval.models import Chunk
-
-    if not chunk_ids:
-        return {}
-    rows = Chunk.objects.using(search_database()).filter(pk__in=chunk_ids)
-    return dict(rows.values_list("pk", "document_id"))
 
 
 _pool: ThreadPoolExecutor | None = None
