@@ -308,6 +308,7 @@ def query_latency(size: int, n_queries: int) -> None:
 
     from retrieval.services.indexes.pgvector import vector_literal
     from retrieval.services.registry import analyzers, embedders, retrievers
+    from retrieval.services.retrievers.hybrid import HybridRetriever
 
     collection, texts, queries = load(size)
     queries = queries[:n_queries]
@@ -322,6 +323,9 @@ def query_latency(size: int, n_queries: int) -> None:
     embedder = embedders["default"]
     query_vectors = real_query_vectors(n_queries)
     dense, hybrid = retrievers["dense"], retrievers["hybrid"]
+    # The default hybrid without its document floor, whose statement (the candidates'
+    # documents) it saves; one chunk per document here, so both return the same.
+    unfloored = HybridRetriever(document_floor=0)
     bm25, exhaustive = bm25_plans()
     samples: dict[str, list[float]] = {}
     raw_sql = (
@@ -389,6 +393,9 @@ def query_latency(size: int, n_queries: int) -> None:
             time_it("dense search" + suffix, dense.retrieve, query, **scope)
             time_it("hybrid search" + suffix, hybrid.retrieve, query, **scope)
         embedder.query_threads = None  # the default, as configured
+        turns = [("hybrid, turns", hybrid), ("hybrid without document floor, turns", unfloored)]
+        for name, retriever in turns if i % 2 else turns[::-1]:
+            time_it(name, retriever.retrieve, query, **scope)
 
     n = len(query_vectors)
     gc.unfreeze()
@@ -425,6 +432,12 @@ def query_latency(size: int, n_queries: int) -> None:
             "hybrid search (default fusion of both)",
             *p["hybrid search"],
             f"{p['hybrid search'][0] / slowest:.2f}× slowest leg",
+        ],
+        ["hybrid search, taking turns with the next", *p["hybrid, turns"], ""],
+        [
+            "hybrid search without the document floor",
+            *p["hybrid without document floor, turns"],
+            f"{p['hybrid without document floor, turns'][0] / p['hybrid, turns'][0]:.2f}× hybrid",
         ],
         ["dense search, query on one core", *p["dense search, one core"], ""],
         [

@@ -102,9 +102,9 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_PIPELINE": "default",
     # How ranked lists are fused where a hybrid retriever or a pipeline does not say:
     # "relative_score" (min-max per list, weighted sum; chosen by bench/fusion.py), "rrf",
-    # "relative_to_best" or "dbsf"; k is RRF's constant. document_floor: in each list, a
-    # chunk scores at least this share of the best score of a chunk of its document (0: off;
-    # chosen by bench/realdocs.py over four documentation sets).
+    # "relative_to_best" or "dbsf"; k is RRF's constant. document_floor: each document's
+    # leading candidate gets from each list at least this share of the list's best for the
+    # document (0: off; chosen by bench/realdocs.py over four documentation sets).
     "FUSION": {"method": "relative_score", "k": 60, "document_floor": 0.8},
     # The most LLM work one query may do; None lifts a limit.
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},

@@ -164,8 +164,11 @@ def test_document_floor_by_hand():
     # floored: chunk 2 0.5 + 0.8 * 0.75 = 1.1, chunk 4 0.8 * 0.5 + 0.75 = 1.15: 4 leads.
     assert sums(fused) == pytest.approx({1: 1.0, 2: 0.5, 3: 1.0, 4: 1.15})
     assert ids(fused) == [4, 1, 3, 2]  # without the floor: [1, 3, 4, 2]
-    # What each list ranked is kept as it was: the floor only adds to the sum.
+    # What each list ranked is kept as it was: the floor only adds to the sum, and the
+    # leader it lifted keeps its own sum beside.
     assert fused[0].metadata["legs"] == {"dense": {"score": 0.8, "rank": 2}}
+    assert fused[0].metadata["own_score"] == pytest.approx(0.75)
+    assert all("own_score" not in r.metadata for r in fused[1:])
 
 
 @pytest.mark.parametrize(

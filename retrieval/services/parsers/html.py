@@ -145,9 +145,9 @@ def _is_table_of_contents(node: Tag) -> bool:
 
 
 def _follows_term(node: Tag) -> bool:
-    """Return whether ``node`` comes right after a ``<dt>``: the definition of a term."""
+    """Return whether ``node`` comes right after a ``<dt>`` with text: the definition of a term."""
     previous = node.find_previous_sibling(True)
-    return previous is not None and previous.name == "dt"
+    return previous is not None and previous.name == "dt" and bool(previous.get_text(strip=True))
 
 
 def _title_tag(soup: BeautifulSoup) -> str:

@@ -16,8 +16,9 @@ come from :func:`retrieval.services.query.legs.run_legs`.
 With a ``document_floor`` (and ``documents``, each chunk's document), each document's leading
 candidate gets from each list at least that share of the best the list gave a chunk of the
 document: a page whose best BM25 chunk and best dense chunk differ is not ranked below pages
-that only one list found, and its other chunks keep their own scores
-(``bench/realdocs.py``: the configured default, 0.8).
+that only one list found, and its other chunks keep their own scores. A leader so lifted
+keeps its own sum as ``metadata["own_score"]`` (``bench/realdocs.py``: the configured
+default, 0.8).
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def _fuse(
     for weight, values in contributions:
         for chunk_id, value in values.items():
             fused[chunk_id] += weight * value
+    own = fused
     if document_floor and documents is not None:
         fused = _floored_by_document(fused, contributions, documents, document_floor)
     ceiling = sum(w for w in weights if w > 0) * most
@@ -217,7 +219,13 @@ def _fuse(
         ScoredChunk(
             key,
             min(1.0, max(0.0, fused[key] / ceiling)) if ceiling > 0 else 0.0,
-            {"legs": legs[key], "retrieval_method": method, "raw_score": fused[key]},
+            {
+                "legs": legs[key],
+                "retrieval_method": method,
+                "raw_score": fused[key],
+                # A document's leader lifted by the floor: its own sum, for explanations.
+                **({"own_score": own[key]} if fused[key] != own[key] else {}),
+            },
         )
         for key in order
     ]

@@ -8,7 +8,7 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
             "rewriter": "prf",               # REWRITERS alias (optional)
             "retrievers": {"hybrid": 1.0},   # RETRIEVERS aliases and fusion weights
             "fusion": "rrf", "k": 60,        # how lists are fused (default: RETRIEVAL["FUSION"])
-            "document_floor": 0.8,           # each chunk's share of its document's best, per list
+            "document_floor": 0.8,           # a document's leader: this share of its best, per list
             "reranker": "cross",             # RERANKERS alias (optional)
             "candidates": 50,                # results per list, and reranked
         },

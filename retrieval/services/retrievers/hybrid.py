@@ -24,10 +24,10 @@ class HybridRetriever(BaseRetriever):
     reciprocal-rank fusion with constant ``k``), ``"dbsf"`` (distribution-based
     score fusion) or ``"relative_to_best"`` (every candidate scored by every leg that
     can, each leg's scores divided by its best). ``document_floor`` (default
-    ``RETRIEVAL["FUSION"]``'s, 0.8) gives each candidate, in each leg, at least that share of
-    the leg's best score for a chunk of its document (0: chunks fused alone). Each leg returns
-    ``candidates`` results
-    (at least ``top_k``); only the fused top ``top_k`` chunks are loaded. Legs run
+    ``RETRIEVAL["FUSION"]``'s, 0.8) gives each document's leading candidate, in each leg, at
+    least that share of the leg's best score for a chunk of the document (0: chunks fused
+    alone). Each leg returns ``candidates`` results (at least ``top_k``); only the fused top
+    ``top_k`` chunks are loaded. Legs run
     through :func:`retrieval.services.query.legs.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
     uncommitted writes; outside transactions, with Django's connection pool, the dense

@@ -88,6 +88,13 @@ def test_a_term_and_the_first_block_of_its_definition_are_one_block() -> None:
     )
 
 
+def test_a_definition_after_an_empty_term_is_not_joined_to_the_text_before() -> None:
+    # Before, an empty <dt> still joined its definition to whatever preceded it.
+    markup = "<p>Before the list.</p><dl><dt> </dt><dd><p>A definition.</p></dd></dl>"
+
+    assert parse(markup).text == "Before the list.\n\nA definition."
+
+
 @pytest.mark.parametrize(
     "toc",
     [
