@@ -118,6 +118,13 @@ def test_e003_unknown_backend_and_bad_options(retrieval_settings):
     assert "RETRIEVAL['EMBEDDERS']['odd']: bad OPTIONS" in text and "colour" in text
 
 
+def test_e003_a_bad_fusion_setting_fails_the_hybrid_that_reads_it(retrieval_settings):
+    retrieval_settings(FUSION={"method": "relative_score", "k": 60, "document_floor": 2})
+    text = "\n".join(m.msg for m in checks.run_checks() if m.id == "retrieval.E003")
+    assert "RETRIEVAL['RETRIEVERS']['hybrid']" in text
+    assert "document_floor must be a number from 0 to 1" in text
+
+
 def test_e004_default_that_names_no_component(retrieval_settings):
     retrieval_settings(DEFAULT_RETRIEVER="psychic")
     messages = [m for m in checks.run_checks() if m.id == "retrieval.E004"]
