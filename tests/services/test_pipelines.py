@@ -121,6 +121,9 @@ def test_the_document_floor_defaults_to_the_fusion_setting(retrieval_settings):
     from retrieval.services.retrievers.hybrid import HybridRetriever
 
     assert (HybridRetriever().document_floor, Pipeline().document_floor) == (0.8, 0.8)
+    # A FUSION that leaves a key out has the app's default for it, not a second default.
+    retrieval_settings(FUSION={"method": "rrf"})
+    assert (HybridRetriever().k, HybridRetriever().document_floor, Pipeline().k) == (60, 0.8, 60)
     retrieval_settings(FUSION={"method": "relative_score", "k": 60, "document_floor": 0.5})
     assert (HybridRetriever().document_floor, Pipeline().document_floor) == (0.5, 0.5)
     assert Pipeline(document_floor=0).document_floor == 0.0

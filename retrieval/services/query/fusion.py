@@ -294,15 +294,11 @@ def fusion_defaults(
     method: str | None = None, k: int | None = None, document_floor: float | None = None
 ) -> tuple[str, int, float]:
     """Return ``(method, k, document_floor)``: the given ones, else ``RETRIEVAL["FUSION"]``'s
-    (the one place fusion defaults live, for hybrid retrievers and pipelines alike)."""
-    from retrieval.conf import retrieval_settings
+    (the one place fusion defaults live, for hybrid retrievers and pipelines alike); a key
+    the site's ``FUSION`` leaves out has the app's default."""
+    from retrieval.conf import DEFAULTS, retrieval_settings
 
-    configured = {
-        "method": "relative_score",
-        "k": 60,
-        "document_floor": 0.0,
-        **retrieval_settings.FUSION,
-    }
+    configured = {**DEFAULTS["FUSION"], **retrieval_settings.FUSION}
     method = configured["method"] if method is None else method
     k = configured["k"] if k is None else k
     document_floor = configured["document_floor"] if document_floor is None else document_floor
