@@ -73,7 +73,7 @@ DEPTH = 50  # chunks asked of each retriever; enough for ten distinct files
 LEGS = ("bm25", "dense", "hybrid")
 
 #: Fusions tried beside the default hybrid (relative score, equal weights, document floor
-#: 0.8) on each collection; but for the first, each with the default document floor.
+#: 0.8) on each collection; those that name no document floor have the default one.
 FUSIONS = {
     "no document floor": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 0},
     "document floor 0.5": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "document_floor": 0.5},
