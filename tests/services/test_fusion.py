@@ -193,6 +193,18 @@ def test_a_document_floor_of_one_scores_a_documents_leader_as_the_document():
     assert sums(fused) == pytest.approx({1: 1.0, 2: 1.25, 3: 1.0, 4: 0.75})
 
 
+def test_a_documents_leader_on_a_tie_is_the_chunk_more_lists_hold():
+    """Tied floored sums: the leader is picked as the fused order breaks ties (more lists
+    first, then the lower id), not by id alone."""
+    bm25, dense = ranked((2, 9.0), (3, 1.0)), ranked((1, 0.9), (2, 0.5), (3, 0.1))
+    fused = relative_score_fuse(
+        [bm25, dense], top_k=10, documents={1: 10, 2: 10, 3: 30}, document_floor=1
+    )
+    # Document 10 at floor 1: chunk 1 (dense only) and chunk 2 (both lists) both sum 2.
+    assert ids(fused) == [2, 1, 3]
+    assert sums(fused) == pytest.approx({2: 2.0, 1: 1.0, 3: 0.0})
+
+
 def test_bad_document_floors():
     for floor in (-0.1, 1.5, True, "0.8"):
         with pytest.raises(ValueError, match="document_floor must be a number from 0 to 1"):

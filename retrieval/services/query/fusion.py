@@ -240,9 +240,9 @@ def _floored_by_document(
     """The fused sums, but for each document's leading candidate: there, each list
     contributes at least ``floor`` times the best it gave a chunk of the document.
 
-    The leader is the candidate with the highest such sum (on a tie, the lowest id); a
-    document's other chunks keep their own sums, so that one strong document does not fill
-    the ranking with its chunks.
+    The leader is the candidate with the highest such sum (on a tie, the one more lists
+    hold, then the lowest id); a document's other chunks keep their own sums, so that one
+    strong document does not fill the ranking with its chunks.
     """
     floored = dict.fromkeys(fused, 0.0)
     for weight, values in contributions:
@@ -254,14 +254,13 @@ def _floored_by_document(
         for chunk_id in floored:
             share = floor * best.get(documents.get(chunk_id, -1), 0.0)
             floored[chunk_id] += weight * max(values.get(chunk_id, 0.0), share)
+    # Ties as in the fused order: the chunk more lists hold, then the lower id.
+    held = {chunk_id: sum(chunk_id in values for _, values in contributions) for chunk_id in fused}
     leaders: dict[int, int] = {}
-    for chunk_id in sorted(floored):
+    for chunk_id in sorted(floored, key=lambda key: (-floored[key], -held[key], key)):
         document = documents.get(chunk_id)
-        if document is None:
-            continue
-        leader = leaders.setdefault(document, chunk_id)
-        if floored[chunk_id] > floored[leader]:
-            leaders[document] = chunk_id
+        if document is not None:
+            leaders.setdefault(document, chunk_id)
     lead = set(leaders.values())
     return {chunk_id: floored[chunk_id] if chunk_id in lead else s for chunk_id, s in fused.items()}
 
