@@ -46,6 +46,7 @@ class RewriterSuite(Suite):
         assert rewrite.queries and all(isinstance(q, str) and q.strip() for q in rewrite.queries)
         assert len(set(rewrite.queries)) == len(rewrite.queries)
         assert rewrite.method and (rewrite.reason or not rewrite.fallback)
+        assert isinstance(rewrite.standalone, str) and rewrite.asked.strip()
 
     def test_it_gives_queries_to_search(self, rewriter, collection) -> None:
         self.check(rewriter.rewrite(self.QUERY, collection=collection), self.QUERY)

@@ -126,12 +126,12 @@ class Pipeline:
         check_top_k(top_k)
         filters = Filters.parse(filters)
         queries: tuple[str, ...] = (query,)
+        asked = query
         if self.rewriter is not None:
-            queries = (
-                rewriters[self.rewriter]
-                .rewrite(query, collection=collection, history=history, filters=filters)
-                .queries
+            rewrite = rewriters[self.rewriter].rewrite(
+                query, collection=collection, history=history, filters=filters
             )
+            queries, asked = rewrite.queries, rewrite.asked
         legs = self.legs or {retriever_alias(collection): 1.0}
         fused = len(queries) * len(legs) > 1
         depth = max(self.candidates, top_k) if fused or self.reranker else top_k
@@ -155,9 +155,9 @@ class Pipeline:
             ranking = runs[0].retriever.normalise(answered.ranked[runs[0].name])
         results = load_results(ranking, filters=filters)
         if self.reranker is not None:
-            # With a conversation, the standalone rewrite says what is asked better than the turn.
-            rerank_query = queries[0] if history and self.rewriter else query
-            results = rerankers[self.reranker].rerank(rerank_query, results, top_k=top_k)
+            # The whole question (a standalone rewrite, else the turn): never a sub-question
+            # or a hypothetical passage, which would judge by a part or by an invented answer.
+            results = rerankers[self.reranker].rerank(asked, results, top_k=top_k)
         trace = current_trace()
         if trace is not None:
             trace.record(

@@ -24,7 +24,10 @@ class Rewrite:
     ``fallback`` says the rewriter answered with the original query because its own
     method failed or gave nothing; ``reason`` then says what went wrong. ``stopped``
     holds the message when it was the query's LLM budget that ran out (a caller that
-    must stop then, like the agentic loop, can).
+    must stop then, like the agentic loop, can). ``standalone`` is the whole question as
+    one query with the conversation folded in, when the rewriter wrote one: what a
+    reranker reads (:attr:`asked`), where a sub-question or a hypothetical passage
+    would judge the candidates by one part of the question or by an invented answer.
     """
 
     original: str
@@ -34,6 +37,12 @@ class Rewrite:
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     stopped: str = ""
+    standalone: str = ""
+
+    @property
+    def asked(self) -> str:
+        """What is asked, as one query: the standalone rewrite, else the original."""
+        return self.standalone or self.original
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -46,6 +55,8 @@ class Rewrite:
         }
         if self.stopped:
             data["stopped"] = self.stopped
+        if self.standalone:
+            data["standalone"] = self.standalone
         return data
 
 

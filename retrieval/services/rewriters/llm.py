@@ -121,7 +121,8 @@ class LLMQueryRewriter(_LLMRewriter):
             return self._fallback(query, "the model answered nothing")
         if answer.truncated and not newline:
             return self._fallback(query, "the answer was cut at max_tokens")
-        return Rewrite(query, (text,), self.method)
+        # Without a conversation the turn itself is the question (the rewrite may add synonyms).
+        return Rewrite(query, (text,), self.method, standalone=text if history else "")
 
 
 class _ListRewriter(_LLMRewriter):

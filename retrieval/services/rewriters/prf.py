@@ -64,7 +64,11 @@ class RM3QueryRewriter(BaseQueryRewriter):
             seed, [r.chunk.content for r in results], [r.score for r in results]
         )
         expanded = " ".join([seed, *expansion])
-        return Rewrite(query, (expanded,), self.method, details={"expansion_terms": expansion})
+        details = {"expansion_terms": expansion}
+        # With earlier turns, the seed (not its expansion) is the question as one query.
+        return Rewrite(
+            query, (expanded,), self.method, details=details, standalone=earlier and seed
+        )
 
     def refine(
         self,

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from retrieval.services.access import Scope
+from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.query.search import search
 from retrieval.services.query.tracing import traced
 from retrieval.services.rewriters.llm import (
@@ -185,3 +186,67 @@ def test_blank_answers_are_not_cached(llm_server, collection):
     assert LLMQueryRewriter().rewrite("How tall?", collection=collection).fallback
     again = LLMQueryRewriter().rewrite("How tall?", collection=collection)
     assert again.queries == ("Eiffel Tower height",) and len(llm_server.requests_to(PATH)) == 2
+
+
+#: The queries the recording reranker was given.
+RERANKED_WITH: list[str] = []
+
+
+def record_query(query: str, text: str) -> float:
+    RERANKED_WITH.append(query)
+    return 0.0
+
+
+@pytest.mark.parametrize(
+    ("backend", "answer", "asked"),
+    [
+        # The conversation folded into one question: the reranker reads it.
+        ("LLMQueryRewriter", "Eiffel Tower stairs", "Eiffel Tower stairs"),
+        # Sub-questions and a hypothetical passage each say only part of what is asked,
+        # or an invented answer: the reranker reads the turn.
+        ("DecompositionRewriter", json.dumps({"sub_queries": ["tower", "stairs"]}), "Its stairs?"),
+        ("MultiQueryRewriter", json.dumps({"queries": ["tower stairs"]}), "Its stairs?"),
+        ("HyDEQueryRewriter", "The tower's iron stairs climb 674 steps " * 12, "Its stairs?"),
+        (
+            "HyDEQueryRewriter:passage only",
+            "The tower's stairs climb 674 steps " * 12,
+            "Its stairs?",
+        ),
+    ],
+)
+def test_a_pipeline_reranks_with_the_whole_question(
+    llm_server, collection, retrieval_settings, backend, answer, asked
+):
+    backend, _, passage_only = backend.partition(":")
+    options = {"include_original": False} if passage_only else {}
+    retrieval_settings(
+        REWRITERS={"rw": {"BACKEND": f"{LLM_REWRITERS}.{backend}", "OPTIONS": options}},
+        RERANKERS={
+            "recording": {
+                "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
+                "OPTIONS": {"function": f"{__name__}.record_query"},
+            }
+        },
+        PIPELINES={"p": {"rewriter": "rw", "retrievers": ["bm25"], "reranker": "recording"}},
+    )
+    llm_server.queue_chat(answer)
+    RERANKED_WITH.clear()
+    Pipeline.configured("p").run("Its stairs?", collection=collection, history=HISTORY)
+    assert RERANKED_WITH and set(RERANKED_WITH) == {asked}
+
+
+def test_a_pipeline_reranks_rm3_with_the_turns_not_the_expansion(collection, retrieval_settings):
+    retrieval_settings(
+        RERANKERS={
+            "recording": {
+                "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
+                "OPTIONS": {"function": f"{__name__}.record_query"},
+            }
+        },
+        PIPELINES={"p": {"rewriter": "prf", "retrievers": ["bm25"], "reranker": "recording"}},
+    )
+    RERANKED_WITH.clear()
+    Pipeline.configured("p").run("its stairs?", collection=collection, history=HISTORY)
+    assert set(RERANKED_WITH) == {"Tell me about the Eiffel Tower. its stairs?"}
+    Pipeline.configured("p").run("Paris stairs", collection=collection)
+    assert set(RERANKED_WITH) == {"Tell me about the Eiffel Tower. its stairs?", "Paris stairs"}
