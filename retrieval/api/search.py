@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
@@ -17,12 +17,52 @@ from retrieval.models import Collection
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search, search_batch
 from retrieval.services.registry import rerankers, retrievers, rewriters
+from retrieval.services.rewriters.base import normalize_history
 from retrieval.services.types import SearchResults
 
 from .parsers import BoundedJSONField
 from .serializers import known_component
 from .throttling import SearchThrottleMixin
 from .views import RetrievalAPIMixin
+
+#: The longest turn of a conversation's history, in characters (as a query's).
+TURN_CHARS = 10_000
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "maxLength": TURN_CHARS, "description": "An earlier user message."},
+            {
+                "type": "object",
+                "properties": {
+                    "role": {"type": "string", "maxLength": 50, "default": "user"},
+                    "content": {"type": "string", "maxLength": TURN_CHARS},
+                },
+                "required": ["content"],
+            },
+        ]
+    }
+)
+class TurnField(serializers.Field):
+    """A conversation turn as the service takes it: a string (an earlier user message) or
+    ``{"role", "content"}``; returned as ``{"role", "content"}``."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        try:
+            (turn,) = normalize_history([data])
+        except ValueError:
+            raise serializers.ValidationError(
+                'A turn is a string or {"role": "user", "content": "..."}.'
+            ) from None
+        if len(turn["content"]) > TURN_CHARS or len(turn["role"]) > 50:
+            raise serializers.ValidationError(
+                f"A turn has at most {TURN_CHARS} characters and a role of at most 50."
+            )
+        return turn
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 class SearchOptionsSerializer(serializers.Serializer):
@@ -44,10 +84,11 @@ class SearchOptionsSerializer(serializers.Serializer):
         required=False, help_text="Reranker alias replacing the pipeline's rerank step."
     )
     history = serializers.ListField(
-        child=serializers.DictField(child=serializers.CharField()),
+        child=TurnField(),
         required=False,
         max_length=50,
-        help_text='Earlier turns, [{"role": "user", "content": "..."}], for rewriters.',
+        help_text="Earlier turns for rewriters: strings (earlier user messages) or "
+        '{"role": "user" or "assistant", "content": "..."}.',
     )
     top_k = serializers.IntegerField(default=10, min_value=1, max_value=1000)
     filters = BoundedJSONField(required=False, default=None)

@@ -179,6 +179,9 @@ def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(
     assert response.status_code == 200, response.json()
     answer = response.json()
     assert [r["document"] for r in answer["results"]] == ["n", "e"]  # shorter text first
+    # A plain string is an earlier user message, as in Python (RM3 searches it with the query).
+    as_string = api.post("/api/search/", {**body, "history": ["maps"]}, format="json").json()
+    assert as_string["trace"]["events"][0] == answer["trace"]["events"][0]
     assert answer["results"][0]["metadata"]["original_score"] > 0
     stages = [event["stage"] for event in answer["trace"]["events"]]
     assert stages == ["rewrite", "rerank", "pipeline"]
@@ -188,6 +191,9 @@ def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(
         ({"rerank": "nope"}, "rerank"),
         ({"pipeline": "keywords", "retriever": "bm25"}, "non_field_errors"),
         ({"history": "not a list"}, "history"),
+        ({"history": [{"role": "user"}]}, "history"),
+        ({"history": [["maps"]]}, "history"),
+        ({"history": ["x" * 10_001]}, "history"),
     ):
         refused = api.post("/api/search/", {**body, **bad}, format="json")
         assert refused.status_code == 400 and field in refused.json(), refused.json()

@@ -77,4 +77,17 @@ def test_bad_history_is_a_command_error(zoo):
     with pytest.raises(CommandError, match="--history is not valid JSON"):
         run("retrieval_search", "x", "--collection", "zoo", "--history", "[{")
     with pytest.raises(CommandError, match="--history must be a JSON array"):
-        run("retrieval_search", "x", "--collection", "zoo", "--history", '[{"role": "bot"}]')
+        run("retrieval_search", "x", "--collection", "zoo", "--history", '{"role": "user"}')
+    with pytest.raises(CommandError, match=r"--history: history\[1\] must be a string or"):
+        run("retrieval_search", "x", "--collection", "zoo", "--history", '["a", {"role": "bot"}]')
+
+
+def test_history_may_hold_plain_strings(zoo, llm_server):
+    """As in Python and the API: a string is an earlier user message."""
+    llm_server.queue_chat("camels cross deserts")
+    run(
+        "retrieval_search", "where do they live?", "--collection", "zoo",
+        "--rewriter", "standalone", "--history", json.dumps(["Tell me about camels."]),
+    )  # fmt: skip
+    (request,) = llm_server.requests_to(PATH)
+    assert "user: Tell me about camels." in request.body["messages"][-1]["content"]

@@ -12,6 +12,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.services.access import Scope
 from retrieval.services.query.pipelines import retriever_alias
 from retrieval.services.query.search import search
+from retrieval.services.rewriters.base import normalize_history
 
 
 class Command(BaseCommand):
@@ -84,18 +85,18 @@ class Command(BaseCommand):
 
 
 def parse_history(text: str) -> list[dict[str, str]]:
-    """Return ``--history`` as a list of ``{"role", "content"}`` turns, or raise naming the fix."""
+    """Return ``--history`` as ``{"role", "content"}`` turns (a string is a user turn), or
+    raise naming the fix."""
     try:
         turns = json.loads(text)
     except json.JSONDecodeError as e:
         raise CommandError(f"--history is not valid JSON: {e}") from e
-    if not isinstance(turns, list) or not all(
-        isinstance(t, dict)
-        and t.get("role") in ("user", "assistant")
-        and isinstance(t.get("content"), str)
-        for t in turns
-    ):
+    if not isinstance(turns, list):
         raise CommandError(
-            '--history must be a JSON array of {"role": "user" or "assistant", "content": "..."}.'
+            "--history must be a JSON array of turns: strings (earlier user messages) or "
+            '{"role": "user" or "assistant", "content": "..."}.'
         )
-    return [{"role": t["role"], "content": t["content"]} for t in turns]
+    try:
+        return normalize_history(turns)
+    except ValueError as e:
+        raise CommandError(f"--history: {e}") from e
