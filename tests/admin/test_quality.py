@@ -222,6 +222,26 @@ def test_trace_list_filters_and_the_page_explaining_a_ranking(
     assert "queries: north hill" in stage["details"] and "candidates" not in stage["details"]
 
 
+def test_the_trace_page_shows_which_result_the_document_floor_lifted(
+    admin_client, keyword_settings, retrieval_settings
+):
+    from tests.services.retrievers.test_hybrid import PAGES
+
+    retrieval_settings(CHUNK_CONTEXT=None, TRACE_SAMPLE_RATE=1, TRACE_SLOW_MS=10_000)
+    pages = collection_of("pages", PAGES)
+    found = search("needle north", collection=pages, top_k=6)
+    (lifted,) = [r for r in found if "own_score" in r.metadata]
+    trace = QueryTrace.objects.get()
+    page = admin_client.get(reverse("admin:retrieval_querytrace_change", args=[trace.pk]))
+    (row,) = [row for row in page.context["explained"]["rows"] if "own_score" in row]
+    assert row["chunk_id"] == lifted.chunk.pk
+    assert row["own_score"] == pytest.approx(lifted.metadata["own_score"])
+    assert row["raw_score"] == pytest.approx(lifted.metadata["raw_score"])
+    body = page.content.decode()
+    assert body.count('class="retrieval-floor"') == 1
+    assert f"document floor: sum {row['raw_score']:.4f}, its own {row['own_score']:.4f}" in body
+
+
 def test_the_runs_list_reloads_while_a_run_is_active(admin_client, atlas):
     eval_set = EvalSet.objects.create(name="gold", collection=atlas)
     url = reverse("admin:retrieval_evalrun_changelist")

@@ -67,6 +67,8 @@ def result_record(result: RetrievalResult) -> dict[str, Any]:
     for key in ("original_rank", "original_score", "failed_legs", "promoted", "promotion_id"):
         if key in metadata:
             record[key] = metadata[key]
+    if "own_score" in metadata:  # a document's leader lifted by the fusion's document floor
+        record["own_score"], record["raw_score"] = metadata["own_score"], metadata["raw_score"]
     return record
 
 
