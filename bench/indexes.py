@@ -1,7 +1,8 @@
 """Dense search on every index backend: pgvector, a Milvus server, Milvus Lite and Chroma.
 
     python bench/indexes.py [--size 100000] [--queries 200]
-                            [--backends pgvector milvus-server milvus chroma] [--scoped]
+                            [--backends pgvector milvus-server milvus chroma]
+                            [--scoped [--ef-search 100 400 ...]]
 
 A collection of ``size`` synthetic 384-d vectors (2,000 Gaussian clusters on the unit
 sphere) is bulk-loaded into PostgreSQL with COPY; each external engine is started on
@@ -21,6 +22,9 @@ of the chunks, by metadata tags and by document visibility, drawn at random), ea
 the exact answer within the scope: what the index sends to the engine (a metadata filter,
 the documents of a narrow scope) and what PostgreSQL confirms. Here HNSW's open recall is
 high, where on ``latency.py``'s corpus (near-duplicate vectors) it is 0.70 at 1M.
+``--ef-search`` repeats the scoped rows with each value as the search's ``ef_search`` hint
+(HNSW's breadth: pgvector widens it further under a scope, Milvus takes the larger of it
+and its ``ef``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
     parser.add_argument("--scoped", action="store_true", help="Rank under scopes too.")
+    parser.add_argument(
+        "--ef-search", nargs="+", type=int, default=[None], help="Scoped ef_search."
+    )
     args = parser.parse_args()
     setup_django()
     print(f"Machine: {machine()}\n")
@@ -70,7 +77,7 @@ def main() -> None:
     scopes = scoped_truths(collection, ids, vectors, queries) if args.scoped else {}
     rows, scoped_rows = [], []
     for name in args.backends:
-        row, scoped = measure(name, collection, queries, exact, scopes)
+        row, scoped = measure(name, collection, queries, exact, scopes, args.ef_search)
         rows.append(row)
         scoped_rows += scoped
     print(f"\nDense top-10 over {args.size:,} chunks, {args.queries} queries\n")
@@ -78,7 +85,8 @@ def main() -> None:
     print(table([*columns, "recall@10"], rows))
     if scoped_rows:
         print(f"\nUnder scopes, {args.size:,} chunks, {args.queries} queries, top 10\n")
-        columns = ["backend", "scope", "allowed", "p50 ms", "p95 ms", "/ open", "recall@10"]
+        columns = ["backend", "scope", "ef_search", "allowed", "p50 ms", "p95 ms", "/ open"]
+        columns.append("recall@10")
         print(table(columns, scoped_rows))
     print("\nMilvus Lite's speed is not Milvus's (a single-process development engine).")
 
@@ -153,9 +161,15 @@ def load(size: int):
 
 
 def measure(
-    name: str, collection, queries: np.ndarray, exact: list[set], scopes: dict
+    name: str,
+    collection,
+    queries: np.ndarray,
+    exact: list[set],
+    scopes: dict,
+    ef_searches: list[int | None],
 ) -> tuple[list, list[list]]:
-    """Fill backend ``name`` and time it: its open row, and a row per scope of ``scopes``."""
+    """Fill backend ``name`` and time it: its open row, and a row per scope of ``scopes``
+    and ``ef_search`` hint (``None``: the index's own)."""
     from retrieval.exceptions import InvalidFilterError
     from retrieval.models import Collection
     from retrieval.services.registry import ComponentHandler
@@ -182,12 +196,12 @@ def measure(
         for q in queries[:5]:  # warm-up
             index.rank(q, collection=collection, top_k=10)
 
-        def ranked(truths: list[set], filters=None) -> tuple[float, float, float]:
+        def ranked(truths: list[set], filters=None, **hints) -> tuple[float, float, float]:
             """p50 and p95 ms of ranking every query under ``filters``, and recall@10."""
             samples, recall = [], []
             for q, truth in zip(queries, truths, strict=True):
                 started = time.perf_counter()
-                found = index.rank(q, collection=collection, top_k=10, filters=filters)
+                found = index.rank(q, collection=collection, top_k=10, filters=filters, **hints)
                 samples.append((time.perf_counter() - started) * 1000)
                 recall.append(len(truth & {s.chunk_id for s in found}) / max(len(truth), 1))
             p50, p95 = np.percentile(samples, [50, 95])
@@ -195,24 +209,23 @@ def measure(
 
         p50, p95, recall = ranked(exact)
         scoped = []
-        for (kind, label), (filters, share, truths) in scopes.items():
+        for (kind, label), (filters, share, truths), ef in (
+            (key, scope, ef) for key, scope in scopes.items() for ef in ef_searches
+        ):
+            row = [LABELS.get(name, name), f"{kind} {label}", ef or "default", f"{share:.2%}"]
             try:
-                s50, s95, s_recall = ranked(truths, filters)
+                s50, s95, s_recall = ranked(truths, filters, **({"ef_search": ef} if ef else {}))
             except InvalidFilterError as e:  # Chroma compares no lists
                 print(f"{name} {kind} {label}: {e}", flush=True)
-                scoped.append([LABELS.get(name, name), f"{kind} {label}", f"{share:.2%}", *"————"])
+                scoped.append([*row, *"————"])
                 continue
-            print(f"{name} {kind} {label}: p50 {s50:.2f} ms, recall@10 {s_recall:.3f}", flush=True)
+            print(
+                f"{name} {kind} {label} ef_search {ef or 'default'}: p50 {s50:.2f} ms, "
+                f"recall@10 {s_recall:.3f}",
+                flush=True,
+            )
             scoped.append(
-                [
-                    LABELS.get(name, name),
-                    f"{kind} {label}",
-                    f"{share:.2%}",
-                    f"{s50:.2f}",
-                    f"{s95:.2f}",
-                    f"{s50 / p50:.2f}×",
-                    f"{s_recall:.3f}",
-                ]
+                [*row, f"{s50:.2f}", f"{s95:.2f}", f"{s50 / p50:.2f}×", f"{s_recall:.3f}"]
             )
         started = time.perf_counter()
         batched = []
