@@ -446,7 +446,8 @@ def resolved_document_ids(filters: Filters, collection: Collection) -> list[int]
         )
         if ids is not None:
             visible = visible.filter(pk__in=ids)
-        within = list(visible.values_list("pk", flat=True)[: SCOPE_PREFILTER_LIMIT + 1])
+        # Unordered: the model's ordering would sort every visible document before the limit.
+        within = list(visible.order_by().values_list("pk", flat=True)[: SCOPE_PREFILTER_LIMIT + 1])
         if len(within) <= SCOPE_PREFILTER_LIMIT:
             ids = within
     return ids

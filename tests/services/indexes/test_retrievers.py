@@ -14,8 +14,11 @@ import inspect
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 
+from retrieval.models import Document
 from retrieval.services.access import Scope
 from retrieval.services.indexes import external, index_for
 from retrieval.services.ingestion.collections import get_or_create_collection
@@ -139,6 +142,26 @@ def test_the_access_scope_holds_on_every_index(
     assert names(asked) == []
     everything = search("north up", collection="compass", retriever=retriever)
     assert "u" in names(everything)
+
+
+@pytest.mark.parametrize("index_alias", ["pgvector"], indirect=True)  # no engine is asked
+def test_a_scopes_documents_are_looked_up_unsorted(
+    index_alias, retrieval_settings, django_user_model
+):
+    """Whether a scope is narrow enough to send to an engine is decided on at most 1,001 of
+    its documents: read in no order, so the look-up stops there. Sorted by the model's
+    ordering, every visible document was read and sorted first (27 ms at 50,000 of them)."""
+    retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.flat_documents")
+    collection = make_collection("compass", index_alias)
+    reader = django_user_model.objects.create_user(username="reader")
+    filters = Scope.for_user(reader).filters()
+    with CaptureQueriesContext(connections[Document.objects.db]) as queries:
+        ids = external.resolved_document_ids(filters, collection)
+    flat = Document.objects.filter(collection=collection, metadata__group="flat")
+    assert sorted(ids) == sorted(flat.values_list("pk", flat=True)) and ids
+    assert queries.captured_queries and not any(
+        "ORDER BY" in query["sql"] for query in queries.captured_queries
+    )
 
 
 def vertical_documents(user) -> Q:
