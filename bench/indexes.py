@@ -2,7 +2,7 @@
 
     python bench/indexes.py [--size 100000] [--queries 200]
                             [--backends pgvector milvus-server milvus chroma]
-                            [--scoped [--ef-search 100 400 ...]]
+                            [--scoped [--ef-search 100 400 ...] [--prefilter-share 0.05 1]]
 
 A collection of ``size`` synthetic 384-d vectors (2,000 Gaussian clusters on the unit
 sphere) is bulk-loaded into PostgreSQL with COPY; each external engine is started on
@@ -24,7 +24,9 @@ the documents of a narrow scope) and what PostgreSQL confirms. Here HNSW's open 
 high, where on ``latency.py``'s corpus (near-duplicate vectors) it is 0.70 at 1M.
 ``--ef-search`` repeats the scoped rows with each value as the search's ``ef_search`` hint
 (HNSW's breadth: pgvector widens it further under a scope, Milvus takes the larger of it
-and its ``ef``).
+and its ``ef``); ``--prefilter-share`` repeats them with each value as an external index's
+``prefilter_share`` (the widest scope sent to the engine as its filter; 1: every scope, the
+plan before it).
 """
 
 from __future__ import annotations
@@ -65,10 +67,13 @@ def main() -> None:
     parser.add_argument(
         "--ef-search", nargs="+", type=int, default=[None], help="Scoped ef_search."
     )
+    parser.add_argument(
+        "--prefilter-share", nargs="+", type=float, default=[None], help="External indexes'."
+    )
     args = parser.parse_args()
     setup_django()
     print(f"Machine: {machine()}\n")
-    collection, ids, vectors = load(args.size)
+    collection, ids, vectors = load(args.size, scoped=args.scoped)
     rng = np.random.default_rng(7)
     picks = rng.choice(len(ids), args.queries, replace=False)
     queries = vectors[picks] + rng.normal(0, 0.02, (args.queries, DIMENSIONS)).astype(np.float32)
@@ -77,7 +82,8 @@ def main() -> None:
     scopes = scoped_truths(collection, ids, vectors, queries) if args.scoped else {}
     rows, scoped_rows = [], []
     for name in args.backends:
-        row, scoped = measure(name, collection, queries, exact, scopes, args.ef_search)
+        plans = [(ef, share) for ef in args.ef_search for share in args.prefilter_share]
+        row, scoped = measure(name, collection, queries, exact, scopes, plans)
         rows.append(row)
         scoped_rows += scoped
     print(f"\nDense top-10 over {args.size:,} chunks, {args.queries} queries\n")
@@ -85,16 +91,17 @@ def main() -> None:
     print(table([*columns, "recall@10"], rows))
     if scoped_rows:
         print(f"\nUnder scopes, {args.size:,} chunks, {args.queries} queries, top 10\n")
-        columns = ["backend", "scope", "ef_search", "allowed", "p50 ms", "p95 ms", "/ open"]
+        columns = ["backend", "scope", "ef_search", "prefilter_share", "allowed", "p50 ms"]
+        columns += ["p95 ms", "/ open"]
         columns.append("recall@10")
         print(table(columns, scoped_rows))
     print("\nMilvus Lite's speed is not Milvus's (a single-process development engine).")
 
 
 def scoped_truths(collection, ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray) -> dict:
-    """Mark the collection's scopes once (``latency.py``'s); return each scope's filters,
-    share of the chunks and exact top 10 per query: ``(kind, label) -> (filters, share,
-    truths)``."""
+    """Mark the collection's scopes once (``latency.py``'s) if :func:`load` did not;
+    return each scope's filters, share of the chunks and exact top 10 per query:
+    ``(kind, label) -> (filters, share, truths)``."""
     from latency import mark_scopes, scope_filters, scope_marks
 
     from retrieval.models import Chunk
@@ -111,9 +118,15 @@ def scoped_truths(collection, ids: np.ndarray, vectors: np.ndarray, queries: np.
     return scopes
 
 
-def load(size: int):
-    """Create (or reuse) a collection of ``size`` synthetic vectors, loaded with COPY."""
+def load(size: int, scoped: bool = False):
+    """Create (or reuse) a collection of ``size`` synthetic vectors, loaded with COPY.
+
+    ``scoped`` writes ``latency.py``'s scope marks with the rows, before the HNSW index
+    is built: marking them afterwards re-inserts every updated row into it (5 minutes
+    at 100k).
+    """
     from django.db import connection, transaction
+    from latency import scope_marks
     from pgvector.psycopg import register_vector
 
     from retrieval.models import Chunk, Collection, Document
@@ -134,12 +147,21 @@ def load(size: int):
     if collection is not None:
         collection.delete()
     print(f"Loading {size:,} vectors…", flush=True)
+    tags, access = scope_marks(size) if scoped else ([[]] * size, [None] * size)
     with transaction.atomic():
         collection = Collection.objects.create(
             name=name, slug=name, embedder="default", dimensions=DIMENSIONS, chunker="whole"
         )
         documents = Document.objects.bulk_create(
-            [Document(collection=collection, external_id=f"d{i}") for i in range(size)],
+            [
+                Document(
+                    collection=collection,
+                    external_id=f"d{i}",
+                    metadata={"tags": tags[i]} if scoped else {},
+                    access=access[i],
+                )
+                for i in range(size)
+            ],
             batch_size=5000,
         )
         register_vector(connection.connection)
@@ -149,10 +171,11 @@ def load(size: int):
                     cursor,
                     collection.pk,
                     [(d.pk, "x", vectors[i]) for i, d in enumerate(documents)],
+                    [{"tags": t} for t in tags] if scoped else None,
                 )
             )
     with connection.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '1GB'")
+        cursor.execute("SET maintenance_work_mem = '4GB'")
     ensure_vector_index(collection)
     with connection.cursor() as cursor:
         cursor.execute("RESET maintenance_work_mem")
@@ -166,10 +189,11 @@ def measure(
     queries: np.ndarray,
     exact: list[set],
     scopes: dict,
-    ef_searches: list[int | None],
+    plans: list[tuple[int | None, float | None]],
 ) -> tuple[list, list[list]]:
     """Fill backend ``name`` and time it: its open row, and a row per scope of ``scopes``
-    and ``ef_search`` hint (``None``: the index's own)."""
+    and plan: an ``ef_search`` hint and an external index's ``prefilter_share`` (``None``:
+    the index's own)."""
     from retrieval.exceptions import InvalidFilterError
     from retrieval.models import Collection
     from retrieval.services.registry import ComponentHandler
@@ -209,10 +233,16 @@ def measure(
 
         p50, p95, recall = ranked(exact)
         scoped = []
-        for (kind, label), (filters, share, truths), ef in (
-            (key, scope, ef) for key, scope in scopes.items() for ef in ef_searches
+        own_share = getattr(index, "prefilter_share", None)
+        for (kind, label), (filters, share, truths), (ef, prefilter) in (
+            (key, scope, plan) for key, scope in scopes.items() for plan in plans
         ):
-            row = [LABELS.get(name, name), f"{kind} {label}", ef or "default", f"{share:.2%}"]
+            if own_share is not None:
+                index.prefilter_share = own_share if prefilter is None else prefilter
+            sent = (
+                "—" if own_share is None else f"{prefilter if prefilter is not None else 'default'}"
+            )
+            row = [LABELS.get(name, name), f"{kind} {label}", ef or "default", sent, f"{share:.2%}"]
             try:
                 s50, s95, s_recall = ranked(truths, filters, **({"ef_search": ef} if ef else {}))
             except InvalidFilterError as e:  # Chroma compares no lists
@@ -220,7 +250,8 @@ def measure(
                 scoped.append([*row, *"————"])
                 continue
             print(
-                f"{name} {kind} {label} ef_search {ef or 'default'}: p50 {s50:.2f} ms, "
+                f"{name} {kind} {label} ef_search {ef or 'default'} prefilter_share {sent}: "
+                f"p50 {s50:.2f} ms, "
                 f"recall@10 {s_recall:.3f}",
                 flush=True,
             )

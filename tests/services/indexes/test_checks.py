@@ -52,3 +52,10 @@ def test_bad_index_options_are_reported(retrieval_settings):
         )
         errors = [m for m in check_components() if m.id == "retrieval.E003"]
         assert any(refused in m.msg for m in errors), timeout
+    refused = "prefilter_share must be a number in [0, 1]"
+    for share in (-0.1, 1.5, True, "0.05"):
+        retrieval_settings(
+            INDEXES={"bad": {"BACKEND": milvus, "OPTIONS": {"uri": "x", "prefilter_share": share}}}
+        )
+        errors = [m for m in check_components() if m.id == "retrieval.E003"]
+        assert any(refused in m.msg for m in errors), share

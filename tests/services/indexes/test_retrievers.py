@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,12 @@ from django.db import connections
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
-from retrieval.models import Document
+from retrieval.models import Collection, Document
 from retrieval.services.access import Scope
 from retrieval.services.indexes import external, index_for
 from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search as scoped_search
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base
@@ -123,16 +127,21 @@ def flat_documents(user) -> Q:
     return Q(metadata__group="flat")
 
 
-@pytest.mark.parametrize("prefilter", [True, False], ids=["engine-filtered", "confirmed-only"])
+@pytest.mark.parametrize("plan", ["engine-filtered", "documents-confirmed", "unfiltered"])
 @pytest.mark.parametrize("retriever", ["dense", "hybrid"])  # the legs that rank through an index
 def test_the_access_scope_holds_on_every_index(
-    index_alias, retriever, prefilter, retrieval_settings, django_user_model, monkeypatch
+    index_alias, retriever, plan, retrieval_settings, django_user_model, monkeypatch
 ):
     retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.flat_documents")
-    if not prefilter:
-        # A scope too wide to send to the engine: PostgreSQL's confirmation alone holds it.
+    collection = make_collection("compass", index_alias)
+    index = index_for(collection)
+    if plan != "unfiltered" and isinstance(index, external.ExternalIndex):
+        monkeypatch.setattr(index, "prefilter_share", 1.0)  # a narrow scope's plan
+    elif isinstance(index, external.ExternalIndex):
+        monkeypatch.setattr(index, "prefilter_share", 0.0)  # a wide scope's plan
+    if plan == "documents-confirmed":
+        # Too many documents to send to the engine: PostgreSQL's confirmation holds them.
         monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
-    make_collection("compass", index_alias)
     reader = django_user_model.objects.create_user(username="reader")
     seen = scoped_search("north up", collection="compass", retriever=retriever, user=reader)
     assert {"n", "ne"} <= set(names(seen)) <= {"n", "ne", "e"}
@@ -162,6 +171,94 @@ def test_a_scopes_documents_are_looked_up_unsorted(
     assert queries.captured_queries and not any(
         "ORDER BY" in query["sql"] for query in queries.captured_queries
     )
+
+
+def tagged_collection(index_alias: str, counts: dict[str, int]) -> Collection:
+    """A collection of ``counts[tag]`` documents tagged ``tag`` each, its statistics fresh."""
+    collection, _ = get_or_create_collection("tagged", index=index_alias)
+    sources = [
+        Source.from_text("north", external_id=f"{tag}{i}", metadata={"tags": [tag]})
+        for tag, count in counts.items()
+        for i in range(count)
+    ]
+    assert ingest(collection, sources).status == "succeeded"
+    with connections[Document.objects.db].cursor() as cursor:
+        cursor.execute("ANALYZE retrieval_chunk, retrieval_document")
+    return Collection.objects.get(pk=collection.pk)
+
+
+@pytest.mark.parametrize("index_alias", ["milvus"], indirect=True)  # the same for every engine
+def test_a_wide_scope_is_searched_unfiltered_and_a_narrow_one_filtered(index_alias, monkeypatch):
+    """An engine's filtered HNSW walk loses recall at middling shares (Milvus: 0.74 at a 10%
+    scope): a scope wider than ``prefilter_share`` is not sent, and the fetch grows by
+    what the confirmation drops. A narrow one is the engine's filter."""
+    collection = tagged_collection(index_alias, {"wide": 30, "other": 29, "narrow": 1})
+    index = index_for(collection)
+    wide = Filters.parse({"metadata": {"tags": ["wide"]}})
+    share = external.estimated_share(wide, collection)
+    assert 0.3 < share < 0.7
+    sent, fetch = index._engine_request(wide, collection, top_k=10)
+    assert sent == Filters() and fetch == math.ceil(30 / share)
+    narrow = Filters.parse({"metadata": {"tags": ["narrow"]}})
+    assert external.estimated_share(narrow, collection) < index.prefilter_share
+    assert index._engine_request(narrow, collection, top_k=10) == (narrow, 30)
+    # Too wide a fetch for the engine's widest answer: PostgreSQL ranks.
+    monkeypatch.setattr(index, "max_fetch", 50)
+    assert index._engine_request(wide, collection, top_k=30)[0] is None
+
+
+def test_a_scope_too_wide_to_send_grows_the_fetch_by_its_share(
+    keyword_settings, retrieval_settings, django_user_model, monkeypatch
+):
+    """A narrow scope of more documents than the engine is sent: the rest of the filter
+    is sent, and the fetch grows by the share of it the scope keeps."""
+    retrieval_settings(
+        INDEXES={"under_test": {"BACKEND": "retrieval.services.indexes.milvus.MilvusIndex",
+                                "OPTIONS": {"uri": "http://127.0.0.1:9"}}},
+        DOCUMENT_ACCESS=f"{__name__}.narrow_documents",
+    )  # fmt: skip
+    monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
+    collection = tagged_collection("under_test", {"wide": 30, "other": 29, "narrow": 1})
+    index = index_for(collection)
+    reader = django_user_model.objects.create_user(username="reader")
+    filters = replace(Scope.for_user(reader).filters(), metadata={"tags": ["wide"]})
+    share = external.estimated_share(filters, collection)
+    monkeypatch.setattr(index, "prefilter_share", 1.0)
+    sent, fetch = index._engine_request(filters, collection, top_k=10)
+    assert sent == Filters(metadata={"tags": ["wide"]})
+    assert fetch == math.ceil(30 / (share / external.estimated_share(sent, collection)))
+    assert fetch > 30
+
+
+def wide_documents(user) -> Q:
+    """DOCUMENT_ACCESS for the test below: the documents tagged "wide" (named so: the
+    planner estimates a prefix of a column with statistics)."""
+    return Q(external_id__startswith="wide")
+
+
+@pytest.mark.parametrize("index_alias", ["pgvector"], indirect=True)  # no engine is asked
+def test_a_scope_estimated_far_wider_than_an_engine_is_sent_is_not_looked_up(
+    index_alias, retrieval_settings, django_user_model, monkeypatch
+):
+    """Reading a scope's first documents to learn it is too wide costs milliseconds; an
+    estimate of ten times the limit is enough to know it is (and a narrow one is read)."""
+    monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 2)
+    collection = tagged_collection(index_alias, {"wide": 30, "other": 29, "narrow": 1})
+    reader = django_user_model.objects.create_user(username="reader")
+    for hook, looked_up in [("wide_documents", False), ("narrow_documents", True)]:
+        retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.{hook}")
+        filters = Scope.for_user(reader).filters()
+        with CaptureQueriesContext(connections[Document.objects.db]) as queries:
+            ids = external.resolved_document_ids(filters, collection)
+        reads = [q for q in queries.captured_queries if not q["sql"].startswith("EXPLAIN")]
+        assert bool(reads) is looked_up
+        narrow = Document.objects.filter(collection=collection, external_id="narrow0")
+        assert ids == (list(narrow.values_list("pk", flat=True)) if looked_up else None)
+
+
+def narrow_documents(user) -> Q:
+    """DOCUMENT_ACCESS for the tests above: the document tagged "narrow"."""
+    return Q(external_id="narrow0")
 
 
 def vertical_documents(user) -> Q:
