@@ -511,11 +511,8 @@ def resolved_document_ids(filters: Filters, collection: Collection) -> list[int]
     """
     from retrieval.models import Document
 
-    ids = None if filters.document_ids is None else list(filters.document_ids)
-    if filters.documents is not None:
-        named = Document.objects.filter(collection=collection, external_id__in=filters.documents)
-        named = list(named.values_list("pk", flat=True))
-        ids = named if ids is None else [i for i in named if i in ids]
+    named = filters.resolved(collection.pk).document_ids
+    ids = None if named is None else list(named)
     if filters.documents_within is not None:
         visible = Document.objects.filter(
             collection=collection, pk__in=filters.documents_within.order_by().values("pk")

@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 #: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: pgvector's widest ``hnsw.ef_search`` (a wider one is an error of the search).
+MAX_EF_SEARCH = 1000
 #: SQLSTATE of "cannot CREATE INDEX ... because it has pending trigger events".
 PENDING_TRIGGER_EVENTS = "55006"
 
@@ -208,7 +210,11 @@ class PgvectorIndex(BaseIndex):
         )
         where = " AND ".join([space_condition(collection, "c"), *filter_conditions])
         where_params = list(filter_params)
-        settings = {"hnsw.ef_search": str(max(ef_search, top_k))}
+        settings = {"hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
+        if top_k > MAX_EF_SEARCH:
+            # One scan's list holds at most MAX_EF_SEARCH: the walk goes on past it.
+            settings["hnsw.iterative_scan"] = "strict_order"
+            settings["hnsw.max_scan_tuples"] = str(max(max_scan_tuples, 2 * top_k))
         if filter_conditions:
             share = self._allowed_share(
                 cursor,
@@ -224,7 +230,7 @@ class PgvectorIndex(BaseIndex):
             else:
                 settings["hnsw.ef_search"] = str(walk_ef_search(ef_search, share, top_k))
                 settings["hnsw.iterative_scan"] = "strict_order"
-                settings["hnsw.max_scan_tuples"] = str(max_scan_tuples)
+                settings["hnsw.max_scan_tuples"] = str(max(max_scan_tuples, 2 * top_k))
         calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
         cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
         distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
@@ -301,9 +307,11 @@ class PgvectorIndex(BaseIndex):
 
 def walk_ef_search(ef_search: int, share: float, top_k: int) -> int:
     """Return the candidate list of a walk that keeps about ``share`` of what it visits:
-    ``ef_search / √share``, at most four times ``ef_search``, at least ``top_k``; a wider
-    list holds recall as the scope narrows (README: scoped searches)."""
-    return max(min(4 * ef_search, math.ceil(ef_search / math.sqrt(share))), top_k)
+    ``ef_search / √share``, at most four times ``ef_search``, at least ``top_k``, never past
+    :data:`MAX_EF_SEARCH`; a wider list holds recall as the scope narrows (README: scoped
+    searches)."""
+    widened = max(min(4 * ef_search, math.ceil(ef_search / math.sqrt(share))), top_k)
+    return min(widened, MAX_EF_SEARCH)
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -319,8 +327,11 @@ def vector_literal(vector: Sequence[float]) -> str:
 def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
     """Refuse search hints that make no sense (the index's, and the dense retriever's,
     which passes them on to whichever index ranks)."""
-    if ef_search < 1:
-        raise ValueError(f"ef_search must be positive, not {ef_search!r}.")
+    if not 1 <= ef_search <= MAX_EF_SEARCH:
+        raise ValueError(
+            f"ef_search must be between 1 and {MAX_EF_SEARCH} (pgvector's range), "
+            f"not {ef_search!r}."
+        )
     if exact_scan_limit < 0:
         raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")
 

@@ -120,9 +120,9 @@ class Filters:
         from retrieval.models import Document
 
         named = list(
-            Document.objects.filter(
-                collection_id=collection_id, external_id__in=self.documents
-            ).values_list("pk", flat=True)
+            Document.objects.filter(collection_id=collection_id, external_id__in=self.documents)
+            .order_by()  # the model's ordering would sort them for nothing
+            .values_list("pk", flat=True)
         )
         if self.document_ids is not None:
             named = [i for i in named if i in self.document_ids]

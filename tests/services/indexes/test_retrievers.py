@@ -164,10 +164,14 @@ def test_a_scopes_documents_are_looked_up_unsorted(
     collection = make_collection("compass", index_alias)
     reader = django_user_model.objects.create_user(username="reader")
     filters = Scope.for_user(reader).filters()
+    named = replace(filters, documents=("n", "e", "u"))
     with CaptureQueriesContext(connections[Document.objects.db]) as queries:
         ids = external.resolved_document_ids(filters, collection)
+        named_ids = external.resolved_document_ids(named, collection)
     flat = Document.objects.filter(collection=collection, metadata__group="flat")
     assert sorted(ids) == sorted(flat.values_list("pk", flat=True)) and ids
+    flat_named = flat.filter(external_id__in=["n", "e"])
+    assert sorted(named_ids) == sorted(flat_named.values_list("pk", flat=True))
     assert queries.captured_queries and not any(
         "ORDER BY" in query["sql"] for query in queries.captured_queries
     )

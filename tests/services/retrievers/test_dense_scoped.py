@@ -125,3 +125,36 @@ def test_a_narrow_filter_above_the_limit_is_scanned_exactly_when_a_walk_would_vi
     ids = dict(collection.chunks.values_list("index", "pk"))
     expected = exact_top(vectors, np.arange(0, 4000, 100), vectors[3], 10)
     assert [f.chunk_id for f in found] == [ids[i] for i in expected]
+
+
+def test_a_wide_list_is_never_past_pgvectors_range():
+    """``ef_search / √share`` of a large ``ef_search`` passed pgvector's ``hnsw.ef_search``
+    range (1,000): the search failed with a DataError (``--ef-search 400`` at a 10% scope
+    of 1M chunks). The walk's list stops at the range; the walk goes on past it."""
+    collection = _new_collection("wide-list", 8)
+    vectors = _fill(collection, 6000, rare_every=2, seed=15)  # 3,000 tagged, 50%
+    retriever = PgvectorRetriever(exact_scan_limit=100, ef_search=1000)
+    options = {"collection": collection, "top_k": 10, "filters": {"metadata": {"tag": "rare"}}}
+    with CaptureQueriesContext(connection) as captured:
+        found = retriever.rank_vector(vectors[3], **options)
+    assert ef_search_set(captured) == 1000
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = {ids[i] for i in exact_top(vectors, np.arange(0, 6000, 2), vectors[3], 10)}
+    assert len(expected & {f.chunk_id for f in found}) >= 9
+
+
+def test_more_results_than_one_hnsw_list_holds():
+    """A top_k past pgvector's ``hnsw.ef_search`` range is walked on, not refused."""
+    collection = _new_collection("many", 8)
+    vectors = _fill(collection, 1500, seed=16)
+    found = PgvectorRetriever().rank_vector(vectors[0], collection=collection, top_k=1200)
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = [ids[i] for i in np.argsort(-(vectors @ vectors[0]))[:1200]]
+    assert len(found) == 1200
+    assert len(set(expected) & {f.chunk_id for f in found}) >= 1150
+
+
+@pytest.mark.parametrize("ef_search", [0, 1001])
+def test_an_ef_search_outside_pgvectors_range_is_refused(ef_search):
+    with pytest.raises(ValueError, match="between 1 and 1000"):
+        PgvectorRetriever(ef_search=ef_search)
