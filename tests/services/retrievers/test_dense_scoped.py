@@ -34,6 +34,13 @@ def exact_top(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) 
     return rows[np.argsort(-(vectors[rows] @ query))[:k]].tolist()
 
 
+def exact_found(collection, vectors: np.ndarray, rows: np.ndarray, query: np.ndarray, found) -> int:
+    """How many of the exact top 10 among ``rows`` a ranking ``found``."""
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    expected = {ids[i] for i in exact_top(vectors, rows, query, 10)}
+    return len(expected & {f.chunk_id for f in found})
+
+
 def test_a_filter_estimated_far_below_the_limit_is_scanned_exactly_without_counting():
     collection = _new_collection("few-tagged", 8)
     vectors = _fill(collection, 3000, rare_every=150, seed=11)  # 20 tagged
@@ -65,9 +72,7 @@ def test_a_filter_estimated_far_above_the_limit_walks_the_index_with_a_wider_lis
     assert 20 <= ef_search_set(captured) <= 40
     assert vector_index_name(collection.pk) in retriever.explain(vectors[7], **options)
     assert len(found) == 10
-    ids = dict(collection.chunks.values_list("index", "pk"))
-    expected = {ids[i] for i in exact_top(vectors, np.arange(0, 4000, 10), vectors[7], 10)}
-    assert len(expected & {f.chunk_id for f in found}) >= 9
+    assert exact_found(collection, vectors, np.arange(0, 4000, 10), vectors[7], found) >= 9
 
 
 def test_a_filter_estimated_near_the_limit_is_counted():
@@ -138,9 +143,7 @@ def test_a_wide_list_is_never_past_pgvectors_range():
     with CaptureQueriesContext(connection) as captured:
         found = retriever.rank_vector(vectors[3], **options)
     assert ef_search_set(captured) == 1000
-    ids = dict(collection.chunks.values_list("index", "pk"))
-    expected = {ids[i] for i in exact_top(vectors, np.arange(0, 6000, 2), vectors[3], 10)}
-    assert len(expected & {f.chunk_id for f in found}) >= 9
+    assert exact_found(collection, vectors, np.arange(0, 6000, 2), vectors[3], found) >= 9
 
 
 def test_more_results_than_one_hnsw_list_holds():
