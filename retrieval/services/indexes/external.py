@@ -24,14 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection, IndexOperation
 from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
-from retrieval.services.query.filters import Filters, estimated_rows
+from retrieval.services.query.filters import Filters, estimated_rows, queryset_sql
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.
@@ -250,6 +249,8 @@ class ExternalIndex(BaseIndex):
         self.check_filters(filters)  # refuses what the engine cannot express
         if not vectors:
             return []
+        # External ids looked up once, not in each estimate, confirmation and ranking.
+        filters = filters.resolved(collection.pk)
         waiting = pending_kinds(collection)
         rebuilding = IndexOperation.Kind.REBUILD in waiting
         sent, fetch = (None, 0) if rebuilding else self._engine_request(filters, collection, top_k)
@@ -533,9 +534,8 @@ def estimated_count(queryset: QuerySet) -> float:
     scope estimated at ten times the documents an engine is sent is not looked up (its
     first 1,001 documents cost 3-8 ms at 100k chunks); a rougher estimate (a hook's
     condition) only costs the look-up, or a wider fetch."""
-    try:
-        sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
-    except EmptyResultSet:
+    compiled = queryset_sql(queryset)
+    if compiled is None:
         return 0.0
     with connections[queryset.db].cursor() as cursor:
-        return estimated_rows(cursor, sql, list(params))
+        return estimated_rows(cursor, *compiled)

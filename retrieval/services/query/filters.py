@@ -186,6 +186,16 @@ def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
     return float(plan[0]["Plan"]["Plan Rows"])
 
 
+def queryset_sql(queryset: Any) -> tuple[str, list[Any]] | None:
+    """Return the SQL and parameters of ``queryset`` on its database; ``None`` when
+    Django knows it matches nothing (e.g. ``pk__in=[]``) and sends no query."""
+    try:
+        sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+    except EmptyResultSet:
+        return None
+    return sql, list(params)
+
+
 def _document_subquery(
     alias: str, documents: Any, collection_id: int | None
 ) -> tuple[str, list[Any]]:
@@ -197,9 +207,8 @@ def _document_subquery(
     """
     if collection_id is not None:
         documents = documents.filter(collection_id=collection_id)
-    inner = documents.order_by().values("pk")
-    try:
-        sql, params = inner.query.get_compiler(using=inner.db).as_sql()
-    except EmptyResultSet:
+    compiled = queryset_sql(documents.order_by().values("pk"))
+    if compiled is None:
         return "FALSE", []
-    return f"{alias}.document_id IN ({sql})", list(params)
+    sql, params = compiled
+    return f"{alias}.document_id IN ({sql})", params

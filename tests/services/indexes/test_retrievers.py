@@ -135,10 +135,8 @@ def test_the_access_scope_holds_on_every_index(
     retrieval_settings(DOCUMENT_ACCESS=f"{__name__}.flat_documents")
     collection = make_collection("compass", index_alias)
     index = index_for(collection)
-    if plan != "unfiltered" and isinstance(index, external.ExternalIndex):
-        monkeypatch.setattr(index, "prefilter_share", 1.0)  # a narrow scope's plan
-    elif isinstance(index, external.ExternalIndex):
-        monkeypatch.setattr(index, "prefilter_share", 0.0)  # a wide scope's plan
+    if isinstance(index, external.ExternalIndex):  # 1: a narrow scope's plan, 0: a wide one's
+        monkeypatch.setattr(index, "prefilter_share", 0.0 if plan == "unfiltered" else 1.0)
     if plan == "documents-confirmed":
         # Too many documents to send to the engine: PostgreSQL's confirmation holds them.
         monkeypatch.setattr(external, "SCOPE_PREFILTER_LIMIT", 0)
