@@ -45,6 +45,10 @@ class Collection(models.Model):
     # An external index's active space (engine collection name); a rebuild fills a new
     # space and switches this name in one UPDATE.
     index_space = models.CharField(max_length=200, blank=True, editable=False)
+    # Scopes with an HNSW index of their own in pgvector (``{"access": token}`` or
+    # ``{"metadata": {...}}``), declared with ``retrieval_scope_index``: a search under a
+    # narrow scope walks its graph instead of scanning the scope's rows.
+    scope_indexes = models.JSONField(default=list, blank=True, editable=False)
     metadata = models.JSONField(default=dict, blank=True, validators=[validate_storable_metadata])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

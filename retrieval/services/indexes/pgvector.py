@@ -12,9 +12,12 @@ existed as well).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ from retrieval.services.indexes.base import (
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters, estimated_rows
 from retrieval.services.types import ScoredChunk
+from retrieval.services.validation.storable import refuse_unstorable
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +48,12 @@ PENDING_TRIGGER_EVENTS = "55006"
 
 def vector_index_name(collection_id: int) -> str:
     return f"retrieval_chunk_hnsw_c{int(collection_id)}"
+
+
+def scope_index_name(collection_id: int, scope: Mapping[str, Any]) -> str:
+    """Return the name of a declared scope's HNSW index (``retrieval_scope_index``)."""
+    digest = hashlib.md5(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{vector_index_name(collection_id)}_s{digest}"
 
 
 class PgvectorIndex(BaseIndex):
@@ -72,30 +82,32 @@ class PgvectorIndex(BaseIndex):
     # Spaces -----------------------------------------------------------------
 
     def ensure_space(self, collection: Collection) -> None:
-        """Create the collection's partial HNSW index if missing.
+        """Create the collection's partial HNSW index, and its declared scopes', if missing.
 
         PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
         constraint checks (e.g. chunks written earlier in it): then the index is
         created once the transaction commits, and queries until then scan exactly.
         """
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
-            if cursor.fetchone()[0] is not None:
-                return
+        missing = _missing_indexes(collection)
+        if not missing:
+            return
         if not connection.in_atomic_block:
-            _create_hnsw(collection)
+            _create_hnsw(collection, missing)
             return
         try:
             with transaction.atomic():
-                _create_hnsw(collection)
+                _create_hnsw(collection, missing)
         except OperationalError as e:
             if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
                 raise
             transaction.on_commit(lambda: self.ensure_space(collection))
 
     def drop_space(self, collection_id: int) -> None:
+        """Drop the collection's HNSW index and its scopes' (found by name: the collection
+        may be gone)."""
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(collection_id)}")
+            for name in _existing_indexes(cursor, collection_id):
+                cursor.execute(f"DROP INDEX IF EXISTS {name}")
 
     def swap_space(self, collection: Collection) -> None:
         """Drop the old HNSW index; build the new one once the swap commits.
@@ -113,14 +125,43 @@ class PgvectorIndex(BaseIndex):
             logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
 
     def rebuild(self, collection: Collection) -> None:
-        """Rebuild the collection's HNSW index (REINDEX, or create it if missing)."""
+        """Rebuild the collection's HNSW indexes (REINDEX, or create those missing)."""
         with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s)", [vector_index_name(collection.pk)])
-            exists = cursor.fetchone()[0] is not None
-            if exists:
-                cursor.execute(f"REINDEX INDEX {vector_index_name(collection.pk)}")
-        if not exists:
-            self.ensure_space(collection)
+            for name in _existing_indexes(cursor, collection.pk):
+                cursor.execute(f"REINDEX INDEX {name}")
+        self.ensure_space(collection)
+
+    # Scope indexes ------------------------------------------------------------
+
+    def add_scope_index(self, collection: Collection, scope: Mapping[str, Any]) -> str:
+        """Declare ``scope`` (``{"access": token}`` or ``{"metadata": {...}}``) on the
+        collection and build its HNSW index now; return the index's name.
+
+        A search whose filters imply the scope (a reader's token, metadata containing the
+        scope's) walks that graph of the scope's vectors alone: as fast as an open search,
+        where a narrow scope would otherwise be scanned row by row.
+        """
+        scope = checked_scope(scope)
+        with transaction.atomic():
+            _lock_declarations(collection)
+            if scope not in collection.scope_indexes:
+                collection.scope_indexes = [*collection.scope_indexes, scope]
+                collection.save(update_fields=["scope_indexes"])
+        self.ensure_space(collection)
+        return scope_index_name(collection.pk, scope)
+
+    def remove_scope_index(self, collection: Collection, scope: Mapping[str, Any]) -> bool:
+        """Drop a declared scope's index; return whether it was declared."""
+        scope = checked_scope(scope)
+        with transaction.atomic():
+            _lock_declarations(collection)
+            if scope not in collection.scope_indexes:
+                return False
+            collection.scope_indexes = [s for s in collection.scope_indexes if s != scope]
+            collection.save(update_fields=["scope_indexes"])
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(collection.pk, scope)}")
+        return True
 
     # Vectors ----------------------------------------------------------------
 
@@ -153,19 +194,30 @@ class PgvectorIndex(BaseIndex):
         **hints: Any,
     ) -> list[ScoredChunk]:
         db = search_database()
+        nearest: dict[int, float] = {}
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            sql, params = self._prepared_query(
-                cursor, vector, collection, filters, top_k, score_threshold, hints
-            )
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-            if len(rows) < top_k and self._walked(cursor):
-                # The filter allowed fewer than estimated and the walk stopped at
-                # max_scan_tuples, or it allows fewer than top_k: an exact scan is complete.
-                cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
+            parts = scope_parts(collection, filters)
+            for part in parts:
+                # A part's planner settings are undone (with its savepoint) before the next.
+                savepoint = transaction.savepoint(using=db) if len(parts) > 1 else None
+                sql, params = self._prepared_query(
+                    cursor, vector, collection, part, top_k, score_threshold, hints
+                )
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
-        return [ScoredChunk(chunk_id, 1.0 - float(distance)) for chunk_id, distance in rows]
+                if len(rows) < top_k and self._walked(cursor):
+                    # The filter allowed fewer than estimated and the walk stopped at
+                    # max_scan_tuples, or it allows fewer than top_k: an exact scan is
+                    # complete.
+                    cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                    cursor.execute(sql, params)
+                    rows = cursor.fetchall()
+                for chunk_id, distance in rows:
+                    nearest[chunk_id] = min(float(distance), nearest.get(chunk_id, math.inf))
+                if savepoint is not None:
+                    transaction.savepoint_rollback(savepoint, using=db)
+        ranked = sorted(nearest.items(), key=lambda item: item[1])[:top_k]
+        return [ScoredChunk(chunk_id, 1.0 - distance) for chunk_id, distance in ranked]
 
     def explain(
         self,
@@ -177,14 +229,19 @@ class PgvectorIndex(BaseIndex):
         score_threshold: float | None = None,
         **hints: Any,
     ) -> str:
-        """Return PostgreSQL's plan for the query :meth:`rank` runs."""
+        """Return PostgreSQL's plan for the queries :meth:`rank` runs (one per scope part)."""
         db = search_database()
+        plans = []
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            sql, params = self._prepared_query(
-                cursor, vector, collection, filters, top_k, score_threshold, hints
-            )
-            cursor.execute("EXPLAIN " + sql, params)
-            return "\n".join(row[0] for row in cursor.fetchall())
+            for part in scope_parts(collection, filters):
+                savepoint = transaction.savepoint(using=db)
+                sql, params = self._prepared_query(
+                    cursor, vector, collection, part, top_k, score_threshold, hints
+                )
+                cursor.execute("EXPLAIN " + sql, params)
+                plans.append("\n".join(row[0] for row in cursor.fetchall()))
+                transaction.savepoint_rollback(savepoint, using=db)
+        return "\n\n".join(plans)
 
     def _prepared_query(
         self,
@@ -205,10 +262,20 @@ class PgvectorIndex(BaseIndex):
         exact_scan_limit = hints.get("exact_scan_limit")
         exact_scan_limit = self.exact_scan_limit if exact_scan_limit is None else exact_scan_limit
         max_scan_tuples = int(hints.get("max_scan_tuples") or self.max_scan_tuples)
-        filter_conditions, filter_params = Filters.parse(filters).sql(
-            "c", collection_id=collection.pk
+        filters = Filters.parse(filters)
+        filter_conditions, filter_params = filters.sql("c", collection_id=collection.pk)
+        scope = indexed_scope(cursor, collection, filters)
+        # The scope's condition, written out beside the filter that implies it, so the
+        # planner matches the scope index's predicate (a filter of the scope's own
+        # metadata is that condition already).
+        implied = [] if scope in (None, {"metadata": filters.metadata}) else [scope]
+        where = " AND ".join(
+            [
+                space_condition(collection, "c"),
+                *filter_conditions,
+                *(scope_condition(s, "c") for s in implied),
+            ]
         )
-        where = " AND ".join([space_condition(collection, "c"), *filter_conditions])
         where_params = list(filter_params)
         settings = {"hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
         if top_k > MAX_EF_SEARCH:
@@ -224,6 +291,7 @@ class PgvectorIndex(BaseIndex):
                 exact_scan_limit,
                 ef_search,
                 top_k,
+                within=None if scope is None else scope_condition(scope, "c"),
             )
             if share is None:
                 settings["enable_indexscan"] = "off"
@@ -231,6 +299,10 @@ class PgvectorIndex(BaseIndex):
                 settings["hnsw.ef_search"] = str(walk_ef_search(ef_search, share, top_k))
                 settings["hnsw.iterative_scan"] = "strict_order"
                 settings["hnsw.max_scan_tuples"] = str(max(max_scan_tuples, 2 * top_k))
+                if scope is not None:
+                    # The scope's graph, not a sort of the scope's rows: the second
+                    # condition above halves the planner's estimate of them.
+                    settings["enable_sort"] = "off"
         calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
         cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
         distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
@@ -262,8 +334,10 @@ class PgvectorIndex(BaseIndex):
         exact_scan_limit: int,
         ef_search: int,
         top_k: int,
+        within: str | None = None,
     ) -> float | None:
-        """Return the share of the collection's vectors a filter allows, or ``None`` when an
+        """Return the share of the collection's vectors (``within`` a scope index's scope:
+        of the scope's) a filter allows, or ``None`` when an
         exact scan of those ranks them: it allows at most ``exact_scan_limit``, or no more
         than a walk would visit to keep ``walk_ef_search`` of them (about that many divided
         by the share: a 1% scope of 1M chunks, 10,000 vectors, against 40,000).
@@ -298,7 +372,8 @@ class PgvectorIndex(BaseIndex):
             estimate = max(estimate, counted)
         if estimate <= exact_scan_limit:
             return None
-        total = estimated_rows(cursor, collection_sql, [])
+        total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
+        total = estimated_rows(cursor, total_sql, [])
         share = min(1.0, estimate / max(total, estimate))
         if estimate <= walk_ef_search(ef_search, share, top_k) / share:
             return None
@@ -336,15 +411,115 @@ def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
         raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")
 
 
-def _create_hnsw(collection: Collection) -> None:
+def _create_hnsw(collection: Collection, names: Sequence[str]) -> None:
+    """Create the collection's HNSW indexes named ``names`` (its own, its scopes')."""
     dimensions = int(collection.dimensions)
+    predicates = {vector_index_name(collection.pk): space_condition(collection)}
+    for scope in collection.scope_indexes:
+        predicates[scope_index_name(collection.pk, scope)] = (
+            f"{space_condition(collection)} AND {scope_condition(scope)}"
+        )
+    with connection.cursor() as cursor:
+        for name in names:
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} ON retrieval_chunk "
+                f"USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
+                f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+                f"WHERE {predicates[name]}"
+            )
+
+
+def _missing_indexes(collection: Collection) -> list[str]:
+    """Return the names of the collection's HNSW indexes not built yet."""
+    names = [vector_index_name(collection.pk)]
+    names += [scope_index_name(collection.pk, scope) for scope in collection.scope_indexes]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {vector_index_name(collection.pk)} "
-            f"ON retrieval_chunk USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-            f"WHERE {space_condition(collection)}"
+            "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(name) IS NULL",
+            [names],
         )
+        missing = {row[0] for row in cursor.fetchall()}
+    return [name for name in names if name in missing]
+
+
+def _existing_indexes(cursor, collection_id: int) -> list[str]:
+    """Return the names of a collection's HNSW indexes (its own and its scopes')."""
+    name = vector_index_name(collection_id)
+    cursor.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'retrieval_chunk' "
+        "AND (indexname = %s OR indexname LIKE %s) ORDER BY indexname",
+        [name, name.replace("_", "\\_") + "\\_s%"],
+    )
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _lock_declarations(collection: Collection) -> None:
+    """Lock the collection's row and read its declared scopes afresh."""
+    Collection.objects.select_for_update().filter(pk=collection.pk).exists()
+    collection.refresh_from_db(fields=["scope_indexes"])
+
+
+def checked_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a scope declaration, refusing one that is not ``{"access": token}`` or
+    ``{"metadata": object}`` (``ValueError``)."""
+    if not isinstance(scope, Mapping) or len(scope) != 1:
+        raise ValueError(
+            f'A scope is {{"access": "<token>"}} or {{"metadata": {{...}}}}, not {scope!r}.'
+        )
+    ((kind, value),) = scope.items()
+    if kind == "access" and isinstance(value, str) and value:
+        refuse_unstorable(value, "scope access token", ValueError)
+        return {"access": value}
+    if kind == "metadata" and isinstance(value, Mapping) and value:
+        refuse_unstorable(value, "scope metadata", ValueError)
+        return {"metadata": json.loads(json.dumps(value))}
+    raise ValueError(
+        'A scope is {"access": "<token>"} or a non-empty {"metadata": {...}}, not '
+        f"{dict(scope)!r}."
+    )
+
+
+def scope_condition(scope: Mapping[str, Any], alias: str = "") -> str:
+    """Return a declared scope's SQL condition, its value written out (as the space's)."""
+    column = f"{alias}." if alias else ""
+    if "access" in scope:
+        return f"{column}access ? {_sql_literal(scope['access'])}"
+    return f"{column}metadata @> {_sql_literal(json.dumps(scope['metadata']))}::jsonb"
+
+
+def _sql_literal(value: str) -> str:
+    """Quote ``value`` as an SQL string (standard_conforming_strings, PostgreSQL's default:
+    only quotes are doubled)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def scope_parts(collection: Collection, filters: Filters | Mapping | None) -> list[Filters]:
+    """Split a reader's scope into one part per access token when one of them has a
+    declared scope index: each part then walks its token's graph (or is planned on its
+    own), and their results merge. Otherwise the filters are one part."""
+    filters = Filters.parse(filters)
+    reader = filters.reader
+    declared = {scope["access"] for scope in collection.scope_indexes if "access" in scope}
+    if reader is None or len(reader.tokens) < 2 or not declared.intersection(reader.tokens):
+        return [filters]
+    return [replace(filters, reader=replace(reader, tokens=(token,))) for token in reader.tokens]
+
+
+def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:
+    """Return the first declared scope these filters imply (a reader of that one token;
+    metadata containing the scope's), whose index a walk can use; else ``None``."""
+    for scope in collection.scope_indexes:
+        if "access" in scope:
+            if filters.reader is not None and filters.reader.tokens == (scope["access"],):
+                return scope
+        elif filters.metadata:
+            cursor.execute(
+                "SELECT %s::jsonb @> %s::jsonb",
+                [json.dumps(filters.metadata), json.dumps(scope["metadata"])],
+            )
+            if cursor.fetchone()[0]:
+                return scope
+    return None
 
 
 def space_condition(collection: Collection, alias: str = "") -> str:

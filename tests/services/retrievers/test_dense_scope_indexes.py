@@ -1,0 +1,186 @@
+"""Scope indexes: a declared scope's own HNSW graph, walked by searches the scope implies
+(a reader's access token, metadata containing the scope's), and kept with the
+collection's space."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from retrieval.models import Chunk, Document
+from retrieval.services.access import Scope
+from retrieval.services.indexes.pgvector import (
+    PgvectorIndex,
+    checked_scope,
+    scope_index_name,
+    vector_index_name,
+)
+from retrieval.services.retrievers.dense import PgvectorRetriever
+
+from .test_dense import _fill, _new_collection
+from .test_dense_scoped import exact_found
+
+pytestmark = pytest.mark.django_db
+
+TAGGED = {"metadata": {"tag": "rare"}}
+
+
+def index_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [name])
+        return cursor.fetchone()[0] is not None
+
+
+def fill_documents(collection, accesses: list[list[str] | None], per_document: int, seed: int):
+    """One document per entry of ``accesses`` (its host visibility), each with
+    ``per_document`` chunks of random unit vectors; return the vectors and the chunks'
+    documents' accesses, in chunk order."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(len(accesses) * per_document, collection.dimensions))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    chunks = []
+    for d, access in enumerate(accesses):
+        document = Document.objects.create(
+            collection=collection, external_id=f"d{d}", content="x", access=access
+        )
+        for i in range(per_document):
+            n = d * per_document + i
+            chunks.append(
+                Chunk(
+                    collection=collection,
+                    document=document,
+                    index=n,
+                    content="x",
+                    start=0,
+                    end=1,
+                    embedding=vectors[n],
+                )
+            )
+    Chunk.objects.bulk_create(chunks, batch_size=1000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE retrieval_chunk")
+    return vectors, [access for access in accesses for _ in range(per_document)]
+
+
+def test_a_metadata_scope_index_is_walked_by_the_filters_that_contain_its_scope():
+    collection = _new_collection("scope-meta", 8)
+    index = PgvectorIndex()
+    name = index.add_scope_index(collection, TAGGED)  # before the chunks, as ensure_space
+    vectors = _fill(collection, 4000, rare_every=10, seed=21)  # 400 tagged
+    assert name == scope_index_name(collection.pk, TAGGED)
+    assert index_exists(name)
+    # A walk of ef_search 40 visits fewer than the scope's 400: the scope's graph is walked.
+    retriever = PgvectorRetriever(exact_scan_limit=50, ef_search=40)
+    options = {"collection": collection, "top_k": 10, "filters": {"metadata": {"tag": "rare"}}}
+    assert name in retriever.explain(vectors[3], **options)
+    found = retriever.rank_vector(vectors[3], **options)
+    assert exact_found(collection, vectors, np.arange(0, 4000, 10), vectors[3], found) >= 9
+    # A filter inside the scope is ranked within it, the rest of the filter applied.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = metadata || '{\"half\": 1}' "
+            "WHERE collection_id = %s AND index %% 80 = 0",
+            [collection.pk],
+        )
+    narrower = {**options, "filters": {"metadata": {"tag": "rare", "half": 1}}}
+    found = retriever.rank_vector(vectors[3], **narrower)
+    assert exact_found(collection, vectors, np.arange(0, 4000, 80), vectors[3], found) == 10
+    assert len(found) == 10
+    # One the scope does not contain is planned as before.
+    other = {**options, "filters": {"metadata": {"tag": "common"}}}
+    assert name not in retriever.explain(vectors[3], **other)
+
+
+def test_a_scope_under_the_exact_scan_limit_is_still_scanned_exactly():
+    collection = _new_collection("scope-small", 8)
+    name = PgvectorIndex().add_scope_index(collection, TAGGED)
+    vectors = _fill(collection, 2000, rare_every=100, seed=22)  # 20 tagged
+    retriever = PgvectorRetriever(exact_scan_limit=1000)
+    options = {"collection": collection, "top_k": 10, **{"filters": TAGGED}}
+    plan = retriever.explain(vectors[1], **options)
+    assert name not in plan and vector_index_name(collection.pk) not in plan, plan
+    found = retriever.rank_vector(vectors[1], **options)
+    assert exact_found(collection, vectors, np.arange(0, 2000, 100), vectors[1], found) == 10
+
+
+def test_a_readers_tokens_are_ranked_apart_when_one_has_a_scope_index_and_merged():
+    collection = _new_collection("scope-access", 8)
+    staff, editors = Group.objects.create(name="staff"), Group.objects.create(name="editors")
+    reader = get_user_model().objects.create(username="reader")
+    reader.groups.set([staff, editors])
+    staff_token, editors_token = f"group:{staff.pk}", f"group:{editors.pk}"
+    accesses = [[staff_token]] * 30 + [[staff_token, editors_token]] * 10
+    accesses += [[editors_token]] * 10 + [["group:0"]] * 300 + [None] * 10
+    name = PgvectorIndex().add_scope_index(collection, {"access": staff_token})
+    vectors, chunk_access = fill_documents(collection, accesses, per_document=10, seed=23)
+    filters = Scope.for_user(reader).filters()
+    retriever = PgvectorRetriever(exact_scan_limit=50)
+    options = {"collection": collection, "top_k": 10, "filters": filters}
+    plans = retriever.explain(vectors[0], **options).split("\n\n")
+    assert len(plans) == len(filters.reader.tokens) >= 4  # public, signed-in, user, groups
+    assert sum(name in plan for plan in plans) == 1, plans
+    visible = np.array(
+        [i for i, access in enumerate(chunk_access) if access is None or "group:0" not in access]
+    )
+    for query in (vectors[5], vectors[450], vectors[3005]):
+        found = retriever.rank_vector(query, **options)
+        assert len({f.chunk_id for f in found}) == 10  # merged: no chunk twice
+        assert exact_found(collection, vectors, visible, query, found) == 10
+        assert [f.score for f in found] == sorted((f.score for f in found), reverse=True)
+
+
+def test_scope_indexes_follow_the_collections_space():
+    collection = _new_collection("scope-life", 8)
+    _fill(collection, 300, rare_every=3, seed=24)
+    index = PgvectorIndex()
+    name = index.add_scope_index(collection, TAGGED)
+    assert index.add_scope_index(collection, {"metadata": {"tag": "rare"}}) == name
+    collection.refresh_from_db()
+    assert collection.scope_indexes == [TAGGED]
+    with connection.cursor() as cursor:
+        # The chunks' deferred checks, which a CREATE INDEX in their transaction waits for.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    index.drop_space(collection.pk)
+    assert not index_exists(name) and not index_exists(vector_index_name(collection.pk))
+    index.rebuild(collection)  # creates what is missing, the declared scopes' too
+    assert index_exists(name) and index_exists(vector_index_name(collection.pk))
+    assert index.remove_scope_index(collection, TAGGED)
+    assert not index_exists(name) and index_exists(vector_index_name(collection.pk))
+    assert not index.remove_scope_index(collection, TAGGED)
+    collection.refresh_from_db()
+    assert collection.scope_indexes == []
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [{}, {"access": ""}, {"metadata": {}}, {"metadata": [1]}, {"team": "x"}, {"access": "a\x00"}],
+)
+def test_a_malformed_scope_is_refused(scope):
+    with pytest.raises(ValueError):
+        checked_scope(scope)
+
+
+def test_the_command_builds_lists_and_removes_scope_indexes(capsys):
+    collection = _new_collection("scope-cmd", 8)
+    call_command(
+        "retrieval_scope_index", "--collection", "scope-cmd", "--metadata", '{"tag": "rare"}'
+    )
+    call_command("retrieval_scope_index", "--collection", "scope-cmd", "--access", "group:3")
+    assert index_exists(scope_index_name(collection.pk, {"access": "group:3"}))
+    call_command("retrieval_scope_index", "--collection", "scope-cmd")
+    out = capsys.readouterr().out
+    assert scope_index_name(collection.pk, TAGGED) in out
+    assert '{"access": "group:3"}' in out.splitlines()[-1]
+    call_command(
+        "retrieval_scope_index", "--collection", "scope-cmd", "--access", "group:3", "--remove"
+    )
+    assert not index_exists(scope_index_name(collection.pk, {"access": "group:3"}))
+    for bad in (["--metadata", "{not json"], ["--metadata", "[]"], ["--access", "x", "--remove"]):
+        with pytest.raises(CommandError):
+            call_command("retrieval_scope_index", "--collection", "scope-cmd", *bad)
+    with pytest.raises(CommandError, match="No collection"):
+        call_command("retrieval_scope_index", "--collection", "nope", "--access", "x")
