@@ -197,15 +197,15 @@ class PgvectorIndex(BaseIndex):
         nearest: dict[int, float] = {}
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
             parts = scope_parts(collection, filters)
+            # Each part sets every planner setting a part may change: none carries over.
+            baseline = session_settings(cursor) if len(parts) > 1 else {}
             for part in parts:
-                # A part's planner settings are undone (with its savepoint) before the next.
-                savepoint = transaction.savepoint(using=db) if len(parts) > 1 else None
-                sql, params = self._prepared_query(
-                    cursor, vector, collection, part, top_k, score_threshold, hints
+                sql, params, walked = self._prepared_query(
+                    cursor, vector, collection, part, top_k, score_threshold, hints, baseline
                 )
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
-                if len(rows) < top_k and self._walked(cursor):
+                if len(rows) < top_k and (self._walked(cursor) if walked is None else walked):
                     # The filter allowed fewer than estimated and the walk stopped at
                     # max_scan_tuples, or it allows fewer than top_k: an exact scan is
                     # complete.
@@ -214,8 +214,6 @@ class PgvectorIndex(BaseIndex):
                     rows = cursor.fetchall()
                 for chunk_id, distance in rows:
                     nearest[chunk_id] = min(float(distance), nearest.get(chunk_id, math.inf))
-                if savepoint is not None:
-                    transaction.savepoint_rollback(savepoint, using=db)
         ranked = sorted(nearest.items(), key=lambda item: item[1])[:top_k]
         return [ScoredChunk(chunk_id, 1.0 - distance) for chunk_id, distance in ranked]
 
@@ -233,14 +231,14 @@ class PgvectorIndex(BaseIndex):
         db = search_database()
         plans = []
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            for part in scope_parts(collection, filters):
-                savepoint = transaction.savepoint(using=db)
-                sql, params = self._prepared_query(
-                    cursor, vector, collection, part, top_k, score_threshold, hints
+            parts = scope_parts(collection, filters)
+            baseline = session_settings(cursor) if len(parts) > 1 else {}
+            for part in parts:
+                sql, params, _ = self._prepared_query(
+                    cursor, vector, collection, part, top_k, score_threshold, hints, baseline
                 )
                 cursor.execute("EXPLAIN " + sql, params)
                 plans.append("\n".join(row[0] for row in cursor.fetchall()))
-                transaction.savepoint_rollback(savepoint, using=db)
         return "\n\n".join(plans)
 
     def _prepared_query(
@@ -252,8 +250,11 @@ class PgvectorIndex(BaseIndex):
         top_k: int,
         score_threshold: float | None,
         hints: dict[str, Any],
-    ) -> tuple[str, list]:
-        """Set this transaction's planner options; return the ranking SQL and parameters.
+        baseline: Mapping[str, str],
+    ) -> tuple[str, list, bool | None]:
+        """Set this transaction's planner options (over ``baseline``'s); return the ranking
+        SQL, its parameters, and whether it walks the index iteratively (``None``: as the
+        session says).
 
         The cast matches the collection's partial HNSW index.
         """
@@ -277,7 +278,7 @@ class PgvectorIndex(BaseIndex):
             ]
         )
         where_params = list(filter_params)
-        settings = {"hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
+        settings = {**baseline, "hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
         if top_k > MAX_EF_SEARCH:
             # One scan's list holds at most MAX_EF_SEARCH: the walk goes on past it.
             settings["hnsw.iterative_scan"] = "strict_order"
@@ -292,6 +293,7 @@ class PgvectorIndex(BaseIndex):
                 ef_search,
                 top_k,
                 within=None if scope is None else scope_condition(scope, "c"),
+                whole_scope=scope is not None and is_whole_scope(filters, scope),
             )
             if share is None:
                 settings["enable_indexscan"] = "off"
@@ -317,7 +319,8 @@ class PgvectorIndex(BaseIndex):
             f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
             f"WHERE {where} ORDER BY distance LIMIT %s"
         )
-        return sql, [*params, top_k]
+        iterative = settings.get("hnsw.iterative_scan")
+        return sql, [*params, top_k], None if iterative is None else iterative == "strict_order"
 
     @staticmethod
     def _walked(cursor) -> bool:
@@ -335,9 +338,11 @@ class PgvectorIndex(BaseIndex):
         ef_search: int,
         top_k: int,
         within: str | None = None,
+        whole_scope: bool = False,
     ) -> float | None:
         """Return the share of the collection's vectors (``within`` a scope index's scope:
-        of the scope's) a filter allows, or ``None`` when an
+        of the scope's; all of it, if the filter is the ``whole_scope``) a filter allows,
+        or ``None`` when an
         exact scan of those ranks them: it allows at most ``exact_scan_limit``, or no more
         than a walk would visit to keep ``walk_ef_search`` of them (about that many divided
         by the share: a 1% scope of 1M chunks, 10,000 vectors, against 40,000).
@@ -372,8 +377,11 @@ class PgvectorIndex(BaseIndex):
             estimate = max(estimate, counted)
         if estimate <= exact_scan_limit:
             return None
-        total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
-        total = estimated_rows(cursor, total_sql, [])
+        if whole_scope:
+            total = estimate
+        else:
+            total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
+            total = estimated_rows(cursor, total_sql, [])
         share = min(1.0, estimate / max(total, estimate))
         if estimate <= walk_ef_search(ef_search, share, top_k) / share:
             return None
@@ -502,7 +510,51 @@ def scope_parts(collection: Collection, filters: Filters | Mapping | None) -> li
     declared = {scope["access"] for scope in collection.scope_indexes if "access" in scope}
     if reader is None or len(reader.tokens) < 2 or not declared.intersection(reader.tokens):
         return [filters]
-    return [replace(filters, reader=replace(reader, tokens=(token,))) for token in reader.tokens]
+    apart = [(token,) for token in reader.tokens if token in declared]
+    rest = tuple(token for token in reader.tokens if token not in declared)
+    return [
+        replace(filters, reader=replace(reader, tokens=tokens))
+        for tokens in [*apart, rest]
+        if tokens
+    ]
+
+
+def is_whole_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
+    """True if ``filters`` allow exactly the declared ``scope``'s chunks."""
+    if filters.document_ids is not None or filters.documents is not None:
+        return False
+    if "metadata" in scope:
+        return filters.documents_within is None and filters.metadata == scope["metadata"]
+    reader = filters.reader
+    return (
+        not filters.metadata
+        and reader is not None
+        and reader.others is None
+        and reader.tokens == (scope["access"],)
+    )
+
+
+#: The planner settings a ranking query may change, and their defaults.
+PLANNER_SETTINGS = {
+    "enable_indexscan": "on",
+    "enable_sort": "on",
+    "hnsw.iterative_scan": "off",
+    "hnsw.max_scan_tuples": "20000",
+}
+
+
+def session_settings(cursor) -> dict[str, str]:
+    """Return this transaction's values of :data:`PLANNER_SETTINGS` (pgvector's may be
+    undefined yet: their defaults)."""
+    cursor.execute(
+        "SELECT " + ", ".join("current_setting(%s, true)" for _ in PLANNER_SETTINGS),
+        list(PLANNER_SETTINGS),
+    )
+    values = cursor.fetchone()
+    return {
+        name: value or default
+        for (name, default), value in zip(PLANNER_SETTINGS.items(), values, strict=True)
+    }
 
 
 def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:
@@ -512,14 +564,27 @@ def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str,
         if "access" in scope:
             if filters.reader is not None and filters.reader.tokens == (scope["access"],):
                 return scope
-        elif filters.metadata:
-            cursor.execute(
-                "SELECT %s::jsonb @> %s::jsonb",
-                [json.dumps(filters.metadata), json.dumps(scope["metadata"])],
-            )
-            if cursor.fetchone()[0]:
-                return scope
+        elif filters.metadata and json_contains(filters.metadata, scope["metadata"]):
+            return scope
     return None
+
+
+def json_contains(outer: Any, inner: Any) -> bool:
+    """PostgreSQL's ``jsonb @>`` of two JSON objects: every key of ``inner`` in ``outer``
+    with a value it contains; every element of an inner array contained by one of the
+    outer array's; scalars equal (numbers by value, never booleans)."""
+    if isinstance(inner, dict):
+        return isinstance(outer, dict) and all(
+            key in outer and json_contains(outer[key], value) for key, value in inner.items()
+        )
+    if isinstance(inner, list):
+        return isinstance(outer, list) and all(
+            any(json_contains(candidate, element) for candidate in outer) for element in inner
+        )
+    if isinstance(outer, dict | list) or isinstance(outer, bool) != isinstance(inner, bool):
+        return False
+    numbers = isinstance(outer, int | float) and isinstance(inner, int | float)
+    return (numbers or type(outer) is type(inner)) and outer == inner
 
 
 def space_condition(collection: Collection, alias: str = "") -> str:

@@ -4,6 +4,8 @@ collection's space."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
@@ -16,6 +18,7 @@ from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import (
     PgvectorIndex,
     checked_scope,
+    json_contains,
     scope_index_name,
     vector_index_name,
 )
@@ -107,7 +110,7 @@ def test_a_scope_under_the_exact_scan_limit_is_still_scanned_exactly():
     assert exact_found(collection, vectors, np.arange(0, 2000, 100), vectors[1], found) == 10
 
 
-def test_a_readers_tokens_are_ranked_apart_when_one_has_a_scope_index_and_merged():
+def test_a_readers_indexed_token_is_ranked_apart_from_the_others_and_merged():
     collection = _new_collection("scope-access", 8)
     staff, editors = Group.objects.create(name="staff"), Group.objects.create(name="editors")
     reader = get_user_model().objects.create(username="reader")
@@ -120,9 +123,10 @@ def test_a_readers_tokens_are_ranked_apart_when_one_has_a_scope_index_and_merged
     filters = Scope.for_user(reader).filters()
     retriever = PgvectorRetriever(exact_scan_limit=50)
     options = {"collection": collection, "top_k": 10, "filters": filters}
+    # Two parts: the staff token's graph, and the reader's other tokens together.
+    assert len(filters.reader.tokens) == 5  # public, signed-in, user, two groups
     plans = retriever.explain(vectors[0], **options).split("\n\n")
-    assert len(plans) == len(filters.reader.tokens) >= 4  # public, signed-in, user, groups
-    assert sum(name in plan for plan in plans) == 1, plans
+    assert len(plans) == 2 and name in plans[0] and name not in plans[1], plans
     visible = np.array(
         [i for i, access in enumerate(chunk_access) if access is None or "group:0" not in access]
     )
@@ -184,3 +188,30 @@ def test_the_command_builds_lists_and_removes_scope_indexes(capsys):
             call_command("retrieval_scope_index", "--collection", "scope-cmd", *bad)
     with pytest.raises(CommandError, match="No collection"):
         call_command("retrieval_scope_index", "--collection", "nope", "--access", "x")
+
+
+CONTAINMENT = [
+    {},
+    {"tag": "rare"},
+    {"tag": "rare", "half": 1},
+    {"tag": ["rare"]},
+    {"tag": ["rare", "common"]},
+    {"tag": [["rare"]]},
+    {"tag": {"rare": True}},
+    {"half": 1.0},
+    {"half": True},
+    {"half": "1"},
+    {"half": None},
+    {"tags": ["s1%", "s10%"], "team": {"name": "docs", "ids": [1, 2]}},
+    {"tags": ["s10%"]},
+    {"team": {"ids": [2]}},
+    {"team": {"ids": 2}},
+]
+
+
+def test_json_contains_is_postgresqls_containment():
+    pairs = [(a, b) for a in CONTAINMENT for b in CONTAINMENT]
+    with connection.cursor() as cursor:
+        for outer, inner in pairs:
+            cursor.execute("SELECT %s::jsonb @> %s::jsonb", [json.dumps(outer), json.dumps(inner)])
+            assert json_contains(outer, inner) is cursor.fetchone()[0], (outer, inner)
