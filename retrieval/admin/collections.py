@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -214,13 +215,18 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Index status")
     def index_status(self, collection: Collection) -> str:
-        """The index backend, its pending outbox operations and their last error."""
+        """The index backend, its pending outbox operations and their last error, and the
+        scopes with an index of their own (``retrieval_scope_index``)."""
         if collection.index not in indexes:
             return format_html("<strong>Index {} is not configured.</strong>", collection.index)
         index = indexes[collection.index]
         state = outbox.pending(collection.pk)
+        scopes = ", ".join(
+            scope.get("access") or json.dumps(scope["metadata"])
+            for scope in collection.scope_indexes
+        )
         return format_html(
-            "{} ({}{}) · {} pending operations{}{}",
+            "{} ({}{}) · {} pending operations{}{}{}",
             type(index).__name__,
             "in PostgreSQL" if index.features.transactional else "external",
             f", space {collection.index_space}" if collection.index_space else "",
@@ -229,6 +235,7 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
             format_html(" · last error: <code>{}</code>", state["last_error"])
             if state["last_error"]
             else "",
+            f" · scope indexes: {scopes}" if scopes else "",
         )
 
     def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:

@@ -197,8 +197,7 @@ class PgvectorIndex(BaseIndex):
         nearest: dict[int, float] = {}
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
             parts = scope_parts(collection, filters)
-            # Each part sets every planner setting a part may change: none carries over.
-            baseline = session_settings(cursor) if len(parts) > 1 else {}
+            baseline = PLANNER_SETTINGS if len(parts) > 1 else {}
             for part in parts:
                 sql, params, walked = self._prepared_query(
                     cursor, vector, collection, part, top_k, score_threshold, hints, baseline
@@ -232,7 +231,7 @@ class PgvectorIndex(BaseIndex):
         plans = []
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
             parts = scope_parts(collection, filters)
-            baseline = session_settings(cursor) if len(parts) > 1 else {}
+            baseline = PLANNER_SETTINGS if len(parts) > 1 else {}
             for part in parts:
                 sql, params, _ = self._prepared_query(
                     cursor, vector, collection, part, top_k, score_threshold, hints, baseline
@@ -284,17 +283,21 @@ class PgvectorIndex(BaseIndex):
             settings["hnsw.iterative_scan"] = "strict_order"
             settings["hnsw.max_scan_tuples"] = str(max(max_scan_tuples, 2 * top_k))
         if filter_conditions:
-            share = self._allowed_share(
-                cursor,
-                collection,
-                filter_conditions,
-                where_params,
-                exact_scan_limit,
-                ef_search,
-                top_k,
-                within=None if scope is None else scope_condition(scope, "c"),
-                whole_scope=scope is not None and is_whole_scope(filters, scope),
-            )
+            if scope is not None and is_whole_scope(filters, scope):
+                # The scope's own graph holds just what the filters allow: walked as an
+                # open search of it, without an estimate (a short answer is redone exactly).
+                share: float | None = 1.0
+            else:
+                share = self._allowed_share(
+                    cursor,
+                    collection,
+                    filter_conditions,
+                    where_params,
+                    exact_scan_limit,
+                    ef_search,
+                    top_k,
+                    within=None if scope is None else scope_condition(scope, "c"),
+                )
             if share is None:
                 settings["enable_indexscan"] = "off"
             else:
@@ -338,11 +341,9 @@ class PgvectorIndex(BaseIndex):
         ef_search: int,
         top_k: int,
         within: str | None = None,
-        whole_scope: bool = False,
     ) -> float | None:
         """Return the share of the collection's vectors (``within`` a scope index's scope:
-        of the scope's; all of it, if the filter is the ``whole_scope``) a filter allows,
-        or ``None`` when an
+        of the scope's) a filter allows, or ``None`` when an
         exact scan of those ranks them: it allows at most ``exact_scan_limit``, or no more
         than a walk would visit to keep ``walk_ef_search`` of them (about that many divided
         by the share: a 1% scope of 1M chunks, 10,000 vectors, against 40,000).
@@ -377,11 +378,8 @@ class PgvectorIndex(BaseIndex):
             estimate = max(estimate, counted)
         if estimate <= exact_scan_limit:
             return None
-        if whole_scope:
-            total = estimate
-        else:
-            total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
-            total = estimated_rows(cursor, total_sql, [])
+        total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
+        total = estimated_rows(cursor, total_sql, [])
         share = min(1.0, estimate / max(total, estimate))
         if estimate <= walk_ef_search(ef_search, share, top_k) / share:
             return None
@@ -534,27 +532,14 @@ def is_whole_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
     )
 
 
-#: The planner settings a ranking query may change, and their defaults.
+#: The planner settings a ranking query may change, as a fresh session has them: each part
+#: of a search in several starts from these, so that none carries another's over.
 PLANNER_SETTINGS = {
     "enable_indexscan": "on",
     "enable_sort": "on",
     "hnsw.iterative_scan": "off",
     "hnsw.max_scan_tuples": "20000",
 }
-
-
-def session_settings(cursor) -> dict[str, str]:
-    """Return this transaction's values of :data:`PLANNER_SETTINGS` (pgvector's may be
-    undefined yet: their defaults)."""
-    cursor.execute(
-        "SELECT " + ", ".join("current_setting(%s, true)" for _ in PLANNER_SETTINGS),
-        list(PLANNER_SETTINGS),
-    )
-    values = cursor.fetchone()
-    return {
-        name: value or default
-        for (name, default), value in zip(PLANNER_SETTINGS.items(), values, strict=True)
-    }
 
 
 def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:

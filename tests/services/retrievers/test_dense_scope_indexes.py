@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.urls import reverse
 
 from retrieval.models import Chunk, Document
 from retrieval.services.access import Scope
@@ -98,16 +99,16 @@ def test_a_metadata_scope_index_is_walked_by_the_filters_that_contain_its_scope(
     assert name not in retriever.explain(vectors[3], **other)
 
 
-def test_a_scope_under_the_exact_scan_limit_is_still_scanned_exactly():
+def test_a_declared_scope_is_walked_whatever_its_size_and_a_short_answer_redone_exactly():
     collection = _new_collection("scope-small", 8)
     name = PgvectorIndex().add_scope_index(collection, TAGGED)
-    vectors = _fill(collection, 2000, rare_every=100, seed=22)  # 20 tagged
+    vectors = _fill(collection, 2000, rare_every=400, seed=22)  # 5 tagged
     retriever = PgvectorRetriever(exact_scan_limit=1000)
-    options = {"collection": collection, "top_k": 10, **{"filters": TAGGED}}
-    plan = retriever.explain(vectors[1], **options)
-    assert name not in plan and vector_index_name(collection.pk) not in plan, plan
+    options = {"collection": collection, "top_k": 10, "filters": TAGGED}
+    assert name in retriever.explain(vectors[1], **options)
     found = retriever.rank_vector(vectors[1], **options)
-    assert exact_found(collection, vectors, np.arange(0, 2000, 100), vectors[1], found) == 10
+    ids = dict(collection.chunks.values_list("index", "pk"))
+    assert sorted(f.chunk_id for f in found) == sorted(ids[i] for i in range(0, 2000, 400))
 
 
 def test_a_readers_indexed_token_is_ranked_apart_from_the_others_and_merged():
@@ -215,3 +216,28 @@ def test_json_contains_is_postgresqls_containment():
         for outer, inner in pairs:
             cursor.execute("SELECT %s::jsonb @> %s::jsonb", [json.dumps(outer), json.dumps(inner)])
             assert json_contains(outer, inner) is cursor.fetchone()[0], (outer, inner)
+
+
+def test_a_re_embedding_builds_the_scope_indexes_again_in_the_new_space(
+    django_capture_on_commit_callbacks,
+):
+    collection = _new_collection("scope-swap", 8)
+    index = PgvectorIndex()
+    name = index.add_scope_index(collection, TAGGED)
+    collection.dimensions = 4
+    collection.save(update_fields=["dimensions"])
+    with django_capture_on_commit_callbacks(execute=True):
+        index.swap_space(collection)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        definition = cursor.fetchone()[0]
+    assert "vector(4)" in definition and "vector_dims(embedding) = 4" in definition
+
+
+def test_the_admin_collection_page_names_the_scope_indexes(admin_client):
+    collection = _new_collection("scope-admin", 8)
+    PgvectorIndex().add_scope_index(collection, {"access": "group:3"})
+    PgvectorIndex().add_scope_index(collection, TAGGED)
+    page = admin_client.get(reverse("admin:retrieval_collection_change", args=[collection.pk]))
+    body = page.content.decode()
+    assert "scope indexes: group:3, {&quot;tag&quot;: &quot;rare&quot;}" in body, body[:3000]
