@@ -8,9 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.exceptions import RetrievalError
-from retrieval.services.access import Scope
-from retrieval.services.indexes import index_for
+from retrieval.management.collections import collection_and_index
 from retrieval.services.indexes.pgvector import PgvectorIndex, scope_index_name
 
 
@@ -32,11 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--remove", action="store_true", help="Drop the scope's index.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            collection = Scope.ALL.collection(options["collection"])
-            index = index_for(collection)
-        except RetrievalError as e:
-            raise CommandError(str(e)) from e
+        collection, index = collection_and_index(options["collection"])
         if not isinstance(index, PgvectorIndex):
             raise CommandError(
                 f"Collection {collection.name!r} is in index {index.alias!r} "

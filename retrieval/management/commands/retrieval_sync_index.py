@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
-from retrieval.services.access import Scope
+from retrieval.management.collections import collection_and_index
 from retrieval.services.indexes import index_for, outbox, sync
 
 
@@ -35,11 +35,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            collection = Scope.ALL.collection(options["collection"])
-            index = index_for(collection)
-        except RetrievalError as e:
-            raise CommandError(str(e)) from e
+        collection, index = collection_and_index(options["collection"])
         label = f"{collection.name!r} ({index.alias}, {type(index).__name__})"
         if options["move_to"]:
             try:
