@@ -431,7 +431,8 @@ def _create_hnsw(collection: Collection, names: Sequence[str]) -> None:
                 f"CREATE INDEX IF NOT EXISTS {name} ON retrieval_chunk "
                 f"USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
                 f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-                f"WHERE {predicates[name]}"
+                f"WHERE {predicates[name]}",
+                [],  # none: the scope's ``%`` are doubled for the driver
             )
 
 
@@ -486,7 +487,8 @@ def checked_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def scope_condition(scope: Mapping[str, Any], alias: str = "") -> str:
-    """Return a declared scope's SQL condition, its value written out (as the space's)."""
+    """Return a declared scope's SQL condition, its value written out (as the space's), for
+    a statement executed with parameters (``%`` doubled)."""
     column = f"{alias}." if alias else ""
     if "access" in scope:
         return f"{column}access ? {_sql_literal(scope['access'])}"
@@ -494,9 +496,9 @@ def scope_condition(scope: Mapping[str, Any], alias: str = "") -> str:
 
 
 def _sql_literal(value: str) -> str:
-    """Quote ``value`` as an SQL string (standard_conforming_strings, PostgreSQL's default:
-    only quotes are doubled)."""
-    return "'" + value.replace("'", "''") + "'"
+    """Quote ``value`` as an SQL string in a statement with parameters: quotes doubled
+    (standard_conforming_strings, PostgreSQL's default), and ``%`` doubled for the driver."""
+    return "'" + value.replace("'", "''").replace("%", "%%") + "'"
 
 
 def scope_parts(collection: Collection, filters: Filters | Mapping | None) -> list[Filters]:

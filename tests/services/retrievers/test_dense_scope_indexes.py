@@ -23,6 +23,7 @@ from retrieval.services.indexes.pgvector import (
     scope_index_name,
     vector_index_name,
 )
+from retrieval.services.query.filters import Filters, ReaderScope
 from retrieval.services.retrievers.dense import PgvectorRetriever
 
 from .test_dense import _fill, _new_collection
@@ -241,3 +242,44 @@ def test_the_admin_collection_page_names_the_scope_indexes(admin_client):
     page = admin_client.get(reverse("admin:retrieval_collection_change", args=[collection.pk]))
     body = page.content.decode()
     assert "scope indexes: group:3, {&quot;tag&quot;: &quot;rare&quot;}" in body, body[:3000]
+
+
+def test_scope_values_with_quotes_and_percent_signs_are_written_out_safely():
+    collection = _new_collection("scope-quoted", 8)
+    odd = "50% o'clock"
+    index = PgvectorIndex()
+    by_metadata = index.add_scope_index(collection, {"metadata": {"tag": odd}})
+    by_token = index.add_scope_index(collection, {"access": f"team:{odd}"})
+    accesses = [[f"team:{odd}"]] * 40 + [["group:0"]] * 360
+    vectors, _ = fill_documents(collection, accesses, per_document=10, seed=26)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = jsonb_build_object('tag', %s::text) "
+            "WHERE collection_id = %s AND index %% 10 = 0",
+            [odd, collection.pk],
+        )
+        cursor.execute(
+            "UPDATE retrieval_chunk SET metadata = metadata || '{\"half\": 1}' "
+            "WHERE collection_id = %s AND index %% 20 = 0",
+            [collection.pk],
+        )
+        cursor.execute("ANALYZE retrieval_chunk")
+    retriever = PgvectorRetriever(exact_scan_limit=50, ef_search=40)
+    cases = [
+        ({"metadata": {"tag": odd}}, by_metadata, np.arange(0, 4000, 10)),
+        # Planned by its estimate, the scope's condition written out either way.
+        ({"metadata": {"tag": odd, "half": 1}}, None, np.arange(0, 4000, 20)),
+        (
+            Filters(
+                documents_within=Document.objects.all(),
+                reader=ReaderScope(tokens=("public", f"team:{odd}")),
+            ),
+            by_token,
+            np.arange(0, 400),
+        ),
+    ]
+    for filters, name, rows in cases:
+        options = {"collection": collection, "top_k": 10, "filters": filters}
+        assert name is None or name in retriever.explain(vectors[2], **options)
+        found = retriever.rank_vector(vectors[2], **options)
+        assert exact_found(collection, vectors, rows, vectors[2], found) >= 9
