@@ -268,7 +268,7 @@ class PgvectorIndex(BaseIndex):
         # The scope's condition, written out beside the filter that implies it, so the
         # planner matches the scope index's predicate (a filter of the scope's own
         # metadata is that condition already).
-        implied = [] if scope in (None, {"metadata": filters.metadata}) else [scope]
+        implied = [] if scope is None or states_scope(filters, scope) else [scope]
         where = " AND ".join(
             [
                 space_condition(collection, "c"),
@@ -524,13 +524,21 @@ def is_whole_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
     if filters.document_ids is not None or filters.documents is not None:
         return False
     if "metadata" in scope:
-        return filters.documents_within is None and filters.metadata == scope["metadata"]
+        return filters.documents_within is None and states_scope(filters, scope)
     reader = filters.reader
     return (
         not filters.metadata
         and reader is not None
         and reader.others is None
         and reader.tokens == (scope["access"],)
+    )
+
+
+def states_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
+    """True if the filters' metadata condition is a metadata scope's, as its index's
+    predicate has it (the same JSON, which the planner compares)."""
+    return "metadata" in scope and json.dumps(filters.metadata, sort_keys=True) == json.dumps(
+        scope["metadata"], sort_keys=True
     )
 
 

@@ -21,6 +21,7 @@ from retrieval.services.indexes.pgvector import (
     checked_scope,
     json_contains,
     scope_index_name,
+    states_scope,
     vector_index_name,
 )
 from retrieval.services.query.filters import Filters, ReaderScope
@@ -283,3 +284,10 @@ def test_scope_values_with_quotes_and_percent_signs_are_written_out_safely():
         assert name is None or name in retriever.explain(vectors[2], **options)
         found = retriever.rank_vector(vectors[2], **options)
         assert exact_found(collection, vectors, rows, vectors[2], found) >= 9
+
+
+def test_a_filter_states_a_scope_only_in_the_same_json():
+    assert states_scope(Filters(metadata={"b": 1, "a": [2]}), {"metadata": {"a": [2], "b": 1}})
+    # Equal in Python, not in jsonb (true is no 1): the scope's condition is written out.
+    assert not states_scope(Filters(metadata={"x": [True, 1]}), {"metadata": {"x": [1, 1]}})
+    assert not states_scope(Filters(metadata={"x": 1}), {"access": "x"})
