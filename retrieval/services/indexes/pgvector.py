@@ -17,7 +17,7 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -194,25 +194,32 @@ class PgvectorIndex(BaseIndex):
         **hints: Any,
     ) -> list[ScoredChunk]:
         db = search_database()
-        nearest: dict[int, float] = {}
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            parts = scope_parts(collection, filters)
-            baseline = PLANNER_SETTINGS if len(parts) > 1 else {}
-            for part in parts:
-                sql, params, walked = self._prepared_query(
-                    cursor, vector, collection, part, top_k, score_threshold, hints, baseline
-                )
-                cursor.execute(sql, params)
-                rows = cursor.fetchall()
-                if len(rows) < top_k and (self._walked(cursor) if walked is None else walked):
+            check_query_dimensions(vector, collection)
+            literal = vector_literal(vector)
+            parts = [
+                self._planned_part(cursor, literal, collection, part, top_k, score_threshold, hints)
+                for part in scope_parts(collection, filters)
+            ]
+            sql, params = _set_and_compose(cursor, parts)
+            cursor.execute(sql, params)
+            found: dict[int, list] = {i: [] for i in range(len(parts))}
+            for part, chunk_id, distance in cursor.fetchall():
+                found[part].append((chunk_id, distance))
+            for i, part in enumerate(parts):
+                if len(found[i]) >= top_k or part.exact:
+                    continue
+                if part.walked if part.walked is not None else self._walked(cursor):
                     # The filter allowed fewer than estimated and the walk stopped at
                     # max_scan_tuples, or it allows fewer than top_k: an exact scan is
                     # complete.
                     cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                    cursor.execute(sql, params)
-                    rows = cursor.fetchall()
-                for chunk_id, distance in rows:
-                    nearest[chunk_id] = min(float(distance), nearest.get(chunk_id, math.inf))
+                    cursor.execute(*part.query())
+                    found[i] = [(chunk_id, distance) for _, chunk_id, distance in cursor.fetchall()]
+        nearest: dict[int, float] = {}
+        for rows in found.values():
+            for chunk_id, distance in rows:
+                nearest[chunk_id] = min(float(distance), nearest.get(chunk_id, math.inf))
         ranked = sorted(nearest.items(), key=lambda item: item[1])[:top_k]
         return [ScoredChunk(chunk_id, 1.0 - distance) for chunk_id, distance in ranked]
 
@@ -226,38 +233,34 @@ class PgvectorIndex(BaseIndex):
         score_threshold: float | None = None,
         **hints: Any,
     ) -> str:
-        """Return PostgreSQL's plan for the queries :meth:`rank` runs (one per scope part)."""
+        """Return PostgreSQL's plan for the query :meth:`rank` runs."""
         db = search_database()
-        plans = []
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            parts = scope_parts(collection, filters)
-            baseline = PLANNER_SETTINGS if len(parts) > 1 else {}
-            for part in parts:
-                sql, params, _ = self._prepared_query(
-                    cursor, vector, collection, part, top_k, score_threshold, hints, baseline
-                )
-                cursor.execute("EXPLAIN " + sql, params)
-                plans.append("\n".join(row[0] for row in cursor.fetchall()))
-        return "\n\n".join(plans)
+            check_query_dimensions(vector, collection)
+            literal = vector_literal(vector)
+            parts = [
+                self._planned_part(cursor, literal, collection, part, top_k, score_threshold, hints)
+                for part in scope_parts(collection, filters)
+            ]
+            sql, params = _set_and_compose(cursor, parts)
+            cursor.execute("EXPLAIN " + sql, params)
+            return "\n".join(row[0] for row in cursor.fetchall())
 
-    def _prepared_query(
+    def _planned_part(
         self,
         cursor,
-        vector: Sequence[float],
+        literal: str,
         collection: Collection,
         filters: Filters | None,
         top_k: int,
         score_threshold: float | None,
         hints: dict[str, Any],
-        baseline: Mapping[str, str],
-    ) -> tuple[str, list, bool | None]:
-        """Set this transaction's planner options (over ``baseline``'s); return the ranking
-        SQL, its parameters, and whether it walks the index iteratively (``None``: as the
-        session says).
+    ) -> PlannedPart:
+        """Plan one part of a search for the query vector ``literal`` (:func:`vector_literal`):
+        its query, and the planner settings it needs.
 
         The cast matches the collection's partial HNSW index.
         """
-        check_query_dimensions(vector, collection)
         ef_search = int(hints.get("ef_search") or self.ef_search)
         exact_scan_limit = hints.get("exact_scan_limit")
         exact_scan_limit = self.exact_scan_limit if exact_scan_limit is None else exact_scan_limit
@@ -277,7 +280,7 @@ class PgvectorIndex(BaseIndex):
             ]
         )
         where_params = list(filter_params)
-        settings = {**baseline, "hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
+        settings = {"hnsw.ef_search": str(min(max(ef_search, top_k), MAX_EF_SEARCH))}
         if top_k > MAX_EF_SEARCH:
             # One scan's list holds at most MAX_EF_SEARCH: the walk goes on past it.
             settings["hnsw.iterative_scan"] = "strict_order"
@@ -308,22 +311,14 @@ class PgvectorIndex(BaseIndex):
                     # The scope's graph, not a sort of the scope's rows: the second
                     # condition above halves the planner's estimate of them.
                     settings["enable_sort"] = "off"
-        calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
-        cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
         distance = f"(c.embedding::vector({int(collection.dimensions)})) <=> %s::vector"
-        literal = vector_literal(vector)
         params = [literal, *where_params]
         if score_threshold is not None:
             where += f" AND {distance} <= %s"
             params += [literal, 1.0 - score_threshold]
-        # Ordered by the output column: the index still orders the scan, and the vector's
-        # literal is sent and parsed once less.
-        sql = (
-            f"SELECT c.id, {distance} AS distance FROM retrieval_chunk c "
-            f"WHERE {where} ORDER BY distance LIMIT %s"
+        return PlannedPart(
+            f"{distance} AS distance FROM retrieval_chunk c WHERE {where}", params, top_k, settings
         )
-        iterative = settings.get("hnsw.iterative_scan")
-        return sql, [*params, top_k], None if iterative is None else iterative == "strict_order"
 
     @staticmethod
     def _walked(cursor) -> bool:
@@ -393,6 +388,87 @@ def walk_ef_search(ef_search: int, share: float, top_k: int) -> int:
     searches)."""
     widened = max(min(4 * ef_search, math.ceil(ef_search / math.sqrt(share))), top_k)
     return min(widened, MAX_EF_SEARCH)
+
+
+@dataclass(frozen=True)
+class PlannedPart:
+    """One part of a search, planned: ``SELECT c.id, <body> ORDER BY distance LIMIT
+    top_k`` (``body`` and ``params``), and the planner settings it needs."""
+
+    body: str
+    params: list
+    top_k: int
+    settings: dict[str, str]
+
+    @property
+    def exact(self) -> bool:
+        return self.settings.get("enable_indexscan") == "off"
+
+    @property
+    def walked(self) -> bool | None:
+        """Whether it walks the index iteratively (``None``: as the session says)."""
+        iterative = self.settings.get("hnsw.iterative_scan")
+        return None if iterative is None else iterative == "strict_order"
+
+    def query(self, number: int = 0, *, fenced: bool = False) -> tuple[str, list]:
+        """Its SQL and parameters, rows tagged ``number``. ``fenced``: ordered outside a
+        subquery, so that no index orders it (an exact part beside walks)."""
+        if fenced:
+            sql = (
+                f"SELECT {number} AS part, id, distance FROM (SELECT c.id, {self.body} "
+                "OFFSET 0) AS allowed ORDER BY distance LIMIT %s"
+            )
+        else:
+            # Ordered by the output column: the index still orders the scan, and the
+            # vector's literal is sent and parsed once less.
+            sql = f"SELECT {number} AS part, c.id, {self.body} ORDER BY distance LIMIT %s"
+        return sql, [*self.params, self.top_k]
+
+
+#: The planner settings a search in several parts starts from (a fresh session's).
+PLANNER_SETTINGS = {
+    "enable_indexscan": "on",
+    "enable_sort": "on",
+    "hnsw.iterative_scan": "off",
+    "hnsw.max_scan_tuples": "20000",
+}
+
+
+def _set_and_compose(cursor, parts: Sequence[PlannedPart]) -> tuple[str, list]:
+    """Set the transaction's planner settings for ``parts``; return one statement ranking
+    them all (``part, id, distance`` rows).
+
+    One part sets only what it needs. Several are one ``UNION ALL``, planned under one set
+    of settings: the walks' (the widest list and scan limit; no sort where one walks a
+    scope's graph), with index scans on, and each exact part ordered outside a subquery,
+    where no index can order it.
+    """
+    if len(parts) == 1:
+        settings = parts[0].settings
+        sql, params = parts[0].query()
+    else:
+        settings = dict(PLANNER_SETTINGS)
+        walks = [part for part in parts if not part.exact]
+        settings["hnsw.ef_search"] = str(
+            max(int(part.settings["hnsw.ef_search"]) for part in walks or parts)
+        )
+        for part in walks:
+            for name in ("hnsw.iterative_scan", "enable_sort"):
+                if name in part.settings:
+                    settings[name] = part.settings[name]
+            if "hnsw.max_scan_tuples" in part.settings:
+                settings["hnsw.max_scan_tuples"] = str(
+                    max(
+                        int(settings["hnsw.max_scan_tuples"]),
+                        int(part.settings["hnsw.max_scan_tuples"]),
+                    )
+                )
+        branches = [part.query(i, fenced=part.exact) for i, part in enumerate(parts)]
+        sql = " UNION ALL ".join(f"({branch})" for branch, _ in branches)
+        params = [value for _, branch_params in branches for value in branch_params]
+    calls = ", ".join("set_config(%s, %s, true)" for _ in settings)
+    cursor.execute(f"SELECT {calls}", [x for item in settings.items() for x in item])
+    return sql, params
 
 
 def vector_literal(vector: Sequence[float]) -> str:
@@ -540,16 +616,6 @@ def states_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
     return "metadata" in scope and json.dumps(filters.metadata, sort_keys=True) == json.dumps(
         scope["metadata"], sort_keys=True
     )
-
-
-#: The planner settings a ranking query may change, as a fresh session has them: each part
-#: of a search in several starts from these, so that none carries another's over.
-PLANNER_SETTINGS = {
-    "enable_indexscan": "on",
-    "enable_sort": "on",
-    "hnsw.iterative_scan": "off",
-    "hnsw.max_scan_tuples": "20000",
-}
 
 
 def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:

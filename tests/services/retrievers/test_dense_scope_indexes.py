@@ -126,10 +126,11 @@ def test_a_readers_indexed_token_is_ranked_apart_from_the_others_and_merged():
     filters = Scope.for_user(reader).filters()
     retriever = PgvectorRetriever(exact_scan_limit=50)
     options = {"collection": collection, "top_k": 10, "filters": filters}
-    # Two parts: the staff token's graph, and the reader's other tokens together.
+    # Two parts in one statement: the staff token's graph, and the reader's other tokens
+    # together (an exact scan here, ordered outside its subquery).
     assert len(filters.reader.tokens) == 5  # public, signed-in, user, two groups
-    plans = retriever.explain(vectors[0], **options).split("\n\n")
-    assert len(plans) == 2 and name in plans[0] and name not in plans[1], plans
+    plan = retriever.explain(vectors[0], **options)
+    assert "Append" in plan and plan.count(name) == 1 and "Subquery Scan on allowed" in plan
     visible = np.array(
         [i for i, access in enumerate(chunk_access) if access is None or "group:0" not in access]
     )
@@ -291,3 +292,24 @@ def test_a_filter_states_a_scope_only_in_the_same_json():
     # Equal in Python, not in jsonb (true is no 1): the scope's condition is written out.
     assert not states_scope(Filters(metadata={"x": [True, 1]}), {"metadata": {"x": [1, 1]}})
     assert not states_scope(Filters(metadata={"x": 1}), {"access": "x"})
+
+
+def test_a_wide_rest_of_a_readers_tokens_walks_the_collections_graph_beside_the_scopes():
+    collection = _new_collection("scope-both-walk", 8)
+    team = Group.objects.create(name="team")
+    reader = get_user_model().objects.create(username="walker")
+    reader.groups.set([team])
+    token = f"group:{team.pk}"
+    name = PgvectorIndex().add_scope_index(collection, {"access": token})
+    accesses = [[token]] * 40 + [None] * 200 + [["group:0"]] * 160  # 400, 2,000 public
+    vectors, chunk_access = fill_documents(collection, accesses, per_document=10, seed=27)
+    retriever = PgvectorRetriever(exact_scan_limit=50)
+    options = {"collection": collection, "top_k": 10, "filters": Scope.for_user(reader).filters()}
+    plan = retriever.explain(vectors[0], **options)
+    # Both parts walk: the team's graph and, for the public half, the collection's.
+    assert plan.count(name) == 1 and vector_index_name(collection.pk) + " " in plan, plan
+    assert "Subquery Scan" not in plan
+    visible = np.array([i for i, a in enumerate(chunk_access) if a is None or token in a])
+    for query in (vectors[7], vectors[1234], vectors[3500]):
+        found = retriever.rank_vector(query, **options)
+        assert exact_found(collection, vectors, visible, query, found) >= 9
