@@ -50,9 +50,9 @@ def vector_index_name(collection_id: int) -> str:
     return f"retrieval_chunk_hnsw_c{int(collection_id)}"
 
 
-def scope_index_name(collection_id: int, scope: Mapping[str, Any]) -> str:
+def scope_index_name(collection_id: int, declared: Mapping[str, Any]) -> str:
     """Return the name of a declared scope's HNSW index (``retrieval_scope_index``)."""
-    digest = hashlib.md5(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.md5(json.dumps(declared, sort_keys=True).encode()).hexdigest()[:12]
     return f"{vector_index_name(collection_id)}_s{digest}"
 
 
@@ -133,34 +133,34 @@ class PgvectorIndex(BaseIndex):
 
     # Scope indexes ------------------------------------------------------------
 
-    def add_scope_index(self, collection: Collection, scope: Mapping[str, Any]) -> str:
-        """Declare ``scope`` (``{"access": token}`` or ``{"metadata": {...}}``) on the
+    def add_scope_index(self, collection: Collection, declared: Mapping[str, Any]) -> str:
+        """Declare a scope (``{"access": token}`` or ``{"metadata": {...}}``) on the
         collection and build its HNSW index now; return the index's name.
 
         A search whose filters imply the scope (a reader's token, metadata containing the
         scope's) walks that graph of the scope's vectors alone: as fast as an open search,
         where a narrow scope would otherwise be scanned row by row.
         """
-        scope = checked_scope(scope)
+        declared = checked_scope(declared)
         with transaction.atomic():
             _lock_declarations(collection)
-            if scope not in collection.scope_indexes:
-                collection.scope_indexes = [*collection.scope_indexes, scope]
+            if declared not in collection.scope_indexes:
+                collection.scope_indexes = [*collection.scope_indexes, declared]
                 collection.save(update_fields=["scope_indexes"])
         self.ensure_space(collection)
-        return scope_index_name(collection.pk, scope)
+        return scope_index_name(collection.pk, declared)
 
-    def remove_scope_index(self, collection: Collection, scope: Mapping[str, Any]) -> bool:
+    def remove_scope_index(self, collection: Collection, declared: Mapping[str, Any]) -> bool:
         """Drop a declared scope's index; return whether it was declared."""
-        scope = checked_scope(scope)
+        declared = checked_scope(declared)
         with transaction.atomic():
             _lock_declarations(collection)
-            if scope not in collection.scope_indexes:
+            if declared not in collection.scope_indexes:
                 return False
-            collection.scope_indexes = [s for s in collection.scope_indexes if s != scope]
+            collection.scope_indexes = [s for s in collection.scope_indexes if s != declared]
             collection.save(update_fields=["scope_indexes"])
             with connection.cursor() as cursor:
-                cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(collection.pk, scope)}")
+                cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(collection.pk, declared)}")
         return True
 
     # Vectors ----------------------------------------------------------------
@@ -195,13 +195,9 @@ class PgvectorIndex(BaseIndex):
     ) -> list[ScoredChunk]:
         db = search_database()
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            check_query_dimensions(vector, collection)
-            literal = vector_literal(vector)
-            parts = [
-                self._planned_part(cursor, literal, collection, part, top_k, score_threshold, hints)
-                for part in scope_parts(collection, filters)
-            ]
-            sql, params = _set_and_compose(cursor, parts)
+            parts, sql, params = self._planned_query(
+                cursor, vector, collection, filters, top_k, score_threshold, hints
+            )
             cursor.execute(sql, params)
             found: dict[int, list] = {i: [] for i in range(len(parts))}
             for part, chunk_id, distance in cursor.fetchall():
@@ -236,15 +232,31 @@ class PgvectorIndex(BaseIndex):
         """Return PostgreSQL's plan for the query :meth:`rank` runs."""
         db = search_database()
         with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            check_query_dimensions(vector, collection)
-            literal = vector_literal(vector)
-            parts = [
-                self._planned_part(cursor, literal, collection, part, top_k, score_threshold, hints)
-                for part in scope_parts(collection, filters)
-            ]
-            sql, params = _set_and_compose(cursor, parts)
+            _, sql, params = self._planned_query(
+                cursor, vector, collection, filters, top_k, score_threshold, hints
+            )
             cursor.execute("EXPLAIN " + sql, params)
             return "\n".join(row[0] for row in cursor.fetchall())
+
+    def _planned_query(
+        self,
+        cursor,
+        vector: Sequence[float],
+        collection: Collection,
+        filters: Filters | Mapping | None,
+        top_k: int,
+        score_threshold: float | None,
+        hints: dict[str, Any],
+    ) -> tuple[list[PlannedPart], str, list]:
+        """Plan a search's parts, set the transaction's planner settings for them; return
+        the parts and the one statement ranking them (``part, id, distance`` rows)."""
+        check_query_dimensions(vector, collection)
+        literal = vector_literal(vector)
+        parts = [
+            self._planned_part(cursor, literal, collection, part, top_k, score_threshold, hints)
+            for part in scope_parts(collection, filters)
+        ]
+        return parts, *_set_and_compose(cursor, parts)
 
     def _planned_part(
         self,
@@ -542,14 +554,14 @@ def _lock_declarations(collection: Collection) -> None:
     collection.refresh_from_db(fields=["scope_indexes"])
 
 
-def checked_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
+def checked_scope(declared: Mapping[str, Any]) -> dict[str, Any]:
     """Return a scope declaration, refusing one that is not ``{"access": token}`` or
     ``{"metadata": object}`` (``ValueError``)."""
-    if not isinstance(scope, Mapping) or len(scope) != 1:
+    if not isinstance(declared, Mapping) or len(declared) != 1:
         raise ValueError(
-            f'A scope is {{"access": "<token>"}} or {{"metadata": {{...}}}}, not {scope!r}.'
+            f'A scope is {{"access": "<token>"}} or {{"metadata": {{...}}}}, not {declared!r}.'
         )
-    ((kind, value),) = scope.items()
+    ((kind, value),) = declared.items()
     if kind == "access" and isinstance(value, str) and value:
         refuse_unstorable(value, "scope access token", ValueError)
         return {"access": value}
@@ -558,17 +570,17 @@ def checked_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
         return {"metadata": json.loads(json.dumps(value))}
     raise ValueError(
         'A scope is {"access": "<token>"} or a non-empty {"metadata": {...}}, not '
-        f"{dict(scope)!r}."
+        f"{dict(declared)!r}."
     )
 
 
-def scope_condition(scope: Mapping[str, Any], alias: str = "") -> str:
+def scope_condition(declared: Mapping[str, Any], alias: str = "") -> str:
     """Return a declared scope's SQL condition, its value written out (as the space's), for
     a statement executed with parameters (``%`` doubled)."""
     column = f"{alias}." if alias else ""
-    if "access" in scope:
-        return f"{column}access ? {_sql_literal(scope['access'])}"
-    return f"{column}metadata @> {_sql_literal(json.dumps(scope['metadata']))}::jsonb"
+    if "access" in declared:
+        return f"{column}access ? {_sql_literal(declared['access'])}"
+    return f"{column}metadata @> {_sql_literal(json.dumps(declared['metadata']))}::jsonb"
 
 
 def _sql_literal(value: str) -> str:
@@ -595,26 +607,26 @@ def scope_parts(collection: Collection, filters: Filters | Mapping | None) -> li
     ]
 
 
-def is_whole_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
-    """True if ``filters`` allow exactly the declared ``scope``'s chunks."""
+def is_whole_scope(filters: Filters, declared: Mapping[str, Any]) -> bool:
+    """True if ``filters`` allow exactly the declared ``declared``'s chunks."""
     if filters.document_ids is not None or filters.documents is not None:
         return False
-    if "metadata" in scope:
-        return filters.documents_within is None and states_scope(filters, scope)
+    if "metadata" in declared:
+        return filters.documents_within is None and states_scope(filters, declared)
     reader = filters.reader
     return (
         not filters.metadata
         and reader is not None
         and reader.others is None
-        and reader.tokens == (scope["access"],)
+        and reader.tokens == (declared["access"],)
     )
 
 
-def states_scope(filters: Filters, scope: Mapping[str, Any]) -> bool:
+def states_scope(filters: Filters, declared: Mapping[str, Any]) -> bool:
     """True if the filters' metadata condition is a metadata scope's, as its index's
     predicate has it (the same JSON, which the planner compares)."""
-    return "metadata" in scope and json.dumps(filters.metadata, sort_keys=True) == json.dumps(
-        scope["metadata"], sort_keys=True
+    return "metadata" in declared and json.dumps(filters.metadata, sort_keys=True) == json.dumps(
+        declared["metadata"], sort_keys=True
     )
 
 
