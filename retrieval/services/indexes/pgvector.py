@@ -442,7 +442,6 @@ PLANNER_SETTINGS = {
     "enable_indexscan": "on",
     "enable_sort": "on",
     "hnsw.iterative_scan": "off",
-    "hnsw.max_scan_tuples": "20000",
 }
 
 
@@ -468,13 +467,9 @@ def _set_and_compose(cursor, parts: Sequence[PlannedPart]) -> tuple[str, list]:
             for name in ("hnsw.iterative_scan", "enable_sort"):
                 if name in part.settings:
                     settings[name] = part.settings[name]
-            if "hnsw.max_scan_tuples" in part.settings:
-                settings["hnsw.max_scan_tuples"] = str(
-                    max(
-                        int(settings["hnsw.max_scan_tuples"]),
-                        int(part.settings["hnsw.max_scan_tuples"]),
-                    )
-                )
+        limits = [int(part.settings["hnsw.max_scan_tuples"]) for part in walks if part.walked]
+        if limits:
+            settings["hnsw.max_scan_tuples"] = str(max(limits))
         branches = [part.query(i, fenced=part.exact) for i, part in enumerate(parts)]
         sql = " UNION ALL ".join(f"({branch})" for branch, _ in branches)
         params = [value for _, branch_params in branches for value in branch_params]
@@ -598,6 +593,7 @@ def scope_parts(collection: Collection, filters: Filters | Mapping | None) -> li
     declared = {scope["access"] for scope in collection.scope_indexes if "access" in scope}
     if reader is None or len(reader.tokens) < 2 or not declared.intersection(reader.tokens):
         return [filters]
+    filters = filters.resolved(collection.pk)  # named documents looked up once, not per part
     apart = [(token,) for token in reader.tokens if token in declared]
     rest = tuple(token for token in reader.tokens if token not in declared)
     return [
