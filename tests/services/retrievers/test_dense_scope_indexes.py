@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.urls import reverse
 
-from retrieval.models import Chunk, Document
+from retrieval.models import Chunk, Collection, Document
 from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import (
     PgvectorIndex,
@@ -193,6 +193,25 @@ def test_the_command_builds_lists_and_removes_scope_indexes(capsys):
     with pytest.raises(CommandError, match="No collection"):
         call_command("retrieval_scope_index", "--collection", "nope", "--access", "x")
 
+
+
+def test_the_command_refuses_a_collection_in_an_external_index(retrieval_settings):
+    # A Chroma server nobody runs: the command refuses before any connection.
+    retrieval_settings(
+        INDEXES={
+            "far": {
+                "BACKEND": "retrieval.services.indexes.chroma.ChromaIndex",
+                "OPTIONS": {"host": "127.0.0.1", "port": 9},
+            }
+        }
+    )
+    collection = Collection.objects.create(
+        name="scope-far", slug="scope-far", embedder="default", dimensions=8, index="far"
+    )
+    with pytest.raises(CommandError, match="scope indexes are pgvector's"):
+        call_command("retrieval_scope_index", "--collection", "scope-far", "--access", "g")
+    collection.refresh_from_db()
+    assert collection.scope_indexes == []
 
 CONTAINMENT = [
     {},
