@@ -194,7 +194,6 @@ def test_the_command_builds_lists_and_removes_scope_indexes(capsys):
         call_command("retrieval_scope_index", "--collection", "nope", "--access", "x")
 
 
-
 def test_the_command_refuses_a_collection_in_an_external_index(retrieval_settings):
     # A Chroma server nobody runs: the command refuses before any connection.
     retrieval_settings(
@@ -212,6 +211,7 @@ def test_the_command_refuses_a_collection_in_an_external_index(retrieval_setting
         call_command("retrieval_scope_index", "--collection", "scope-far", "--access", "g")
     collection.refresh_from_db()
     assert collection.scope_indexes == []
+
 
 CONTAINMENT = [
     {},
