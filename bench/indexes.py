@@ -83,6 +83,8 @@ def main() -> None:
     setup_django()
     print(f"Machine: {machine()}\n")
     collection, ids, vectors = load(args.size, scoped=args.scoped)
+    from latency import declare_scope_indexes
+
     declare_scope_indexes(collection, args.scope_indexes)
     rng = np.random.default_rng(7)
     picks = rng.choice(len(ids), args.queries, replace=False)
@@ -109,24 +111,6 @@ def main() -> None:
         columns.append("recall@10")
         print(table(columns, scoped_rows))
     print("\nMilvus Lite's speed is not Milvus's (a single-process development engine).")
-
-
-def declare_scope_indexes(collection, labels: list[str]) -> None:
-    """Declare (and build, once) the scope indexes of ``labels``; drop the others."""
-    from latency import SCOPE_GROUPS
-
-    from retrieval.services.indexes.pgvector import PgvectorIndex
-
-    index = PgvectorIndex()
-    wanted = [{"metadata": {"tags": [f"s{label}"]}} for label in labels]
-    wanted += [{"access": f"group:{SCOPE_GROUPS[label]}"} for label in labels]
-    for scope in collection.scope_indexes:
-        if scope not in wanted:
-            index.remove_scope_index(collection, scope)
-    for scope in wanted:
-        started = time.perf_counter()
-        index.add_scope_index(collection, scope)
-        print(f"Scope index of {scope}: {time.perf_counter() - started:.1f} s", flush=True)
 
 
 def scoped_truths(collection, ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray) -> dict:

@@ -74,6 +74,14 @@ def main() -> None:
         "beside the open ones",
     )
     parser.add_argument(
+        "--scope-indexes",
+        nargs="+",
+        default=[],
+        metavar="LABEL",
+        help="with --scoped: declare these selectivities' scopes (retrieval_scope_index: "
+        "their own HNSW graphs and BM25 term bounds) before measuring; the others are dropped",
+    )
+    parser.add_argument(
         "--bm25-only",
         action="store_true",
         help="BM25 rows only, on a collection without vectors (loads in a fraction of the time)",
@@ -94,7 +102,7 @@ def main() -> None:
         elif args.long_queries:
             long_query_latency(size, args.long_queries)
         elif args.scoped:
-            scoped_latency(size, args.queries)
+            scoped_latency(size, args.queries, args.scope_indexes)
         else:
             query_latency(size, args.queries)
     if args.load_only or args.ef_search or args.bm25_only or args.long_queries or args.scoped:
@@ -499,7 +507,24 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
     return scopes
 
 
-def scoped_latency(size: int, n_queries: int) -> None:
+def declare_scope_indexes(collection, labels: list[str]) -> None:
+    """Declare the scopes of ``labels`` (1%: the metadata tag and the group; built once:
+    their HNSW graphs and BM25 term bounds); drop the others."""
+    from retrieval.services.indexes.pgvector import PgvectorIndex
+
+    index = PgvectorIndex()
+    wanted = [{"metadata": {"tags": [f"s{label}"]}} for label in labels]
+    wanted += [{"access": f"group:{SCOPE_GROUPS[label]}"} for label in labels]
+    for scope in collection.scope_indexes:
+        if scope not in wanted:
+            index.remove_scope_index(collection, scope)
+    for scope in wanted:
+        started = time.perf_counter()
+        index.add_scope_index(collection, scope)
+        print(f"Scope index of {scope}: {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def scoped_latency(size: int, n_queries: int, scope_indexes: list[str]) -> None:
     """Searches under scopes allowing 0.1%, 1%, 10% and 50% of the chunks, beside open ones.
 
     For each scope (by metadata and by document visibility): BM25 rank (the app's plan,
@@ -510,6 +535,7 @@ def scoped_latency(size: int, n_queries: int) -> None:
     from retrieval.services.registry import retrievers
 
     collection, _, queries = load(size)
+    declare_scope_indexes(collection, scope_indexes)
     queries = queries[:n_queries]
     chunk_ids, vectors = stored_vectors(collection)
     position = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
