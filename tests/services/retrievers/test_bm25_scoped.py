@@ -353,22 +353,16 @@ def assert_upper_bounds(collection, declared, filters: Filters, *, exact: bool) 
             assert kept[term] == (max_tf, pytest.approx(min_dl_per_tf), min_dl_at_tf1, df)
 
 
-def ranked_with_bounds(collection, declared, filters: Filters) -> BM25Retriever:
-    """Return a retriever ranking through the top-k function, having checked that it
-    ranks ``filters`` with the declared scope's bounds."""
-    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
-    with CaptureQueriesContext(connection) as captured:
-        retriever.score(["w3x"], collection=collection, top_k=10, filters=filters)
-    assert [bounds_key(declared) in sql for sql in top_k_calls(captured)] == [True]
-    return retriever
-
-
 def test_a_declared_scope_keeps_its_own_bounds_and_ranks_exactly_with_them(scoped):
     collection, rng, _ = scoped
     filters = Filters.parse(TENTH)
     declare(collection, TENTH)
     assert_upper_bounds(collection, TENTH, filters, exact=True)
-    retriever = ranked_with_bounds(collection, TENTH, filters)
+    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
+    with CaptureQueriesContext(connection) as captured:
+        retriever.score(["w3x"], collection=collection, top_k=10, filters=filters)
+    calls = [q for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
+    assert len(calls) == 1 and bounds_key(TENTH) in calls[0]["sql"]
     searches = queries(rng, 30)
     assert_exact(retriever, collection, filters, searches)
     # A narrower filter lies within the scope: its bounds rank it too.
@@ -416,7 +410,11 @@ def test_a_reader_of_one_declared_token_ranks_with_its_bounds(scoped):
     declare(collection, declared)
     filters = replace(signed_in, reader=replace(signed_in.reader, tokens=(token,)))
     assert_upper_bounds(collection, declared, filters, exact=True)
-    retriever = ranked_with_bounds(collection, declared, filters)
+    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
+    with CaptureQueriesContext(connection) as captured:
+        retriever.score(["w3x"], collection=collection, top_k=10, filters=filters)
+    calls = [q for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
+    assert len(calls) == 1 and bounds_key(declared) in calls[0]["sql"]
     assert_exact(retriever, collection, filters, queries(rng, 20))
 
 
