@@ -1,4 +1,4 @@
-"""BM25 term bounds of each declared scope (``retrieval/sql/bm25_scope_bounds.sql``).
+"""BM25 term bounds of each declared scope (``retrieval/sql/bm25_scope_bounds.sql``). DRAFT.
 
 Under a 10% scope of 1M chunks the top-k function took 1.80x the open search with the
 collection's term bounds and 1.41x with the scope's own (a scratch copy of the function,

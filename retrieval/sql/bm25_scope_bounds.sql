@@ -1,5 +1,5 @@
 -- The BM25 term bounds of each declared scope (the current definitions; migration 0028
--- created them).
+-- created them). DRAFT: not applied by any migration yet, not tested.
 --
 -- A scope a site declares (Collection.scope_indexes: an access token, or a metadata
 -- object) is kept in retrieval_bm25_scope: its declaration as JSON text, sorted keys (the
@@ -44,22 +44,16 @@ BEGIN
         RETURN NULL;  -- no scope declared anywhere: nothing to raise
     END IF;
     -- After retrieval_bm25_chunk_terms_added (trigger names sort so): the chunks' rows
-    -- hold their marks. Each chunk is matched once per scope, then its postings raise the
-    -- scope's rows, sorted as the term rows are, so writers lock in one order.
-    WITH members AS MATERIALIZED (
-        SELECT d.chunk_id, s.collection_id, s.scope
-        FROM (SELECT DISTINCT a.chunk_id FROM added a) AS c
-        JOIN retrieval_bm25_chunk d ON d.chunk_id = c.chunk_id
-        JOIN retrieval_bm25_scope s ON s.collection_id = d.collection_id
-        WHERE d.lexemes @@ s.marks::tsquery
-    )
+    -- hold their marks. Sorted, as the term rows are, so writers lock in one order.
     INSERT INTO retrieval_bm25_scope_term AS t (collection_id, scope, term, df, max_tf,
                                                 min_dl_per_tf, min_dl_at_tf1)
-        SELECT m.collection_id, m.scope, a.term, count(*), max(a.tf),
+        SELECT s.collection_id, s.scope, a.term, count(*), max(a.tf),
                min(a.dl::float8 / a.tf),
                coalesce(min(a.dl) FILTER (WHERE a.tf = 1), 2147483647)
         FROM added a
-        JOIN members m ON m.chunk_id = a.chunk_id
+        JOIN retrieval_bm25_scope s ON s.collection_id = a.collection_id
+        JOIN retrieval_bm25_chunk d ON d.chunk_id = a.chunk_id
+        WHERE d.lexemes @@ s.marks::tsquery
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (collection_id, scope, term) DO UPDATE
         SET df = t.df + EXCLUDED.df,

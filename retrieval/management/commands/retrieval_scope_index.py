@@ -1,5 +1,5 @@
 """``retrieval_scope_index --collection NAME [--access TOKEN | --metadata JSON] [--remove]``:
-give a scope its own HNSW graph and BM25 term bounds, list them, or drop one."""
+give a scope its own HNSW graph, list them, or drop one."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ class Command(BaseCommand):
         "documents visible to an access token (--access group:7), or whose metadata contains "
         'an object (--metadata \'{"team": "docs"}\'). Searches under that scope (a reader '
         "holding the token, a filter containing the object) then walk it as fast as an open "
-        "search, where a narrow scope is otherwise ranked row by row; BM25 then ranks them "
-        "with the scope's own term bounds. Without a scope, lists the collection's; with "
-        "--remove, drops one."
+        "search, where a narrow scope is otherwise ranked row by row. Without a scope, lists "
+        "the collection's; with --remove, drops one."
     )
 
     def add_arguments(self, parser: Any) -> None:

@@ -22,8 +22,7 @@ metadata and access; planning only, no rows read):
   its index look-ups (``ranking.py``): its pruning bound comes from the scope's own
   chunks. At 1M chunks a 10% scope took 7.5-7.7 ms p50 and 12-13 p95 this way (the
   latency bench); taking turns with the over-fetch below, it tied on p50 (9.0-9.2 ms
-  against 9.0-9.6) and took 13.3-13.6 ms p95 against 21.5-22.0. Within a declared scope
-  (``scope_bounds.py``) the function prunes with the scope's own term bounds.
+  against 9.0-9.6) and took 13.3-13.6 ms p95 against 21.5-22.0.
 - **Any other wider one** over-fetches the pruned ranking: the collection's top ``k'``
   (``k'`` first twice what the estimated share needs for ``k`` to survive, at least
   ``4k``) from the top-k function, of which the allowed chunks are kept.
