@@ -31,17 +31,6 @@ def drop_collection_vector_index(
         outbox.record_drop(collection_id, alias, using=using)
 
 
-@receiver(post_delete, sender=Collection, dispatch_uid="retrieval_forget_scope_bounds")
-def forget_collection_scope_bounds(
-    sender: type, instance: Collection, using: str, **kwargs: Any
-) -> None:
-    """Drop a deleted collection's BM25 bounds of declared scopes, in the delete's
-    transaction."""
-    from .services.sparse.scope_bounds import forget_collection
-
-    forget_collection(instance.pk, using=using)
-
-
 @receiver(pre_save, sender=Document, dispatch_uid="retrieval_delete_replaced_source")
 def delete_replaced_source_file(
     sender: type, instance: Document, using: str, update_fields=None, **kwargs: Any

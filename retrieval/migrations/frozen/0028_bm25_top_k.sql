@@ -43,13 +43,7 @@ DECLARE
     v_partners text[];
     v_scoped boolean := p_scope IS NOT NULL;
     v_scope tsquery := coalesce(p_scope, ''::tsquery);  -- q && '' is q
-    v_kept text := p_bounds;  -- the declared scope whose bounds rank
 BEGIN
-    IF v_kept IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM retrieval_bm25_scope s
-            WHERE s.collection_id = p_collection AND s.scope = v_kept) THEN
-        v_kept := NULL;  -- not a scope whose bounds are kept: the collection's
-    END IF;
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
            s.chunk_count
         INTO v_a, v_b, v_n
@@ -72,15 +66,15 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT t.term, t.df AS cdf, t.df, t.max_tf, t.min_dl_per_tf, t.min_dl_at_tf1
                 FROM retrieval_bm25_term t
-                WHERE v_kept IS NULL AND t.collection_id = p_collection AND t.term = qt.term
+                WHERE p_bounds IS NULL AND t.collection_id = p_collection AND t.term = qt.term
                 UNION ALL
                 -- A declared scope's own bounds (bm25_scope_bounds.sql), its idf still the
                 -- collection's; a term none of its chunks holds has no row and is dropped.
                 SELECT t.term, t.df, s.df, s.max_tf, s.min_dl_per_tf, s.min_dl_at_tf1
                 FROM retrieval_bm25_term t
                 JOIN retrieval_bm25_scope_term s ON s.collection_id = t.collection_id
-                    AND s.scope = v_kept AND s.term = t.term
-                WHERE v_kept IS NOT NULL AND t.collection_id = p_collection
+                    AND s.scope = p_bounds AND s.term = t.term
+                WHERE p_bounds IS NOT NULL AND t.collection_id = p_collection
                   AND t.term = qt.term
                 OFFSET 0
             ) AS t

@@ -31,9 +31,7 @@ from retrieval.services.indexes.base import (
     check_query_dimensions,
 )
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.declared import implied_scope
 from retrieval.services.query.filters import Filters, estimated_rows
-from retrieval.services.sparse.scope_bounds import declare_bounds, remove_bounds
 from retrieval.services.types import ScoredChunk
 from retrieval.services.validation.storable import refuse_unstorable
 
@@ -141,8 +139,7 @@ class PgvectorIndex(BaseIndex):
 
         A search whose filters imply the scope (a reader's token, metadata containing the
         scope's) walks that graph of the scope's vectors alone: as fast as an open search,
-        where a narrow scope would otherwise be scanned row by row. Its BM25 term bounds
-        are kept from now on too (``sparse/scope_bounds.py``).
+        where a narrow scope would otherwise be scanned row by row.
         """
         declared = checked_scope(declared)
         with transaction.atomic():
@@ -150,7 +147,6 @@ class PgvectorIndex(BaseIndex):
             if declared not in collection.scope_indexes:
                 collection.scope_indexes = [*collection.scope_indexes, declared]
                 collection.save(update_fields=["scope_indexes"])
-                declare_bounds(collection.pk, declared, using=connection.alias)
         self.ensure_space(collection)
         return scope_index_name(collection.pk, declared)
 
@@ -163,7 +159,6 @@ class PgvectorIndex(BaseIndex):
                 return False
             collection.scope_indexes = [s for s in collection.scope_indexes if s != declared]
             collection.save(update_fields=["scope_indexes"])
-            remove_bounds(collection.pk, declared, using=connection.alias)
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(collection.pk, declared)}")
         return True
@@ -284,7 +279,7 @@ class PgvectorIndex(BaseIndex):
         max_scan_tuples = int(hints.get("max_scan_tuples") or self.max_scan_tuples)
         filters = Filters.parse(filters)
         filter_conditions, filter_params = filters.sql("c", collection_id=collection.pk)
-        scope = implied_scope(collection, filters)
+        scope = indexed_scope(cursor, collection, filters)
         # The scope's condition, written out beside the filter that implies it, so the
         # planner matches the scope index's predicate (a filter of the scope's own
         # metadata is that condition already).
@@ -629,6 +624,36 @@ def states_scope(filters: Filters, declared: Mapping[str, Any]) -> bool:
     return "metadata" in declared and json.dumps(filters.metadata, sort_keys=True) == json.dumps(
         declared["metadata"], sort_keys=True
     )
+
+
+def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:
+    """Return the first declared scope these filters imply (a reader of that one token;
+    metadata containing the scope's), whose index a walk can use; else ``None``."""
+    for scope in collection.scope_indexes:
+        if "access" in scope:
+            if filters.reader is not None and filters.reader.tokens == (scope["access"],):
+                return scope
+        elif filters.metadata and json_contains(filters.metadata, scope["metadata"]):
+            return scope
+    return None
+
+
+def json_contains(outer: Any, inner: Any) -> bool:
+    """PostgreSQL's ``jsonb @>`` of two JSON objects: every key of ``inner`` in ``outer``
+    with a value it contains; every element of an inner array contained by one of the
+    outer array's; scalars equal (numbers by value, never booleans)."""
+    if isinstance(inner, dict):
+        return isinstance(outer, dict) and all(
+            key in outer and json_contains(outer[key], value) for key, value in inner.items()
+        )
+    if isinstance(inner, list):
+        return isinstance(outer, list) and all(
+            any(json_contains(candidate, element) for candidate in outer) for element in inner
+        )
+    if isinstance(outer, dict | list) or isinstance(outer, bool) != isinstance(inner, bool):
+        return False
+    numbers = isinstance(outer, int | float) and isinstance(inner, int | float)
+    return (numbers or type(outer) is type(inner)) and outer == inner
 
 
 def space_condition(collection: Collection, alias: str = "") -> str:

@@ -8,12 +8,10 @@ from django.db import connections
 
 from retrieval.models import Collection
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.declared import implied_scope
 from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
-from retrieval.services.sparse.scope_bounds import bounds_key
 from retrieval.services.sparse.scoped import SCOPE_PRUNING_SHARE, index_marks, scoped_top_k
 from retrieval.services.types import ScoredChunk
 
@@ -183,7 +181,6 @@ class BM25Retriever(BaseRetriever):
     ) -> list[tuple[int, float]]:
         filters = filters.resolved(collection.pk)
         conditions, params = filters.sql("c", collection_id=collection.pk)
-        declared = implied_scope(collection, filters)
 
         def exhaustive() -> list[tuple[int, float]]:
             sql, params = self._query(terms, collection, top_k, filters, prune=False)
@@ -205,7 +202,6 @@ class BM25Retriever(BaseRetriever):
                 pruning_share=self.scope_pruning_share,
                 max_fetch=max(self.max_over_fetch, top_k),
                 exhaustive=exhaustive,
-                bounds=bounds_key(declared) if declared is not None else None,
             )
 
     def _query(

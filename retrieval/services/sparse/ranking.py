@@ -33,7 +33,6 @@ function ranks the scope's chunks alone: the scope is ANDed into every GIN look-
 a term's postings are read as the look-up of its lexeme and the scope. The bounds stay
 the collection's (upper bounds for any of its chunks), θ comes from the scope's chunks,
 so the ranking is the exhaustive scoped one when the marks are exactly the scope.
-Under a declared scope holding it (``scope_bounds.py``), the bounds are that scope's own.
 """
 
 from __future__ import annotations
@@ -41,11 +40,10 @@ from __future__ import annotations
 TOP_K_SQL = "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s)"
 
 # The same under a scope the index marks exactly (``sparse/scoped.py``): its marks, as
-# ``retrieval_bm25_scope_query`` builds them without terms, ANDed into every look-up; and
-# the key of a declared scope holding it, whose own term bounds then rank (or NULL).
+# ``retrieval_bm25_scope_query`` builds them without terms, ANDed into every look-up.
 SCOPED_TOP_K_SQL = (
     "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s, "
-    "retrieval_bm25_scope_query(%s, NULL, %s::bigint[], %s::text[], %s::jsonb), %s)"
+    "retrieval_bm25_scope_query(%s, NULL, %s::bigint[], %s::text[], %s::jsonb))"
 )
 
 # The per-query constants (idf as float8, length normalisation), computed once for the

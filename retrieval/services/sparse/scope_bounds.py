@@ -66,10 +66,3 @@ def remove_bounds(collection_id: int, declared: Mapping[str, Any], *, using: str
                 f"DELETE FROM {table} WHERE collection_id = %s AND scope = %s",
                 [collection_id, key],
             )
-
-
-def forget_collection(collection_id: int, *, using: str) -> None:
-    """Drop a deleted collection's declared scopes and their bounds."""
-    with connections[using].cursor() as cursor:
-        for table in ("retrieval_bm25_scope_term", "retrieval_bm25_scope"):
-            cursor.execute(f"DELETE FROM {table} WHERE collection_id = %s", [collection_id])

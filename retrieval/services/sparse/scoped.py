@@ -185,15 +185,12 @@ def scoped_top_k(
     pruning_share: float,
     max_fetch: int,
     exhaustive: Callable[[], list[tuple[int, float]]],
-    bounds: str | None = None,
 ) -> list[tuple[int, float]]:
     """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
 
     ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
     with their ``params``; ``marks`` the same scope as the index marks it
-    (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback);
-    ``bounds`` the key of a declared scope holding it (``scope_bounds.bounds_key``),
-    whose own term bounds the top-k function then ranks with.
+    (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback).
     """
     where = " AND ".join(conditions)
     cursor.execute(CHUNK_COUNT_SQL, [collection_id])
@@ -219,7 +216,7 @@ def scoped_top_k(
         # The top-k function's own pruning, the marks in each of its index look-ups.
         cursor.execute(
             SCOPED_TOP_K_SQL,
-            [collection_id, list(terms), k1, b, top_k, collection_id, *marks.params, bounds],
+            [collection_id, list(terms), k1, b, top_k, collection_id, *marks.params],
         )
         return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
     if fetch > max_fetch:

@@ -6,7 +6,6 @@ plan), for scopes of several selectivities."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -15,15 +14,13 @@ from django.db import connection
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
-from retrieval.models import Chunk, Collection, Document
+from retrieval.models import Chunk
 from retrieval.services.access import Scope
-from retrieval.services.indexes.pgvector import PgvectorIndex
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
-from retrieval.services.sparse.scope_bounds import bounds_key
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
 
@@ -302,139 +299,3 @@ def test_a_hook_beside_the_marked_tokens_is_checked_exactly(scoped, retrieval_se
     searches = queries(rng, 20)
     for options in (PLANS["scope marks"], PLANS["default"]):
         assert_exact(BM25Retriever(**options), collection, filters, searches)
-
-
-# Declared scopes' own term bounds (sparse/scope_bounds.py) ---------------------------
-
-TENTH = {"metadata": {"tags": ["tenth"]}}
-#: The top-k function under every exactly marked scope, whatever its size.
-THROUGH_THE_FUNCTION = {"scope_scan_limit": 0, "scope_pruning_share": 1}
-
-
-def declare(collection, declared) -> None:
-    with connection.cursor() as cursor:
-        # The chunks' deferred checks, which the scope's CREATE INDEX waits for.
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    PgvectorIndex().add_scope_index(collection, declared)
-
-
-def kept_bounds(collection, declared) -> dict[str, tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT term, max_tf, min_dl_per_tf, min_dl_at_tf1, df FROM retrieval_bm25_scope_term "
-            "WHERE collection_id = %s AND scope = %s",
-            [collection.pk, bounds_key(declared)],
-        )
-        return {term: tuple(rest) for term, *rest in cursor.fetchall()}
-
-
-def true_bounds(collection, filters: Filters) -> dict[str, tuple]:
-    """Each term's bounds among the chunks ``filters`` allow, from their postings."""
-    allowed = list(filters.chunk_ids(collection.pk))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT term, max(tf), min(dl::float8 / tf), "
-            "coalesce(min(dl) FILTER (WHERE tf = 1), 2147483647), count(*) "
-            "FROM retrieval_bm25_posting WHERE collection_id = %s AND chunk_id = ANY(%s) "
-            "GROUP BY term",
-            [collection.pk, allowed],
-        )
-        return {term: tuple(rest) for term, *rest in cursor.fetchall()}
-
-
-def assert_upper_bounds(collection, declared, filters: Filters, *, exact: bool) -> None:
-    kept, truth = kept_bounds(collection, declared), true_bounds(collection, filters)
-    assert set(truth) <= set(kept)
-    for term, (max_tf, min_dl_per_tf, min_dl_at_tf1, df) in truth.items():
-        k_max_tf, k_min_dl_per_tf, k_min_dl_at_tf1, k_df = kept[term]
-        assert k_max_tf >= max_tf and k_min_dl_per_tf <= min_dl_per_tf, term
-        assert k_min_dl_at_tf1 <= min_dl_at_tf1 and k_df >= df, term
-        if exact:
-            assert kept[term] == (max_tf, pytest.approx(min_dl_per_tf), min_dl_at_tf1, df)
-
-
-def test_a_declared_scope_keeps_its_own_bounds_and_ranks_exactly_with_them(scoped):
-    collection, rng, _ = scoped
-    filters = Filters.parse(TENTH)
-    declare(collection, TENTH)
-    assert_upper_bounds(collection, TENTH, filters, exact=True)
-    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
-    with CaptureQueriesContext(connection) as captured:
-        retriever.score(["w3x"], collection=collection, top_k=10, filters=filters)
-    calls = [q for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
-    assert len(calls) == 1 and bounds_key(TENTH) in calls[0]["sql"]
-    searches = queries(rng, 30)
-    assert_exact(retriever, collection, filters, searches)
-    # A narrower filter lies within the scope: its bounds rank it too.
-    assert_exact(
-        retriever, collection, Filters.parse({"metadata": {"tags": ["tenth", "half"]}}), searches
-    )
-
-
-def test_writes_and_moves_into_the_scope_raise_its_bounds(scoped):
-    collection, rng, _ = scoped
-    declare(collection, TENTH)
-    # A new chunk in the scope holding a word far more often than any chunk of it did.
-    loud = " ".join(["w7x"] * 40 + ["w8x"])
-    result = ingest(
-        collection, [Source.from_text(loud, external_id="loud", metadata={"tags": ["tenth"]})]
-    )
-    assert result.status == "succeeded"
-    assert kept_bounds(collection, TENTH)["w7x"][0] == 40
-    # A chunk outside moved in: its document's metadata changed.
-    outside = Chunk.objects.filter(collection=collection).exclude(
-        metadata__tags__contains=["tenth"]
-    )
-    moved = outside.first()
-    Chunk.objects.filter(pk=moved.pk).update(metadata={"tags": ["tenth"]})
-    filters = Filters.parse(TENTH)
-    assert moved.pk in set(filters.chunk_ids(collection.pk))
-    assert_upper_bounds(collection, TENTH, filters, exact=False)
-    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
-    assert_exact(retriever, collection, filters, queries(rng, 20) + [["w7x"], ["w7x", "w8x"]])
-    # Deleting leaves the bounds upper bounds, and the ranking exact.
-    Document.objects.filter(collection=collection, external_id="loud").delete()
-    assert_upper_bounds(collection, TENTH, filters, exact=False)
-    assert_exact(retriever, collection, filters, [["w7x"], ["w7x", "w8x"]])
-
-
-def test_a_reader_of_one_declared_token_ranks_with_its_bounds(scoped):
-    collection, rng, reader = scoped
-    signed_in = Scope.for_user(reader).filters()
-    token = next(t for t in signed_in.reader.tokens if t.startswith("group:"))
-    declared = {"access": token}
-    declare(collection, declared)
-    filters = replace(signed_in, reader=replace(signed_in.reader, tokens=(token,)))
-    assert_upper_bounds(collection, declared, filters, exact=True)
-    retriever = BM25Retriever(**THROUGH_THE_FUNCTION)
-    with CaptureQueriesContext(connection) as captured:
-        retriever.score(["w3x"], collection=collection, top_k=10, filters=filters)
-    calls = [q for q in captured.captured_queries if "retrieval_bm25_top_k(" in q["sql"]]
-    assert len(calls) == 1 and bounds_key(declared) in calls[0]["sql"]
-    assert_exact(retriever, collection, filters, queries(rng, 20))
-
-
-def test_an_undeclared_key_ranks_with_the_collections_bounds(scoped):
-    collection, _, _ = scoped
-    sql = (
-        "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], 1.2, 0.75, 10, NULL, %s)"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [collection.pk, ["w3x", "w5x"], bounds_key(TENTH)])  # not declared
-        undeclared = cursor.fetchall()
-        cursor.execute(sql, [collection.pk, ["w3x", "w5x"], None])
-        assert undeclared == cursor.fetchall() and len(undeclared) == 10
-
-
-def test_a_deleted_collection_forgets_its_scopes(scoped):
-    collection, _, _ = scoped
-    declare(collection, TENTH)
-    pk = collection.pk
-    Collection.objects.filter(pk=pk).delete()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT (SELECT count(*) FROM retrieval_bm25_scope WHERE collection_id = %s), "
-            "(SELECT count(*) FROM retrieval_bm25_scope_term WHERE collection_id = %s)",
-            [pk, pk],
-        )
-        assert cursor.fetchone() == (0, 0)

@@ -19,11 +19,11 @@ from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import (
     PgvectorIndex,
     checked_scope,
+    json_contains,
     scope_index_name,
     states_scope,
     vector_index_name,
 )
-from retrieval.services.query.declared import json_contains
 from retrieval.services.query.filters import Filters, ReaderScope
 from retrieval.services.retrievers.dense import PgvectorRetriever
 
