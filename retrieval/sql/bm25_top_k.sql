@@ -1,5 +1,5 @@
 -- Exact BM25 top k reading a fraction of the postings (the current definition; migration
--- 0011 created it, 0015-0017, 0026 and 0028 changed it, and retrieval/migrations/frozen/ keeps each
+-- 0011 created it, 0015-0017 and 0026 changed it, and retrieval/migrations/frozen/ keeps each
 -- version as it was applied). Why each step keeps the result exact:
 -- retrieval/services/sparse/ranking.py.
 --
@@ -17,14 +17,10 @@
 -- scope exactly), it ranks the scope's chunks alone: the scope is ANDed into every GIN
 -- look-up, and a term's postings are read as the GIN look-up of its lexeme and the scope
 -- (0026). The bounds stay the collection's, θ comes from the scope's chunks.
---
--- With p_bounds (0028), a declared scope that contains the scope: the terms' bounds are that
--- scope's own (bm25_scope_bounds.sql), tighter than the collection's, and a term none of its
--- chunks holds is left out; the idf stays the collection's.
 
 CREATE OR REPLACE FUNCTION retrieval_bm25_top_k(
     p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer,
-    p_scope tsquery DEFAULT NULL, p_bounds text DEFAULT NULL
+    p_scope tsquery DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
 -- Each statement is planned once per connection (planning cost more than running it),
 -- so its plan must not depend on how big the tables were then: index look-ups, always.
@@ -88,22 +84,12 @@ BEGIN
             FROM (SELECT u.term, count(*) AS qtf FROM unnest(p_terms) AS u(term)
                   GROUP BY u.term) AS qt
             CROSS JOIN LATERAL (
-                SELECT t.term, t.df AS cdf, t.df, t.max_tf, t.min_dl_per_tf, t.min_dl_at_tf1
+                SELECT t.term, t.df, t.max_tf, t.min_dl_per_tf, t.min_dl_at_tf1
                 FROM retrieval_bm25_term t
-                WHERE p_bounds IS NULL AND t.collection_id = p_collection AND t.term = qt.term
-                UNION ALL
-                -- A declared scope's own bounds (bm25_scope_bounds.sql), its idf still the
-                -- collection's; a term none of its chunks holds has no row and is dropped.
-                SELECT t.term, t.df, s.df, s.max_tf, s.min_dl_per_tf, s.min_dl_at_tf1
-                FROM retrieval_bm25_term t
-                JOIN retrieval_bm25_scope_term s ON s.collection_id = t.collection_id
-                    AND s.scope = p_bounds AND s.term = t.term
-                WHERE p_bounds IS NOT NULL AND t.collection_id = p_collection
-                  AND t.term = qt.term
-                OFFSET 0
+                WHERE t.collection_id = p_collection AND t.term = qt.term OFFSET 0
             ) AS t
             CROSS JOIN LATERAL (
-                SELECT (qt.qtf * ln(1 + (v_n - t.cdf + 0.5) / (t.cdf + 0.5)))::float8 AS w
+                SELECT (qt.qtf * ln(1 + (v_n - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
             ) AS w
         ) AS x;
     v_count := coalesce(array_length(v_terms, 1), 0);
