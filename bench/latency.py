@@ -79,7 +79,7 @@ def main() -> None:
         default=[],
         metavar="LABEL",
         help="with --scoped: declare these selectivities' scopes (retrieval_scope_index: "
-        "their own HNSW graphs and BM25 term bounds) before measuring; the others are dropped",
+        "their own HNSW graphs) before measuring; the others are dropped",
     )
     parser.add_argument(
         "--bm25-only",
@@ -508,8 +508,8 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
 
 
 def declare_scope_indexes(collection, labels: list[str]) -> None:
-    """Declare the scopes of ``labels`` (1%: the metadata tag and the group; built once:
-    their HNSW graphs and BM25 term bounds); drop the others."""
+    """Declare the scopes of ``labels`` (1%: the metadata tag and the group; their HNSW
+    graphs, built once); drop the others."""
     from retrieval.services.indexes.pgvector import PgvectorIndex
 
     index = PgvectorIndex()
