@@ -80,11 +80,11 @@ def main() -> None:
         "index of their own in pgvector (retrieval_scope_index) before measuring.",
     )
     args = parser.parse_args()
+    from latency import declare_scope_indexes
+
     setup_django()
     print(f"Machine: {machine()}\n")
     collection, ids, vectors = load(args.size, scoped=args.scoped)
-    from latency import declare_scope_indexes
-
     declare_scope_indexes(collection, args.scope_indexes)
     rng = np.random.default_rng(7)
     picks = rng.choice(len(ids), args.queries, replace=False)
