@@ -1,5 +1,5 @@
 -- Exact BM25 top k reading a fraction of the postings (the current definition; migration
--- 0011 created it, 0015-0017 and 0026 changed it, and retrieval/migrations/frozen/ keeps each
+-- 0011 created it, 0015-0017, 0026 and 0028 changed it, and retrieval/migrations/frozen/ keeps each
 -- version as it was applied). Why each step keeps the result exact:
 -- retrieval/services/sparse/ranking.py.
 --
@@ -17,13 +17,19 @@
 -- scope exactly), it ranks the scope's chunks alone: the scope is ANDed into every GIN
 -- look-up, and a term's postings are read as the GIN look-up of its lexeme and the scope
 -- (0026). The bounds stay the collection's, θ comes from the scope's chunks.
+--
+-- With a declared scope (p_indexed: its marks, the predicate of a partial GIN index of its
+-- chunks' lexemes that declaring it built), every look-up also holds those marks, and the
+-- statements are planned for the call with them as a constant, which the planner matches to
+-- that index's predicate: the look-ups then read the scope's own, smaller index (0028).
 
 CREATE OR REPLACE FUNCTION retrieval_bm25_top_k(
     p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer,
-    p_scope tsquery DEFAULT NULL
+    p_scope tsquery DEFAULT NULL, p_indexed tsquery DEFAULT NULL
 ) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
 -- Each statement is planned once per connection (planning cost more than running it),
--- so its plan must not depend on how big the tables were then: index look-ups, always.
+-- so its plan must not depend on how big the tables were then: index look-ups, always
+-- (planned per call under a declared scope's index, below).
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
@@ -63,7 +69,16 @@ DECLARE
     v_partners text[];
     v_scoped boolean := p_scope IS NOT NULL;
     v_scope tsquery := coalesce(p_scope, ''::tsquery);  -- q && '' is q
+    v_indexed tsquery := CASE WHEN p_scope IS NOT NULL THEN p_indexed END;
 BEGIN
+    IF v_indexed IS NOT NULL THEN
+        -- A declared scope's own GIN index serves a look-up whose plan holds its marks as
+        -- a constant: this call's statements are planned with their values.
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+        IF p_scope = v_indexed THEN
+            v_scope := ''::tsquery;  -- the scope is the index's marks, checked below
+        END IF;
+    END IF;
     SELECT p_k1 * (1 - p_b), p_k1 * p_b * s.chunk_count / greatest(s.total_length, 1),
            s.chunk_count
         INTO v_a, v_b, v_n
@@ -132,6 +147,7 @@ IF v_count <= 4 THEN
  + coalesce(v_weights[4] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[4])::integer), 0)) AS s FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                   WHERE d.lexemes @@ ANY(v_clauses)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection) AS x;
 ELSIF v_count <= 8 THEN
         SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.s), '{}')
@@ -146,6 +162,7 @@ ELSIF v_count <= 8 THEN
  + coalesce(v_weights[8] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[8])::integer), 0)) AS s FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                   WHERE d.lexemes @@ ANY(v_clauses)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection) AS x;
 ELSE
         SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.s), '{}')
@@ -168,6 +185,7 @@ ELSE
  + coalesce(v_weights[16] / (1 + (v_a + v_b * d.dl) / (t.tfs -> v_terms[16])::integer), 0)) AS s FROM retrieval_bm25_chunk d
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                   WHERE d.lexemes @@ ANY(v_clauses)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection) AS x;
 END IF;
         SELECT greatest(v_theta, (SELECT y.s FROM (SELECT max(x.s) AS s
@@ -186,6 +204,7 @@ END IF;
                               UNION ALL
                               SELECT (d.tfs -> v_terms[1])::integer, d.dl FROM retrieval_bm25_chunk d
                               WHERE v_scoped AND d.lexemes @@ (v_lexemes[1]::tsquery && v_scope)
+                                AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                                 AND d.collection_id = p_collection) AS p) AS y
                     ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
                 INTO v_theta;
@@ -201,6 +220,7 @@ END IF;
                   UNION ALL
                   SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
                   WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection OFFSET 0) AS p) AS x(id, s)
                     GROUP BY x.id) AS y
                 ORDER BY y.s DESC OFFSET p_k - 1 LIMIT 1), 0)
@@ -270,6 +290,7 @@ IF v_count <= 4 THEN
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                           WHERE d.lexemes @@ ((v_query || ' & ('
                                     || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
+                            AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -298,6 +319,7 @@ ELSIF v_count <= 8 THEN
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                           WHERE d.lexemes @@ ((v_query || ' & ('
                                     || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
+                            AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -334,6 +356,7 @@ ELSE
 CROSS JOIN LATERAL (SELECT d.tfs || '{}'::jsonb AS tfs OFFSET 0) AS t
                           WHERE d.lexemes @@ ((v_query || ' & ('
                                     || array_to_string(v_partners, ' | ') || ')')::tsquery && v_scope)
+                            AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                             AND d.collection_id = p_collection) AS x(id, s)
                     GROUP BY x.id
                 ), t AS MATERIALIZED (
@@ -357,6 +380,7 @@ END IF;
                   UNION ALL
                   SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
                   WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection OFFSET 0) AS p
             GROUP BY p.chunk_id
             ORDER BY score DESC, p.chunk_id
@@ -380,6 +404,7 @@ END IF;
                   UNION ALL
                   SELECT d.chunk_id, (d.tfs -> q.term)::integer, d.dl FROM retrieval_bm25_chunk d
                   WHERE v_scoped AND d.lexemes @@ (q.lexeme::tsquery && v_scope)
+                    AND (v_indexed IS NULL OR d.lexemes @@ v_indexed)
                     AND d.collection_id = p_collection OFFSET 0) AS p
                     WHERE q.u >= v_theta
                       AND q.w * p.tf / (p.tf + v_a + v_b * p.dl) >= v_theta) AS y

@@ -52,8 +52,16 @@ def vector_index_name(collection_id: int) -> str:
 
 def scope_index_name(collection_id: int, declared: Mapping[str, Any]) -> str:
     """Return the name of a declared scope's HNSW index (``retrieval_scope_index``)."""
-    digest = hashlib.md5(json.dumps(declared, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{vector_index_name(collection_id)}_s{digest}"
+    return f"{vector_index_name(collection_id)}_s{_digest(declared)}"
+
+
+def lexeme_index_name(collection_id: int, declared: Mapping[str, Any]) -> str:
+    """Return the name of a declared scope's GIN index of its chunks' BM25 lexemes."""
+    return f"retrieval_bm25_chunk_c{int(collection_id)}_s{_digest(declared)}"
+
+
+def _digest(declared: Mapping[str, Any]) -> str:
+    return hashlib.md5(json.dumps(declared, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class PgvectorIndex(BaseIndex):
@@ -82,7 +90,8 @@ class PgvectorIndex(BaseIndex):
     # Spaces -----------------------------------------------------------------
 
     def ensure_space(self, collection: Collection) -> None:
-        """Create the collection's partial HNSW index, and its declared scopes', if missing.
+        """Create the collection's partial HNSW index, and its declared scopes' indexes (an
+        HNSW graph and a GIN index of the BM25 lexemes each), if missing.
 
         PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
         constraint checks (e.g. chunks written earlier in it): then the index is
@@ -92,19 +101,19 @@ class PgvectorIndex(BaseIndex):
         if not missing:
             return
         if not connection.in_atomic_block:
-            _create_hnsw(collection, missing)
+            _create_indexes(collection, missing)
             return
         try:
             with transaction.atomic():
-                _create_hnsw(collection, missing)
+                _create_indexes(collection, missing)
         except OperationalError as e:
             if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
                 raise
             transaction.on_commit(lambda: self.ensure_space(collection))
 
     def drop_space(self, collection_id: int) -> None:
-        """Drop the collection's HNSW index and its scopes' (found by name: the collection
-        may be gone)."""
+        """Drop the collection's HNSW index and its scopes' indexes (found by name: the
+        collection may be gone)."""
         with connection.cursor() as cursor:
             for name in _existing_indexes(cursor, collection_id):
                 cursor.execute(f"DROP INDEX IF EXISTS {name}")
@@ -125,7 +134,8 @@ class PgvectorIndex(BaseIndex):
             logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
 
     def rebuild(self, collection: Collection) -> None:
-        """Rebuild the collection's HNSW indexes (REINDEX, or create those missing)."""
+        """Rebuild the collection's HNSW indexes and its scopes' (REINDEX, or create those
+        missing)."""
         with connection.cursor() as cursor:
             for name in _existing_indexes(cursor, collection.pk):
                 cursor.execute(f"REINDEX INDEX {name}")
@@ -135,11 +145,12 @@ class PgvectorIndex(BaseIndex):
 
     def add_scope_index(self, collection: Collection, declared: Mapping[str, Any]) -> str:
         """Declare a scope (``{"access": token}`` or ``{"metadata": {...}}``) on the
-        collection and build its HNSW index now; return the index's name.
+        collection and build its indexes now; return the HNSW index's name.
 
         A search whose filters imply the scope (a reader's token, metadata containing the
         scope's) walks that graph of the scope's vectors alone: as fast as an open search,
-        where a narrow scope would otherwise be scanned row by row.
+        where a narrow scope would otherwise be scanned row by row. A BM25 search ranks
+        with the scope's GIN index of its chunks' lexemes (``sparse/scoped.py``).
         """
         declared = checked_scope(declared)
         with transaction.atomic():
@@ -151,7 +162,7 @@ class PgvectorIndex(BaseIndex):
         return scope_index_name(collection.pk, declared)
 
     def remove_scope_index(self, collection: Collection, declared: Mapping[str, Any]) -> bool:
-        """Drop a declared scope's index; return whether it was declared."""
+        """Drop a declared scope's indexes; return whether it was declared."""
         declared = checked_scope(declared)
         with transaction.atomic():
             _lock_declarations(collection)
@@ -160,7 +171,11 @@ class PgvectorIndex(BaseIndex):
             collection.scope_indexes = [s for s in collection.scope_indexes if s != declared]
             collection.save(update_fields=["scope_indexes"])
             with connection.cursor() as cursor:
-                cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(collection.pk, declared)}")
+                for name in (
+                    scope_index_name(collection.pk, declared),
+                    lexeme_index_name(collection.pk, declared),
+                ):
+                    cursor.execute(f"DROP INDEX IF EXISTS {name}")
         return True
 
     # Vectors ----------------------------------------------------------------
@@ -279,7 +294,7 @@ class PgvectorIndex(BaseIndex):
         max_scan_tuples = int(hints.get("max_scan_tuples") or self.max_scan_tuples)
         filters = Filters.parse(filters)
         filter_conditions, filter_params = filters.sql("c", collection_id=collection.pk)
-        scope = indexed_scope(cursor, collection, filters)
+        scope = indexed_scope(collection, filters)
         # The scope's condition, written out beside the filter that implies it, so the
         # planner matches the scope index's predicate (a filter of the scope's own
         # metadata is that condition already).
@@ -500,29 +515,50 @@ def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
         raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")
 
 
-def _create_hnsw(collection: Collection, names: Sequence[str]) -> None:
-    """Create the collection's HNSW indexes named ``names`` (its own, its scopes')."""
+def _create_indexes(collection: Collection, names: Sequence[str]) -> None:
+    """Create the collection's indexes named ``names``: its HNSW index, its scopes' HNSW
+    indexes and GIN indexes of their chunks' BM25 lexemes (``_index_names``)."""
     dimensions = int(collection.dimensions)
-    predicates = {vector_index_name(collection.pk): space_condition(collection)}
-    for scope in collection.scope_indexes:
-        predicates[scope_index_name(collection.pk, scope)] = (
-            f"{space_condition(collection)} AND {scope_condition(scope)}"
-        )
+    hnsw = (
+        "ON retrieval_chunk "
+        f"USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE "
+    )
+    definitions = {vector_index_name(collection.pk): hnsw + space_condition(collection)}
     with connection.cursor() as cursor:
+        for scope in collection.scope_indexes:
+            definitions[scope_index_name(collection.pk, scope)] = (
+                f"{hnsw}{space_condition(collection)} AND {scope_condition(scope)}"
+            )
+            # The top-k function's look-ups under the scope hold these marks as a constant.
+            cursor.execute(
+                "SELECT retrieval_bm25_scope_query(%s, NULL, NULL, %s::text[], %s::jsonb)::text",
+                [collection.pk, *declared_marks(scope)],
+            )
+            definitions[lexeme_index_name(collection.pk, scope)] = (
+                "ON retrieval_bm25_chunk USING gin (lexemes) WITH (fastupdate = off) "
+                f"WHERE lexemes @@ {_sql_literal(cursor.fetchone()[0])}::tsquery"
+            )
         for name in names:
             cursor.execute(
-                f"CREATE INDEX IF NOT EXISTS {name} ON retrieval_chunk "
-                f"USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
-                f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-                f"WHERE {predicates[name]}",
+                f"CREATE INDEX IF NOT EXISTS {name} {definitions[name]}",
                 [],  # none: the scope's ``%`` are doubled for the driver
             )
 
 
+def declared_marks(declared: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
+    """Return a declared scope's access tokens and metadata (JSON), as the BM25 index's
+    scope marks take them (``retrieval_bm25_scope_query``)."""
+    if "access" in declared:
+        return [declared["access"]], None
+    return None, json.dumps(declared["metadata"])
+
+
 def _missing_indexes(collection: Collection) -> list[str]:
-    """Return the names of the collection's HNSW indexes not built yet."""
+    """Return the names of the collection's indexes not built yet (``_create_indexes``)."""
     names = [vector_index_name(collection.pk)]
-    names += [scope_index_name(collection.pk, scope) for scope in collection.scope_indexes]
+    for scope in collection.scope_indexes:
+        names += [scope_index_name(collection.pk, scope), lexeme_index_name(collection.pk, scope)]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(name) IS NULL",
@@ -533,12 +569,15 @@ def _missing_indexes(collection: Collection) -> list[str]:
 
 
 def _existing_indexes(cursor, collection_id: int) -> list[str]:
-    """Return the names of a collection's HNSW indexes (its own and its scopes')."""
+    """Return the names of a collection's HNSW indexes (its own and its scopes') and its
+    scopes' GIN indexes of BM25 lexemes."""
     name = vector_index_name(collection_id)
+    lexemes = f"retrieval_bm25_chunk_c{int(collection_id)}_s"
     cursor.execute(
         "SELECT indexname FROM pg_indexes WHERE tablename = 'retrieval_chunk' "
-        "AND (indexname = %s OR indexname LIKE %s) ORDER BY indexname",
-        [name, name.replace("_", "\\_") + "\\_s%"],
+        "AND (indexname = %s OR indexname LIKE %s) "
+        "OR tablename = 'retrieval_bm25_chunk' AND indexname LIKE %s ORDER BY indexname",
+        [name, name.replace("_", "\\_") + "\\_s%", lexemes.replace("_", "\\_") + "%"],
     )
     return [row[0] for row in cursor.fetchall()]
 
@@ -626,7 +665,7 @@ def states_scope(filters: Filters, declared: Mapping[str, Any]) -> bool:
     )
 
 
-def indexed_scope(cursor, collection: Collection, filters: Filters) -> dict[str, Any] | None:
+def indexed_scope(collection: Collection, filters: Filters) -> dict[str, Any] | None:
     """Return the first declared scope these filters imply (a reader of that one token;
     metadata containing the scope's), whose index a walk can use; else ``None``."""
     for scope in collection.scope_indexes:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from django.db import connections
 
 from retrieval.models import Collection
+from retrieval.services.indexes.pgvector import declared_marks, indexed_scope, scope_parts
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
@@ -66,7 +67,8 @@ class BM25Retriever(BaseRetriever):
     (PostgreSQL's estimate) has its chunks holding a query term found through the index's
     scope marks and scored; a wider one the marks express exactly, of at most
     ``scope_pruning_share`` of the collection, is ranked by the top-k function with the
-    marks in its look-ups; any other over-fetches the top-k function's ranking,
+    marks in its look-ups (and, for a declared scope the filters imply, its own GIN
+    index serving them, at once); any other over-fetches the top-k function's ranking,
     widening up to ``max_over_fetch`` chunks, past which (or when even the first
     over-fetch would pass it) every allowed posting is ranked (``services/sparse/scoped.py``).
     Every way returns the exhaustive ranking.
@@ -179,6 +181,20 @@ class BM25Retriever(BaseRetriever):
     def _score_scoped(
         self, terms: list[str], collection: Collection, top_k: int, filters: Filters
     ) -> list[tuple[int, float]]:
+        """Rank under the filters. A reader's scope holding a token with a declared scope
+        is ranked in parts (``scope_parts``: each such token, then the rest) and merged:
+        each part's top k holds every chunk of the whole scope's top k that it allows."""
+        parts = scope_parts(collection, filters)
+        if len(parts) == 1:
+            return self._score_part(terms, collection, top_k, parts[0])
+        best = {}
+        for part in parts:
+            best.update(self._score_part(terms, collection, top_k, part))
+        return sorted(best.items(), key=lambda row: (-row[1], row[0]))[:top_k]
+
+    def _score_part(
+        self, terms: list[str], collection: Collection, top_k: int, filters: Filters
+    ) -> list[tuple[int, float]]:
         filters = filters.resolved(collection.pk)
         conditions, params = filters.sql("c", collection_id=collection.pk)
 
@@ -187,6 +203,7 @@ class BM25Retriever(BaseRetriever):
             cursor.execute(sql, params)
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
 
+        declared = indexed_scope(collection, filters)
         with connections[search_database()].cursor() as cursor:
             return scoped_top_k(
                 cursor,
@@ -202,6 +219,7 @@ class BM25Retriever(BaseRetriever):
                 pruning_share=self.scope_pruning_share,
                 max_fetch=max(self.max_over_fetch, top_k),
                 exhaustive=exhaustive,
+                declared=declared_marks(declared) if declared is not None else None,
             )
 
     def _query(

@@ -33,6 +33,11 @@ function ranks the scope's chunks alone: the scope is ANDed into every GIN look-
 a term's postings are read as the look-up of its lexeme and the scope. The bounds stay
 the collection's (upper bounds for any of its chunks), θ comes from the scope's chunks,
 so the ranking is the exhaustive scoped one when the marks are exactly the scope.
+
+Given as well a declared scope's marks (its chunks have a GIN index of their own,
+``indexes/pgvector.py``), every look-up holds them, and the function's statements are
+planned for the call, so that the planner matches them to that index's predicate and
+reads the scope's own index.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ TOP_K_SQL = "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s
 SCOPED_TOP_K_SQL = (
     "SELECT chunk_id, score FROM retrieval_bm25_top_k(%s, %s::text[], %s, %s, %s, "
     "retrieval_bm25_scope_query(%s, NULL, %s::bigint[], %s::text[], %s::jsonb))"
+)
+
+# The same under a declared scope (``sparse/scoped.py``): its marks, as a partial GIN index
+# of its chunks' lexemes has them for its predicate, given too.
+INDEXED_TOP_K_SQL = (
+    SCOPED_TOP_K_SQL[:-1] + ", retrieval_bm25_scope_query(%s, NULL, NULL, %s::text[], %s::jsonb))"
 )
 
 # The per-query constants (idf as float8, length normalisation), computed once for the

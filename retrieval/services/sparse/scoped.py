@@ -6,6 +6,14 @@ document scope from the access policy, metadata or document filters) needs the b
 that set as PostgreSQL's planner estimates it (from the statistics of the chunks'
 metadata and access; planning only, no rows read):
 
+- **A declared scope** (``retrieval_scope_index``) has a GIN index of its chunks' lexemes
+  (a partial index, its marks the predicate). A search the marks express exactly, whose
+  filters imply that scope, of at most ``pruning_share`` of the collection (estimated),
+  is ranked by the top-k function with the scope's marks in its look-ups and that index
+  serving them. At 1M chunks (each plan in turn, one process) a 10% metadata scope took
+  1.08x the open search this way against 1.87x undeclared, a 1% one 1.03x against 1.31x;
+  a 0.1% one 0.74x against 0.61x through the marks below (both under the open search),
+  and a 50% one 1.92x against 1.62x over-fetching, which it still does.
 - **A narrow scope** (at most ``scan_limit`` chunks estimated) that the index marks
   (its documents, access tokens or metadata leaves: ``retrieval/sql/bm25_scope_marks.sql``)
   is one query of the chunks' GIN index: the scope's chunks holding a query term, each
@@ -52,7 +60,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from retrieval.services.query.filters import Filters, estimated_rows
-from retrieval.services.sparse.ranking import SCOPED_TOP_K_SQL, TOP_K_SQL, WEIGHTS_SQL
+from retrieval.services.sparse.ranking import (
+    INDEXED_TOP_K_SQL,
+    SCOPED_TOP_K_SQL,
+    TOP_K_SQL,
+    WEIGHTS_SQL,
+)
 
 #: The smallest first over-fetch, in multiples of k: a scope of half the chunks keeps
 #: k of 4k all but always.
@@ -185,12 +198,15 @@ def scoped_top_k(
     pruning_share: float,
     max_fetch: int,
     exhaustive: Callable[[], list[tuple[int, float]]],
+    declared: tuple[list[str] | None, str | None] | None = None,
 ) -> list[tuple[int, float]]:
     """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
 
     ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
     with their ``params``; ``marks`` the same scope as the index marks it
-    (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback).
+    (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback);
+    ``declared`` a declared scope the conditions imply, as its marks take it (its access
+    tokens and metadata JSON: ``indexes.pgvector.declared_marks``).
     """
     where = " AND ".join(conditions)
     cursor.execute(CHUNK_COUNT_SQL, [collection_id])
@@ -203,6 +219,14 @@ def scoped_top_k(
     share = min(estimate / row[0], 1.0)
     fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
     marked = marks is not None and all(len(t.encode()) <= MAX_LEXEME_BYTES for t in terms)
+    if marked and marks.exact and declared is not None and share <= pruning_share:
+        # A declared scope's own GIN index serves the top-k function's look-ups.
+        cursor.execute(
+            INDEXED_TOP_K_SQL,
+            [collection_id, list(terms), k1, b, top_k, collection_id, *marks.params]
+            + [collection_id, *declared],
+        )
+        return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
     if marked and estimate <= scan_limit:
         # A narrow scope the index marks: its chunks holding a query term.
         weights = [k1, b, k1, b, collection_id, list(terms), collection_id]

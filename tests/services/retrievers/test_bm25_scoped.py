@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
+from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.filters import Filters
@@ -299,3 +300,79 @@ def test_a_hook_beside_the_marked_tokens_is_checked_exactly(scoped, retrieval_se
     searches = queries(rng, 20)
     for options in (PLANS["scope marks"], PLANS["default"]):
         assert_exact(BM25Retriever(**options), collection, filters, searches)
+
+
+def index_scans(name: str) -> int:
+    """Scans of the index ``name`` in this transaction (the test's)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", [name])
+        return cursor.fetchone()[0]
+
+
+def reader_token(reader) -> str:
+    return f"group:{reader.groups.get().pk}"
+
+
+def declare(collection, declared) -> PgvectorIndex:
+    """Declare a scope on the fixture's collection, its indexes built now: the checks its
+    chunks' writes deferred are run first (CREATE INDEX refuses to wait for them)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    index = PgvectorIndex()
+    index.add_scope_index(collection, declared)
+    return index
+
+
+@pytest.mark.parametrize(
+    "declared, filters",
+    [
+        ({"metadata": {"tags": ["tenth"]}}, {"metadata": {"tags": ["tenth"]}}),
+        ({"metadata": {"tags": ["tenth"]}}, {"metadata": {"tags": ["half", "tenth"]}}),
+        ("reader", "reader"),
+    ],
+    ids=["the scope", "inside the scope", "a reader holding the scope's token"],
+)
+def test_a_declared_scope_is_ranked_with_its_own_lexeme_index(scoped, declared, filters):
+    """Declaring a scope builds a GIN index of its chunks' lexemes; a search the scope
+    implies reads it (and a reader's scope ranks the declared token's part through it),
+    exactly as the exhaustive plan ranks."""
+    collection, rng, reader = scoped
+    if declared == "reader":
+        declared, filters = {"access": reader_token(reader)}, Scope.for_user(reader).filters()
+    declare(collection, declared)
+    name = lexeme_index_name(collection.pk, declared)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        assert "retrieval_bm25_chunk USING gin (lexemes)" in cursor.fetchone()[0]
+    retriever = BM25Retriever(scope_scan_limit=0)
+    terms = Analyzer().terms(" ".join(VOCABULARY[30:34]))
+    before = index_scans(name)
+    with CaptureQueriesContext(connection) as captured:
+        retriever.score(terms, collection=collection, top_k=10, filters=filters)
+    assert index_scans(name) > before
+    assert any("NULL, NULL" in sql for sql in top_k_calls(captured))  # the declared marks
+    assert_exact(retriever, collection, Filters.parse(filters), queries(rng, 10))
+
+
+def test_a_declared_scopes_lexeme_index_goes_with_it_and_its_absence_costs_only_time(scoped):
+    collection, rng, reader = scoped
+    declared = {"metadata": {"tags": ["tenth"]}}
+    index = declare(collection, declared)
+    name = lexeme_index_name(collection.pk, declared)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {name}")
+    retriever = BM25Retriever(scope_scan_limit=0)
+    assert_exact(retriever, collection, Filters.parse(declared), queries(rng, 10))
+    index.ensure_space(collection)  # built again when missing
+    assert index_scans(name) == 0 and existing_index(name)
+    assert index.remove_scope_index(collection, declared)
+    assert not existing_index(name)
+    index.add_scope_index(collection, declared)
+    index.drop_space(collection.pk)
+    assert not existing_index(name)
+
+
+def existing_index(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [name])
+        return cursor.fetchone()[0] is not None
