@@ -517,7 +517,7 @@ def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
 
 def _create_indexes(collection: Collection, names: Sequence[str]) -> None:
     """Create the collection's indexes named ``names``: its HNSW index, its scopes' HNSW
-    indexes and GIN indexes of their chunks' BM25 lexemes (``_index_names``)."""
+    indexes and GIN indexes of their chunks' BM25 lexemes (``_missing_indexes``)."""
     dimensions = int(collection.dimensions)
     hnsw = (
         "ON retrieval_chunk "
