@@ -24,6 +24,7 @@ from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
+from .test_dense_scope_indexes import index_exists
 
 pytestmark = pytest.mark.django_db
 
@@ -364,15 +365,9 @@ def test_a_declared_scopes_lexeme_index_goes_with_it_and_its_absence_costs_only_
     retriever = BM25Retriever(scope_scan_limit=0)
     assert_exact(retriever, collection, Filters.parse(declared), queries(rng, 10))
     index.ensure_space(collection)  # built again when missing
-    assert index_scans(name) == 0 and existing_index(name)
+    assert index_scans(name) == 0 and index_exists(name)
     assert index.remove_scope_index(collection, declared)
-    assert not existing_index(name)
+    assert not index_exists(name)
     index.add_scope_index(collection, declared)
     index.drop_space(collection.pk)
-    assert not existing_index(name)
-
-
-def existing_index(name: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [name])
-        return cursor.fetchone()[0] is not None
+    assert not index_exists(name)
