@@ -13,7 +13,12 @@ from retrieval.services.query.filters import Filters
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
-from retrieval.services.sparse.scoped import SCOPE_PRUNING_SHARE, index_marks, scoped_top_k
+from retrieval.services.sparse.scoped import (
+    SCOPE_PRUNING_SHARE,
+    index_marks,
+    indexed_chunk_count,
+    scoped_top_k,
+)
 from retrieval.services.types import ScoredChunk
 
 # The exhaustive plan (``prune=False``, long queries, and scoped searches the planner
@@ -185,15 +190,23 @@ class BM25Retriever(BaseRetriever):
         is ranked in parts (``scope_parts``: each such token, then the rest) and merged:
         each part's top k holds every chunk of the whole scope's top k that it allows."""
         parts = scope_parts(collection, filters)
-        if len(parts) == 1:
-            return self._score_part(terms, collection, top_k, parts[0])
-        best = {}
-        for part in parts:
-            best.update(self._score_part(terms, collection, top_k, part))
+        with connections[search_database()].cursor() as cursor:
+            chunk_count = indexed_chunk_count(cursor, collection.pk)
+            if len(parts) == 1:
+                return self._score_part(cursor, terms, collection, top_k, parts[0], chunk_count)
+            best = {}
+            for part in parts:
+                best.update(self._score_part(cursor, terms, collection, top_k, part, chunk_count))
         return sorted(best.items(), key=lambda row: (-row[1], row[0]))[:top_k]
 
     def _score_part(
-        self, terms: list[str], collection: Collection, top_k: int, filters: Filters
+        self,
+        cursor,
+        terms: list[str],
+        collection: Collection,
+        top_k: int,
+        filters: Filters,
+        chunk_count: int,
     ) -> list[tuple[int, float]]:
         filters = filters.resolved(collection.pk)
         conditions, params = filters.sql("c", collection_id=collection.pk)
@@ -204,23 +217,23 @@ class BM25Retriever(BaseRetriever):
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
 
         declared = indexed_scope(collection, filters)
-        with connections[search_database()].cursor() as cursor:
-            return scoped_top_k(
-                cursor,
-                collection_id=collection.pk,
-                terms=terms,
-                k1=self.k1,
-                b=self.b,
-                top_k=top_k,
-                conditions=conditions,
-                params=params,
-                marks=index_marks(filters),
-                scan_limit=self.scope_scan_limit,
-                pruning_share=self.scope_pruning_share,
-                max_fetch=max(self.max_over_fetch, top_k),
-                exhaustive=exhaustive,
-                declared=declared_marks(declared) if declared is not None else None,
-            )
+        return scoped_top_k(
+            cursor,
+            collection_id=collection.pk,
+            terms=terms,
+            k1=self.k1,
+            b=self.b,
+            top_k=top_k,
+            conditions=conditions,
+            params=params,
+            marks=index_marks(filters),
+            scan_limit=self.scope_scan_limit,
+            pruning_share=self.scope_pruning_share,
+            max_fetch=max(self.max_over_fetch, top_k),
+            exhaustive=exhaustive,
+            chunk_count=chunk_count,
+            declared=declared_marks(declared) if declared is not None else None,
+        )
 
     def _query(
         self,

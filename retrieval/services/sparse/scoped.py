@@ -183,6 +183,13 @@ def _marked_exactly(value: object, *, in_array: bool = False) -> bool:
     return True
 
 
+def indexed_chunk_count(cursor, collection_id: int) -> int:
+    """Return how many chunks the collection's BM25 index holds (0: none)."""
+    cursor.execute(CHUNK_COUNT_SQL, [collection_id])
+    row = cursor.fetchone()
+    return row[0] or 0 if row is not None else 0
+
+
 def scoped_top_k(
     cursor,
     *,
@@ -198,6 +205,7 @@ def scoped_top_k(
     pruning_share: float,
     max_fetch: int,
     exhaustive: Callable[[], list[tuple[int, float]]],
+    chunk_count: int,
     declared: tuple[list[str] | None, str | None] | None = None,
 ) -> list[tuple[int, float]]:
     """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
@@ -205,18 +213,18 @@ def scoped_top_k(
     ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
     with their ``params``; ``marks`` the same scope as the index marks it
     (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback);
-    ``declared`` a declared scope the conditions imply, as its marks take it (its access
-    tokens and metadata JSON: ``indexes.pgvector.declared_marks``).
+    ``chunk_count`` the collection's indexed chunks (``indexed_chunk_count``, read once
+    per search however many parts it ranks); ``declared`` a declared scope the
+    conditions imply, as its marks take it (its access tokens and metadata JSON:
+    ``indexes.pgvector.declared_marks``).
     """
-    where = " AND ".join(conditions)
-    cursor.execute(CHUNK_COUNT_SQL, [collection_id])
-    row = cursor.fetchone()
-    if row is None or not row[0]:
+    if not chunk_count:
         return []  # nothing indexed
+    where = " AND ".join(conditions)
     sql = ALLOWED_SQL.format(conditions=where)
     estimate = max(estimated_rows(cursor, sql, [collection_id, *params]), 1.0)
     # k' from the estimated share, so that about twice k survive.
-    share = min(estimate / row[0], 1.0)
+    share = min(estimate / chunk_count, 1.0)
     fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
     marked = marks is not None and all(len(t.encode()) <= MAX_LEXEME_BYTES for t in terms)
     if marked and marks.exact and declared is not None and share <= pruning_share:

@@ -16,12 +16,13 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
-from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name
+from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name, scope_parts
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
+from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
 from .test_dense_scope_indexes import index_exists
@@ -371,3 +372,20 @@ def test_a_declared_scopes_lexeme_index_goes_with_it_and_its_absence_costs_only_
     index.add_scope_index(collection, declared)
     index.drop_space(collection.pk)
     assert not index_exists(name)
+
+
+def test_a_reader_s_scope_ranked_in_parts_reads_the_collection_s_size_once(scoped):
+    """Each part is planned on its own; the collection's size is read once per search."""
+    collection, rng, reader = scoped
+    declare(collection, {"access": reader_token(reader)})
+    filters = Scope.for_user(reader).filters()
+    assert len(scope_parts(collection, filters)) == 2
+    with CaptureQueriesContext(connection) as captured:
+        BM25Retriever().score(
+            Analyzer().terms(" ".join(VOCABULARY[30:34])),
+            collection=collection,
+            top_k=10,
+            filters=filters,
+        )
+    size = CHUNK_COUNT_SQL.removesuffix("%s")  # the captured SQL holds the collection's id
+    assert sum(size in query["sql"] for query in captured.captured_queries) == 1
