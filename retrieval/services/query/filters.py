@@ -180,10 +180,29 @@ def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
     A scope's size from the statistics of the chunks' metadata and the documents' access,
     in a tenth of a millisecond, where counting a wide scope's chunks costs milliseconds.
     """
+    return float(_plan(cursor, sql, params)["Plan Rows"])
+
+
+def estimated_rows_each(cursor, queries: list[tuple[str, list[Any]]]) -> list[float]:
+    """Return PostgreSQL's estimate of the rows of each query, planned in one statement
+    (their ``UNION ALL``: the append's members, in order, are the queries' plans)."""
+    if len(queries) == 1:
+        return [estimated_rows(cursor, *queries[0])]
+    members = (f"SELECT 1 FROM ({sql}) AS q{i}" for i, (sql, _) in enumerate(queries))
+    union = " UNION ALL ".join(members)
+    members = _plan(cursor, union, [param for _, params in queries for param in params])
+    members = members.get("Plans", []) if members["Node Type"] == "Append" else []
+    if len(members) != len(queries):  # a member planned away (known empty): one by one
+        return [estimated_rows(cursor, sql, params) for sql, params in queries]
+    return [float(member["Plan Rows"]) for member in members]
+
+
+def _plan(cursor, sql: str, params: list[Any]) -> dict[str, Any]:
+    """The top node of ``sql``'s plan (EXPLAIN, no rows read)."""
     cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
     plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
-    return float(plan[0]["Plan"]["Plan Rows"])
+    return plan[0]["Plan"]
 
 
 def queryset_sql(queryset: Any) -> tuple[str, list[Any]] | None:

@@ -9,12 +9,13 @@ from django.db import connections
 from retrieval.models import Collection
 from retrieval.services.indexes.pgvector import declared_marks, indexed_scope, scope_parts
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
+from retrieval.services.query.filters import Filters, estimated_rows_each
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
 from retrieval.services.sparse.scoped import (
     SCOPE_PRUNING_SHARE,
+    allowed_query,
     index_marks,
     indexed_chunk_count,
     scoped_top_k,
@@ -188,15 +189,24 @@ class BM25Retriever(BaseRetriever):
     ) -> list[tuple[int, float]]:
         """Rank under the filters. A reader's scope holding a token with a declared scope
         is ranked in parts (``scope_parts``: each such token, then the rest) and merged:
-        each part's top k holds every chunk of the whole scope's top k that it allows."""
-        parts = scope_parts(collection, filters)
+        each part's top k holds every chunk of the whole scope's top k that it allows.
+        The collection's size is read once, and every part's size estimated in one plan."""
+        parts = [part.resolved(collection.pk) for part in scope_parts(collection, filters)]
+        conditions = [part.sql("c", collection_id=collection.pk) for part in parts]
         with connections[search_database()].cursor() as cursor:
             chunk_count = indexed_chunk_count(cursor, collection.pk)
-            if len(parts) == 1:
-                return self._score_part(cursor, terms, collection, top_k, parts[0], chunk_count)
-            best = {}
-            for part in parts:
-                best.update(self._score_part(cursor, terms, collection, top_k, part, chunk_count))
+            if not chunk_count:
+                return []  # nothing indexed
+            estimates = estimated_rows_each(
+                cursor, [allowed_query(collection.pk, *where) for where in conditions]
+            )
+            rankings = [
+                self._score_part(cursor, terms, collection, top_k, part, where, chunk_count, n)
+                for part, where, n in zip(parts, conditions, estimates, strict=True)
+            ]
+        if len(rankings) == 1:
+            return rankings[0]
+        best = {chunk_id: score for ranking in rankings for chunk_id, score in ranking}
         return sorted(best.items(), key=lambda row: (-row[1], row[0]))[:top_k]
 
     def _score_part(
@@ -206,10 +216,11 @@ class BM25Retriever(BaseRetriever):
         collection: Collection,
         top_k: int,
         filters: Filters,
+        where: tuple[list[str], list],
         chunk_count: int,
+        estimate: float,
     ) -> list[tuple[int, float]]:
-        filters = filters.resolved(collection.pk)
-        conditions, params = filters.sql("c", collection_id=collection.pk)
+        """Rank one part (resolved filters, and ``where``, their SQL conditions)."""
 
         def exhaustive() -> list[tuple[int, float]]:
             sql, params = self._query(terms, collection, top_k, filters, prune=False)
@@ -217,6 +228,7 @@ class BM25Retriever(BaseRetriever):
             return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
 
         declared = indexed_scope(collection, filters)
+        conditions, params = where
         return scoped_top_k(
             cursor,
             collection_id=collection.pk,
@@ -232,6 +244,7 @@ class BM25Retriever(BaseRetriever):
             max_fetch=max(self.max_over_fetch, top_k),
             exhaustive=exhaustive,
             chunk_count=chunk_count,
+            estimate=estimate,
             declared=declared_marks(declared) if declared is not None else None,
         )
 

@@ -59,7 +59,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from retrieval.services.query.filters import Filters, estimated_rows
+from retrieval.services.query.filters import Filters
 from retrieval.services.sparse.ranking import (
     INDEXED_TOP_K_SQL,
     SCOPED_TOP_K_SQL,
@@ -183,6 +183,13 @@ def _marked_exactly(value: object, *, in_array: bool = False) -> bool:
     return True
 
 
+def allowed_query(
+    collection_id: int, conditions: Sequence[str], params: Sequence[object]
+) -> tuple[str, list[object]]:
+    """The allowed chunks as one query (for the planner's estimate of their number)."""
+    return ALLOWED_SQL.format(conditions=" AND ".join(conditions)), [collection_id, *params]
+
+
 def indexed_chunk_count(cursor, collection_id: int) -> int:
     """Return how many chunks the collection's BM25 index holds (0: none)."""
     cursor.execute(CHUNK_COUNT_SQL, [collection_id])
@@ -206,6 +213,7 @@ def scoped_top_k(
     max_fetch: int,
     exhaustive: Callable[[], list[tuple[int, float]]],
     chunk_count: int,
+    estimate: float,
     declared: tuple[list[str] | None, str | None] | None = None,
 ) -> list[tuple[int, float]]:
     """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
@@ -213,16 +221,16 @@ def scoped_top_k(
     ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
     with their ``params``; ``marks`` the same scope as the index marks it
     (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback);
-    ``chunk_count`` the collection's indexed chunks (``indexed_chunk_count``, read once
-    per search however many parts it ranks); ``declared`` a declared scope the
-    conditions imply, as its marks take it (its access tokens and metadata JSON:
+    ``chunk_count`` the collection's indexed chunks (``indexed_chunk_count``) and
+    ``estimate`` the planner's estimate of the allowed ones (``allowed_query``'s rows),
+    both read once per search however many parts it ranks; ``declared`` a declared scope
+    the conditions imply, as its marks take it (its access tokens and metadata JSON:
     ``indexes.pgvector.declared_marks``).
     """
     if not chunk_count:
         return []  # nothing indexed
     where = " AND ".join(conditions)
-    sql = ALLOWED_SQL.format(conditions=where)
-    estimate = max(estimated_rows(cursor, sql, [collection_id, *params]), 1.0)
+    estimate = max(estimate, 1.0)
     # k' from the estimated share, so that about twice k survive.
     share = min(estimate / chunk_count, 1.0)
     fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))

@@ -19,10 +19,10 @@ from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name, scope_parts
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
+from retrieval.services.query.filters import Filters, estimated_rows, estimated_rows_each
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
-from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL
+from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL, allowed_query
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
 from .test_dense_scope_indexes import index_exists
@@ -375,7 +375,8 @@ def test_a_declared_scopes_lexeme_index_goes_with_it_and_its_absence_costs_only_
 
 
 def test_a_reader_s_scope_ranked_in_parts_reads_the_collection_s_size_once(scoped):
-    """Each part is planned on its own; the collection's size is read once per search."""
+    """Each part is ranked on its own; the collection's size is read once per search and
+    the parts' sizes estimated in one plan."""
     collection, rng, reader = scoped
     declare(collection, {"access": reader_token(reader)})
     filters = Scope.for_user(reader).filters()
@@ -389,3 +390,18 @@ def test_a_reader_s_scope_ranked_in_parts_reads_the_collection_s_size_once(scope
         )
     size = CHUNK_COUNT_SQL.removesuffix("%s")  # the captured SQL holds the collection's id
     assert sum(size in query["sql"] for query in captured.captured_queries) == 1
+    assert sum(query["sql"].startswith("EXPLAIN") for query in captured.captured_queries) == 1
+
+
+def test_the_parts_estimates_planned_together_are_each_part_s_own(scoped):
+    collection = scoped[0]
+    queries_ = [
+        allowed_query(collection.pk, *Filters.parse(f).sql("c", collection_id=collection.pk))
+        for f in ({"metadata": {"tags": ["half"]}}, {"metadata": {"tags": ["one"]}})
+    ]
+    queries_.append(("SELECT 1 FROM retrieval_chunk WHERE false", []))  # planned away
+    with connection.cursor() as cursor:
+        alone = [estimated_rows(cursor, sql, params) for sql, params in queries_]
+        assert alone[0] > 10 * alone[1] > 0
+        assert estimated_rows_each(cursor, queries_[:2]) == alone[:2]
+        assert estimated_rows_each(cursor, queries_) == alone
