@@ -15,9 +15,11 @@ from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scale
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
 from retrieval.services.sparse.scoped import (
     SCOPE_PRUNING_SHARE,
+    ScopedSearch,
     allowed_query,
     index_marks,
     indexed_chunk_count,
+    scoped_statement,
     scoped_top_k,
 )
 from retrieval.services.types import ScoredChunk
@@ -190,49 +192,55 @@ class BM25Retriever(BaseRetriever):
         """Rank under the filters. A reader's scope holding a token with a declared scope
         is ranked in parts (``scope_parts``: each such token, then the rest) and merged:
         each part's top k holds every chunk of the whole scope's top k that it allows.
-        The collection's size is read once, and every part's size estimated in one plan."""
+
+        The collection's size is read once, every part's size estimated in one plan, and
+        parts the planner ranks in one statement each are ranked in one statement."""
         parts = [part.resolved(collection.pk) for part in scope_parts(collection, filters)]
-        conditions = [part.sql("c", collection_id=collection.pk) for part in parts]
+        wheres = [part.sql("c", collection_id=collection.pk) for part in parts]
         with connections[search_database()].cursor() as cursor:
             chunk_count = indexed_chunk_count(cursor, collection.pk)
             if not chunk_count:
                 return []  # nothing indexed
             estimates = estimated_rows_each(
-                cursor, [allowed_query(collection.pk, *where) for where in conditions]
+                cursor, [allowed_query(collection.pk, *where) for where in wheres]
             )
-            rankings = [
-                self._score_part(cursor, terms, collection, top_k, part, where, chunk_count, n)
-                for part, where, n in zip(parts, conditions, estimates, strict=True)
+            searches = [
+                self._scoped_search(terms, collection, top_k, part, *where, chunk_count, n)
+                for part, where, n in zip(parts, wheres, estimates, strict=True)
             ]
-        if len(rankings) == 1:
-            return rankings[0]
-        best = {chunk_id: score for ranking in rankings for chunk_id, score in ranking}
-        return sorted(best.items(), key=lambda row: (-row[1], row[0]))[:top_k]
+            if len(searches) == 1:
+                return self._rank_part(cursor, searches[0], collection, filters=parts[0])
+            statements = [scoped_statement(search) for search in searches]
+            if all(statements):
+                union = (f"SELECT * FROM ({sql}) AS p{i}" for i, (sql, _) in enumerate(statements))
+                cursor.execute(
+                    " UNION ALL ".join(union), [p for _, params in statements for p in params]
+                )
+                rows = [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+            else:
+                rows = [
+                    row
+                    for search, part in zip(searches, parts, strict=True)
+                    for row in self._rank_part(cursor, search, collection, filters=part)
+                ]
+        return sorted(dict(rows).items(), key=lambda row: (-row[1], row[0]))[:top_k]
 
-    def _score_part(
+    def _scoped_search(
         self,
-        cursor,
         terms: list[str],
         collection: Collection,
         top_k: int,
         filters: Filters,
-        where: tuple[list[str], list],
+        conditions: list[str],
+        params: list,
         chunk_count: int,
         estimate: float,
-    ) -> list[tuple[int, float]]:
-        """Rank one part (resolved filters, and ``where``, their SQL conditions)."""
-
-        def exhaustive() -> list[tuple[int, float]]:
-            sql, params = self._query(terms, collection, top_k, filters, prune=False)
-            cursor.execute(sql, params)
-            return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
-
+    ) -> ScopedSearch:
+        """The planner's view of one part (resolved filters and their SQL conditions)."""
         declared = indexed_scope(collection, filters)
-        conditions, params = where
-        return scoped_top_k(
-            cursor,
+        return ScopedSearch(
             collection_id=collection.pk,
-            terms=terms,
+            terms=list(terms),
             k1=self.k1,
             b=self.b,
             top_k=top_k,
@@ -241,12 +249,23 @@ class BM25Retriever(BaseRetriever):
             marks=index_marks(filters),
             scan_limit=self.scope_scan_limit,
             pruning_share=self.scope_pruning_share,
-            max_fetch=max(self.max_over_fetch, top_k),
-            exhaustive=exhaustive,
             chunk_count=chunk_count,
             estimate=estimate,
             declared=declared_marks(declared) if declared is not None else None,
         )
+
+    def _rank_part(
+        self, cursor, search: ScopedSearch, collection: Collection, *, filters: Filters
+    ) -> list[tuple[int, float]]:
+        """Rank one part on its own (``scoped_top_k``)."""
+
+        def exhaustive() -> list[tuple[int, float]]:
+            sql, params = self._query(search.terms, collection, search.top_k, filters, prune=False)
+            cursor.execute(sql, params)
+            return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+
+        max_fetch = max(self.max_over_fetch, search.top_k)
+        return scoped_top_k(cursor, search, exhaustive=exhaustive, max_fetch=max_fetch)
 
     def _query(
         self,

@@ -197,76 +197,98 @@ def indexed_chunk_count(cursor, collection_id: int) -> int:
     return row[0] or 0 if row is not None else 0
 
 
-def scoped_top_k(
-    cursor,
-    *,
-    collection_id: int,
-    terms: Sequence[str],
-    k1: float,
-    b: float,
-    top_k: int,
-    conditions: Sequence[str],
-    params: Sequence[object],
-    marks: ScopeMarks | None,
-    scan_limit: int,
-    pruning_share: float,
-    max_fetch: int,
-    exhaustive: Callable[[], list[tuple[int, float]]],
-    chunk_count: int,
-    estimate: float,
-    declared: tuple[list[str] | None, str | None] | None = None,
-) -> list[tuple[int, float]]:
-    """Return ``(chunk id, score)`` of the best ``top_k`` chunks that ``conditions`` allow.
+@dataclass(frozen=True)
+class ScopedSearch:
+    """One scoped BM25 ranking: the query, the scope, and what the planner knows of it.
 
     ``conditions`` are SQL conditions on the chunk table aliased ``c`` (``Filters.sql``)
     with their ``params``; ``marks`` the same scope as the index marks it
-    (``index_marks``); ``exhaustive`` ranks every allowed posting (the fallback);
-    ``chunk_count`` the collection's indexed chunks (``indexed_chunk_count``) and
-    ``estimate`` the planner's estimate of the allowed ones (``allowed_query``'s rows),
-    both read once per search however many parts it ranks; ``declared`` a declared scope
-    the conditions imply, as its marks take it (its access tokens and metadata JSON:
-    ``indexes.pgvector.declared_marks``).
+    (``index_marks``); ``chunk_count`` the collection's indexed chunks
+    (``indexed_chunk_count``) and ``estimate`` the planner's estimate of the allowed ones
+    (``allowed_query``'s rows), both read once per search however many parts it ranks;
+    ``declared`` a declared scope the conditions imply, as its marks take it (its access
+    tokens and metadata JSON: ``indexes.pgvector.declared_marks``).
     """
-    if not chunk_count:
-        return []  # nothing indexed
-    where = " AND ".join(conditions)
-    estimate = max(estimate, 1.0)
-    # k' from the estimated share, so that about twice k survive.
-    share = min(estimate / chunk_count, 1.0)
-    fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / share))
-    marked = marks is not None and all(len(t.encode()) <= MAX_LEXEME_BYTES for t in terms)
-    if marked and marks.exact and declared is not None and share <= pruning_share:
+
+    collection_id: int
+    terms: list[str]
+    k1: float
+    b: float
+    top_k: int
+    conditions: list[str]
+    params: list[object]
+    marks: ScopeMarks | None
+    scan_limit: int
+    pruning_share: float
+    chunk_count: int
+    estimate: float
+    declared: tuple[list[str] | None, str | None] | None = None
+
+    @property
+    def share(self) -> float:
+        """The estimated share of the collection the scope allows (at least one chunk)."""
+        return min(max(self.estimate, 1.0) / self.chunk_count, 1.0)
+
+
+def scoped_statement(search: ScopedSearch) -> tuple[str, list[object]] | None:
+    """Return the one statement (SQL, parameters) that ranks the scope's top k when the
+    planner chooses one (a declared scope's index, the marks, the top-k function with the
+    marks); ``None`` when it over-fetches or ranks exhaustively (``scoped_top_k``)."""
+    marks, terms, collection_id = search.marks, list(search.terms), search.collection_id
+    if marks is None or any(len(t.encode()) > MAX_LEXEME_BYTES for t in terms):
+        return None
+    top_k = [collection_id, terms, search.k1, search.b, search.top_k, collection_id]
+    top_k += marks.params
+    if marks.exact and search.declared is not None and search.share <= search.pruning_share:
         # A declared scope's own GIN index serves the top-k function's look-ups.
-        cursor.execute(
-            INDEXED_TOP_K_SQL,
-            [collection_id, list(terms), k1, b, top_k, collection_id, *marks.params]
-            + [collection_id, *declared],
-        )
-        return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
-    if marked and estimate <= scan_limit:
+        return INDEXED_TOP_K_SQL, [*top_k, collection_id, *search.declared]
+    if search.estimate <= search.scan_limit:
         # A narrow scope the index marks: its chunks holding a query term.
-        weights = [k1, b, k1, b, collection_id, list(terms), collection_id]
-        cursor.execute(
-            MARKED_SQL.format(conditions=where),
-            [*weights, collection_id, list(terms), *marks.params, collection_id]
-            + [collection_id, *params, top_k],
-        )
-        return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
-    if marked and marks.exact and share <= pruning_share:
+        weights = [search.k1, search.b, search.k1, search.b, collection_id, terms, collection_id]
+        marked = [collection_id, terms, *marks.params, collection_id, collection_id]
+        return MARKED_SQL.format(conditions=" AND ".join(search.conditions)), [
+            *weights,
+            *marked,
+            *search.params,
+            search.top_k,
+        ]
+    if marks.exact and search.share <= search.pruning_share:
         # The top-k function's own pruning, the marks in each of its index look-ups.
-        cursor.execute(
-            SCOPED_TOP_K_SQL,
-            [collection_id, list(terms), k1, b, top_k, collection_id, *marks.params],
-        )
+        return SCOPED_TOP_K_SQL, top_k
+    return None
+
+
+def scoped_top_k(
+    cursor,
+    search: ScopedSearch,
+    *,
+    exhaustive: Callable[[], list[tuple[int, float]]],
+    max_fetch: int,
+) -> list[tuple[int, float]]:
+    """Return ``(chunk id, score)`` of the best ``top_k`` chunks the scope allows.
+
+    When ``scoped_statement`` chooses no statement, the collection's pruned top k' is
+    over-fetched (at most ``max_fetch``), or ``exhaustive`` ranks every allowed posting
+    (the fallback).
+    """
+    if not search.chunk_count:
+        return []  # nothing indexed
+    statement = scoped_statement(search)
+    if statement is not None:
+        cursor.execute(*statement)
         return [(chunk_id, float(score)) for chunk_id, score in cursor.fetchall()]
+    top_k, collection_id = search.top_k, search.collection_id
+    # k' from the estimated share, so that about twice k survive.
+    fetch = max(top_k * FIRST_FETCH, math.ceil(2 * top_k / search.share))
     if fetch > max_fetch:
         # Too narrow for its k to survive an over-fetch: PostgreSQL's own plan ranks its
         # postings (each over-fetched chunk would cost a scope check).
         return exhaustive()
-    sql = OVER_FETCH_SQL.format(conditions=where)
+    sql = OVER_FETCH_SQL.format(conditions=" AND ".join(search.conditions))
+    head = [collection_id, list(search.terms), search.k1, search.b]
     while True:
         fetch = min(fetch, max_fetch)
-        cursor.execute(sql, [collection_id, list(terms), k1, b, fetch, collection_id, *params])
+        cursor.execute(sql, [*head, fetch, collection_id, *search.params])
         rows = cursor.fetchall()
         fetched = next(int(score) for chunk_id, score in rows if chunk_id is None)
         kept = sorted(

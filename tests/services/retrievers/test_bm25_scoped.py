@@ -374,23 +374,30 @@ def test_a_declared_scopes_lexeme_index_goes_with_it_and_its_absence_costs_only_
     assert not index_exists(name)
 
 
-def test_a_reader_s_scope_ranked_in_parts_reads_the_collection_s_size_once(scoped):
-    """Each part is ranked on its own; the collection's size is read once per search and
-    the parts' sizes estimated in one plan."""
+def test_a_reader_s_scope_ranked_in_parts_is_planned_and_ranked_in_one_statement_each(scoped):
+    """A reader's scope ranked in parts (its declared token's, the rest) reads the
+    collection's size once, estimates the parts' sizes in one plan, and ranks the parts
+    in one statement when each is ranked in one; exactly as the exhaustive plan ranks."""
     collection, rng, reader = scoped
     declare(collection, {"access": reader_token(reader)})
     filters = Scope.for_user(reader).filters()
     assert len(scope_parts(collection, filters)) == 2
+    retriever = BM25Retriever()
     with CaptureQueriesContext(connection) as captured:
-        BM25Retriever().score(
+        retriever.score(
             Analyzer().terms(" ".join(VOCABULARY[30:34])),
             collection=collection,
             top_k=10,
             filters=filters,
         )
+    statements = [query["sql"] for query in captured.captured_queries]
     size = CHUNK_COUNT_SQL.removesuffix("%s")  # the captured SQL holds the collection's id
-    assert sum(size in query["sql"] for query in captured.captured_queries) == 1
-    assert sum(query["sql"].startswith("EXPLAIN") for query in captured.captured_queries) == 1
+    assert sum(size in sql for sql in statements) == 1
+    assert sum(sql.startswith("EXPLAIN") for sql in statements) == 1
+    (ranking,) = [sql for sql in statements if "retrieval_bm25_top_k" in sql]
+    assert len(statements) == 3  # the size, the estimates, the ranking
+    assert "UNION ALL" in ranking and "FROM n, retrieval_bm25_chunk d" in ranking  # the rest
+    assert_exact(retriever, collection, filters, queries(rng, 10))
 
 
 def test_the_parts_estimates_planned_together_are_each_part_s_own(scoped):
