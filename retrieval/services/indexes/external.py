@@ -30,7 +30,13 @@ from django.db.models import QuerySet
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection, IndexOperation
 from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
-from retrieval.services.query.filters import Filters, estimated_rows, queryset_sql
+from retrieval.services.query.filters import (
+    Filters,
+    allowed_chunks,
+    estimated_rows,
+    estimated_rows_each,
+    queryset_sql,
+)
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.
@@ -497,10 +503,14 @@ def estimated_share(filters: Filters, collection: Collection) -> float:
     conditions, params = filters.sql("c", collection_id=collection.pk)
     if not conditions:
         return 1.0
-    base = f"SELECT 1 FROM retrieval_chunk c WHERE c.collection_id = {int(collection.pk)}"
     with connections[Chunk.objects.db].cursor() as cursor:
-        allowed = estimated_rows(cursor, f"{base} AND {' AND '.join(conditions)}", params)
-        total = estimated_rows(cursor, base, [])
+        allowed, total = estimated_rows_each(
+            cursor,
+            [
+                allowed_chunks(collection.pk, conditions, params),
+                allowed_chunks(collection.pk, [], []),
+            ],
+        )
     return min(1.0, allowed / max(total, allowed, 1.0))
 
 

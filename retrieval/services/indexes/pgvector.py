@@ -31,7 +31,7 @@ from retrieval.services.indexes.base import (
     check_query_dimensions,
 )
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters, estimated_rows
+from retrieval.services.query.filters import Filters, allowed_chunks, estimated_rows_each
 from retrieval.services.types import ScoredChunk
 from retrieval.services.validation.storable import refuse_unstorable
 
@@ -378,21 +378,20 @@ class PgvectorIndex(BaseIndex):
         without the space condition, whose ``vector_dims`` the planner cannot estimate
         (it holds for all but a re-embedding's leftovers), counted with it.
         """
-        collection_sql = (
-            f"SELECT 1 FROM retrieval_chunk c WHERE c.collection_id = {int(collection.pk)}"
-        )
-        estimate = estimated_rows(
-            cursor, f"{collection_sql} AND {' AND '.join(conditions)}", params
-        )
-        allowed_sql = (
-            collection_sql
-            + f" AND {space_condition(collection, 'c')} AND "
-            + " AND ".join(conditions)
+        estimate, total = estimated_rows_each(
+            cursor,
+            [
+                allowed_chunks(collection.pk, conditions, params),
+                allowed_chunks(collection.pk, [within] if within else [], []),
+            ],
         )
         if exact_scan_limit / 2 <= estimate <= exact_scan_limit:
+            allowed_sql, allowed_params = allowed_chunks(
+                collection.pk, [space_condition(collection, "c"), *conditions], params
+            )
             cursor.execute(
                 f"SELECT count(*) FROM ({allowed_sql} LIMIT %s) AS matching",
-                [*params, int(exact_scan_limit) + 1],
+                [*allowed_params, int(exact_scan_limit) + 1],
             )
             counted = cursor.fetchone()[0]  # at most the limit + 1: the estimate stands
             if counted <= exact_scan_limit:
@@ -400,8 +399,6 @@ class PgvectorIndex(BaseIndex):
             estimate = max(estimate, counted)
         if estimate <= exact_scan_limit:
             return None
-        total_sql = collection_sql if within is None else f"{collection_sql} AND {within}"
-        total = estimated_rows(cursor, total_sql, [])
         share = min(1.0, estimate / max(total, estimate))
         if estimate <= walk_ef_search(ef_search, share, top_k) / share:
             return None

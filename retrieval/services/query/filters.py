@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -181,6 +181,15 @@ def estimated_rows(cursor, sql: str, params: list[Any]) -> float:
     in a tenth of a millisecond, where counting a wide scope's chunks costs milliseconds.
     """
     return float(_plan(cursor, sql, params)["Plan Rows"])
+
+
+def allowed_chunks(
+    collection_id: int, conditions: Sequence[str], params: Sequence[Any]
+) -> tuple[str, list[Any]]:
+    """The collection's chunks the conditions (on the chunk table aliased ``c``) allow, as
+    one query (SQL, parameters): what a scope's size is estimated or counted from."""
+    where = " AND ".join(["c.collection_id = %s", *conditions])
+    return f"SELECT 1 FROM retrieval_chunk c WHERE {where}", [collection_id, *params]
 
 
 def estimated_rows_each(cursor, queries: list[tuple[str, list[Any]]]) -> list[float]:

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from retrieval.services.query.filters import Filters
@@ -71,8 +71,7 @@ from retrieval.services.sparse.ranking import (
 #: k of 4k all but always.
 FIRST_FETCH = 4
 
-# The allowed chunks, whose number the planner estimates; the collection's size.
-ALLOWED_SQL = "SELECT 1 FROM retrieval_chunk c WHERE c.collection_id = %s AND {conditions}"
+# The collection's size.
 CHUNK_COUNT_SQL = "SELECT chunk_count FROM retrieval_bm25_stats WHERE collection_id = %s"
 
 #: The widest share of the collection an exactly marked scope is ranked by the top-k
@@ -183,18 +182,11 @@ def _marked_exactly(value: object, *, in_array: bool = False) -> bool:
     return True
 
 
-def allowed_query(
-    collection_id: int, conditions: Sequence[str], params: Sequence[object]
-) -> tuple[str, list[object]]:
-    """The allowed chunks as one query (for the planner's estimate of their number)."""
-    return ALLOWED_SQL.format(conditions=" AND ".join(conditions)), [collection_id, *params]
-
-
 def indexed_chunk_count(cursor, collection_id: int) -> int:
     """Return how many chunks the collection's BM25 index holds (0: none)."""
     cursor.execute(CHUNK_COUNT_SQL, [collection_id])
     row = cursor.fetchone()
-    return row[0] or 0 if row is not None else 0
+    return row[0] if row is not None and row[0] else 0
 
 
 @dataclass(frozen=True)
@@ -205,7 +197,7 @@ class ScopedSearch:
     with their ``params``; ``marks`` the same scope as the index marks it
     (``index_marks``); ``chunk_count`` the collection's indexed chunks
     (``indexed_chunk_count``) and ``estimate`` the planner's estimate of the allowed ones
-    (``allowed_query``'s rows), both read once per search however many parts it ranks;
+    (``query.filters.allowed_chunks``' rows), both read once per search however many parts it ranks;
     ``declared`` a declared scope the conditions imply, as its marks take it (its access
     tokens and metadata JSON: ``indexes.pgvector.declared_marks``).
     """

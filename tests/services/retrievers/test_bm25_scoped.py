@@ -19,10 +19,15 @@ from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name, scope_parts
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters, estimated_rows, estimated_rows_each
+from retrieval.services.query.filters import (
+    Filters,
+    allowed_chunks,
+    estimated_rows,
+    estimated_rows_each,
+)
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
-from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL, allowed_query
+from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
 from .test_dense_scope_indexes import index_exists
@@ -403,7 +408,7 @@ def test_a_reader_s_scope_ranked_in_parts_is_planned_and_ranked_in_one_statement
 def test_the_parts_estimates_planned_together_are_each_part_s_own(scoped):
     collection = scoped[0]
     queries_ = [
-        allowed_query(collection.pk, *Filters.parse(f).sql("c", collection_id=collection.pk))
+        allowed_chunks(collection.pk, *Filters.parse(f).sql("c", collection_id=collection.pk))
         for f in ({"metadata": {"tags": ["half"]}}, {"metadata": {"tags": ["one"]}})
     ]
     queries_.append(("SELECT 1 FROM retrieval_chunk WHERE false", []))  # planned away

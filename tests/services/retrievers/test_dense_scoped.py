@@ -21,6 +21,10 @@ def counts(captured) -> list[str]:
     return [q["sql"] for q in captured.captured_queries if "count(*)" in q["sql"]]
 
 
+def estimates(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if q["sql"].startswith("EXPLAIN")]
+
+
 def ef_search_set(captured) -> int:
     """The ``hnsw.ef_search`` the ranking query ran with."""
     for query in captured.captured_queries:
@@ -67,6 +71,7 @@ def test_a_filter_estimated_far_above_the_limit_walks_the_index_with_a_wider_lis
     with CaptureQueriesContext(connection) as captured:
         found = retriever.rank_vector(vectors[7], **options)
     assert counts(captured) == []
+    assert len(estimates(captured)) == 1  # the filter's rows and the collection's, one plan
     # ef_search / √share: about 10 / √0.1 ≈ 32 (the share is estimated), at most 4 × 10;
     # such a walk visits about 32 / 0.1 = 320 vectors, fewer than the 400 allowed.
     assert 20 <= ef_search_set(captured) <= 40
