@@ -197,10 +197,11 @@ def estimated_rows_each(cursor, queries: list[tuple[str, list[Any]]]) -> list[fl
     (their ``UNION ALL``: the append's members, in order, are the queries' plans)."""
     if len(queries) == 1:
         return [estimated_rows(cursor, *queries[0])]
-    members = (f"SELECT 1 FROM ({sql}) AS q{i}" for i, (sql, _) in enumerate(queries))
-    union = " UNION ALL ".join(members)
-    members = _plan(cursor, union, [param for _, params in queries for param in params])
-    members = members.get("Plans", []) if members["Node Type"] == "Append" else []
+    union = " UNION ALL ".join(
+        f"SELECT 1 FROM ({sql}) AS q{i}" for i, (sql, _) in enumerate(queries)
+    )
+    top = _plan(cursor, union, [param for _, params in queries for param in params])
+    members = top.get("Plans", []) if top["Node Type"] == "Append" else []
     if len(members) != len(queries):  # a member planned away (known empty): one by one
         return [estimated_rows(cursor, sql, params) for sql, params in queries]
     return [float(member["Plan Rows"]) for member in members]
