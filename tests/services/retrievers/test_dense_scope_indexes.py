@@ -12,11 +12,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from retrieval.models import Chunk, Collection, Document
 from retrieval.services.access import Scope
 from retrieval.services.indexes.pgvector import (
+    SCOPE_GRAPH_WIDENING,
     PgvectorIndex,
     checked_scope,
     json_contains,
@@ -28,7 +30,7 @@ from retrieval.services.query.filters import Filters, ReaderScope
 from retrieval.services.retrievers.dense import PgvectorRetriever
 
 from .test_dense import _fill, _new_collection
-from .test_dense_scoped import exact_found
+from .test_dense_scoped import ef_search_set, exact_found
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +101,18 @@ def test_a_metadata_scope_index_is_walked_by_the_filters_that_contain_its_scope(
     # One the scope does not contain is planned as before.
     other = {**options, "filters": {"metadata": {"tag": "common"}}}
     assert name not in retriever.explain(vectors[3], **other)
+
+
+def test_a_declared_scopes_own_graph_is_walked_with_a_wider_list():
+    collection = _new_collection("scope-wider", 8)
+    PgvectorIndex().add_scope_index(collection, TAGGED)
+    vectors = _fill(collection, 4000, rare_every=10, seed=24)  # 400 tagged
+    retriever = PgvectorRetriever(exact_scan_limit=50, ef_search=40)
+    with CaptureQueriesContext(connection) as captured:
+        found = retriever.rank_vector(vectors[2], collection=collection, top_k=10, filters=TAGGED)
+    # The scope's graph, walked whole: no estimate, its list wider than the collection's.
+    assert ef_search_set(captured) == SCOPE_GRAPH_WIDENING * 40
+    assert exact_found(collection, vectors, np.arange(0, 4000, 10), vectors[2], found) >= 9
 
 
 def test_a_declared_scope_is_walked_whatever_its_size_and_a_short_answer_redone_exactly():
