@@ -58,8 +58,8 @@ INDEXED_TOP_K_SQL = (
 )
 
 # The per-query constants (idf as float8, length normalisation), computed once for the
-# few query terms: ``n`` and the terms' weights ``q``, shared by the statements that
-# score outside the top-k function (``BM25Retriever``'s, ``sparse/scoped.py``'s). Its
+# few query terms: ``n`` and the terms' weights ``q``, shared by ``BM25Retriever``'s
+# statements that score outside the top-k functions (``retrieval/sql/``). Its
 # parameters: k1, b, k1, b, the collection, the terms, the collection.
 WEIGHTS_SQL = """
 WITH n AS MATERIALIZED (

@@ -64,7 +64,6 @@ from retrieval.services.sparse.ranking import (
     INDEXED_TOP_K_SQL,
     SCOPED_TOP_K_SQL,
     TOP_K_SQL,
-    WEIGHTS_SQL,
 )
 
 #: The smallest first over-fetch, in multiples of k: a scope of half the chunks keeps
@@ -88,21 +87,17 @@ MAX_MARKED_DOCUMENTS = 1000
 MAX_LEXEME_BYTES = 1000
 
 # The scope's chunks holding a query term, found through the GIN index, each scored from
-# its own row as the top-k function scores one; best first, each checked against the
-# scope's exact conditions until k pass.
-MARKED_SQL = (
+# its own row as the top-k function scores one (``retrieval_bm25_marked_top_k``): the best
+# k when the marks are exactly the scope; otherwise all, best first, each checked against
+# the scope's exact conditions until k pass.
+MARKED_TOP_K_SQL = (
+    "SELECT chunk_id, score FROM retrieval_bm25_marked_top_k(%s, %s::text[], %s, %s, %s, "
+    "retrieval_bm25_scope_query(%s, %s::text[], %s::bigint[], %s::text[], %s::jsonb))"
+)
+CHECKED_MARKED_SQL = (
     "SELECT s.chunk_id, s.score FROM ("
-    + WEIGHTS_SQL
-    + """SELECT d.chunk_id, sum(q.w * f.tf / (f.tf + n.a + n.b * d.dl)) AS score
-FROM n, retrieval_bm25_chunk d
-CROSS JOIN LATERAL (SELECT d.tfs || '{{}}'::jsonb AS tfs OFFSET 0) AS t
-CROSS JOIN q
-CROSS JOIN LATERAL (SELECT (t.tfs -> q.term)::integer AS tf) AS f
-WHERE d.lexemes @@ retrieval_bm25_scope_query(%s, %s::text[], %s::bigint[], %s::text[], %s::jsonb)
-  AND d.collection_id = %s AND f.tf IS NOT NULL
-GROUP BY d.chunk_id
-ORDER BY score DESC, d.chunk_id
-OFFSET 0) AS s
+    + MARKED_TOP_K_SQL
+    + """) AS s
 WHERE EXISTS (SELECT 1 FROM retrieval_chunk c
               WHERE c.id = s.chunk_id AND c.collection_id = %s AND {conditions})
 ORDER BY s.score DESC, s.chunk_id
@@ -236,11 +231,15 @@ def scoped_statement(search: ScopedSearch) -> tuple[str, list[object]] | None:
         return INDEXED_TOP_K_SQL, [*top_k, collection_id, *search.declared]
     if search.estimate <= search.scan_limit:
         # A narrow scope the index marks: its chunks holding a query term.
-        weights = [search.k1, search.b, search.k1, search.b, collection_id, terms, collection_id]
-        marked = [collection_id, terms, *marks.params, collection_id, collection_id]
-        return MARKED_SQL.format(conditions=" AND ".join(search.conditions)), [
-            *weights,
+        marked = [collection_id, terms, search.k1, search.b]
+        scope_query = [collection_id, terms, *marks.params]
+        if marks.exact:
+            return MARKED_TOP_K_SQL, [*marked, search.top_k, *scope_query]
+        return CHECKED_MARKED_SQL.format(conditions=" AND ".join(search.conditions)), [
             *marked,
+            None,  # all of them, best first
+            *scope_query,
+            collection_id,
             *search.params,
             search.top_k,
         ]

@@ -178,7 +178,9 @@ def test_a_small_scope_is_ranked_through_its_marks(scoped):
         )
     assert top_k_calls(captured) == []
     assert not posting_scans(captured)
-    assert len(marked_queries(captured)) == 1
+    (marked,) = marked_queries(captured)
+    # The marks are exactly the scope: the function's top k, no check of each chunk.
+    assert "retrieval_bm25_marked_top_k(" in marked and "EXISTS" not in marked
 
 
 def test_a_scope_too_narrow_to_over_fetch_goes_to_the_exhaustive_plan_at_once(scoped):
@@ -307,6 +309,15 @@ def test_a_hook_beside_the_marked_tokens_is_checked_exactly(scoped, retrieval_se
     searches = queries(rng, 20)
     for options in (PLANS["scope marks"], PLANS["default"]):
         assert_exact(BM25Retriever(**options), collection, filters, searches)
+    with CaptureQueriesContext(connection) as captured:
+        BM25Retriever(**PLANS["scope marks"]).score(
+            Analyzer().terms(" ".join(searches[0])),
+            collection=collection,
+            top_k=10,
+            filters=filters,
+        )
+    (marked,) = marked_queries(captured)
+    assert "retrieval_bm25_marked_top_k(" in marked and "EXISTS" in marked
 
 
 def index_scans(name: str) -> int:
@@ -401,7 +412,7 @@ def test_a_reader_s_scope_ranked_in_parts_is_planned_and_ranked_in_one_statement
     assert sum(sql.startswith("EXPLAIN") for sql in statements) == 1
     (ranking,) = [sql for sql in statements if "retrieval_bm25_top_k" in sql]
     assert len(statements) == 3  # the size, the estimates, the ranking
-    assert "UNION ALL" in ranking and "FROM n, retrieval_bm25_chunk d" in ranking  # the rest
+    assert "UNION ALL" in ranking and "retrieval_bm25_marked_top_k(" in ranking  # the rest
     assert_exact(retriever, collection, filters, queries(rng, 10))
 
 
