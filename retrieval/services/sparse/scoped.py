@@ -16,13 +16,15 @@ metadata and access; planning only, no rows read):
   and a 50% one 1.92x against 1.62x over-fetching, which it still does.
 - **A narrow scope** (at most ``scan_limit`` chunks estimated) that the index marks
   (its documents, access tokens or metadata leaves: ``retrieval/sql/bm25_scope_marks.sql``)
-  is one query of the chunks' GIN index: the scope's chunks holding a query term, each
-  scored from its own row (``retrieval_bm25_chunk.tfs``). The cost follows the scope's
-  matching chunks, neither the posting lists nor the scope's other chunks. The marks
-  find a superset of the scope (a metadata filter's leaves, or a scope's part they
-  cannot express, such as a ``DOCUMENT_ACCESS`` hook), so each result, best first, is
-  checked against the scope's exact conditions until ``k`` pass. At 1M chunks a 1%
-  scope took 5.0-5.6 ms p50 this way, where the over-fetch below took 20-23.
+  is one look-up of the chunks' GIN index: the scope's chunks holding a query term, each
+  scored from its own row (``retrieval_bm25_chunk.tfs``), by a PL/pgSQL function whose
+  plan is cached (``retrieval/sql/bm25_marked_top_k.sql``: planned per search, the
+  statement took 0.6-0.75 ms to plan and 0.12-0.16 to run at 1M chunks). The cost
+  follows the scope's matching chunks, neither the posting lists nor the scope's other
+  chunks. Where the marks find a superset of the scope (a metadata filter's leaves, or
+  a scope's part they cannot express, such as a ``DOCUMENT_ACCESS`` hook), each result,
+  best first, is checked against the scope's exact conditions until ``k`` pass. At 1M
+  chunks a 1% scope took 5.0-5.6 ms p50 this way, where the over-fetch below took 20-23.
 - **A wider scope the marks express exactly** (access tokens without a
   ``DOCUMENT_ACCESS`` hook, document ids, a metadata filter with no empty object or
   array and no object or array inside an array), of at most ``pruning_share`` of the
