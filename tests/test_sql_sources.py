@@ -62,13 +62,9 @@ def test_every_installed_trigger_is_in_its_source_file():
     assert installed == declared
 
 
-def test_the_current_ranking_function_is_the_newest_a_migration_froze():
-    newest = sorted(FROZEN.glob("*_bm25_top_k.sql"))[-1]
-    current = (SQL / "bm25_top_k.sql").read_text()
+@pytest.mark.parametrize("name", ["bm25_top_k", "bm25_marked_top_k"])
+def test_the_current_ranking_function_is_the_newest_a_migration_froze(name):
+    newest = sorted(FROZEN.glob(f"*_{name}.sql"))[-1]
+    current = (SQL / f"{name}.sql").read_text()
     assert current.endswith(newest.read_text()), f"freeze the file in a migration after {newest}"
-    assert declared_functions()["retrieval_bm25_top_k"] in newest.read_text()
-
-
-def test_the_current_marked_ranking_function_is_the_one_a_migration_froze():
-    newest = sorted(FROZEN.glob("*_bm25_marked_top_k.sql"))[-1]
-    assert (SQL / "bm25_marked_top_k.sql").read_text() == newest.read_text()
+    assert declared_functions()[f"retrieval_{name}"] in newest.read_text()

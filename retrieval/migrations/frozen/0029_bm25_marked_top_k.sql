@@ -1,18 +1,3 @@
--- The best k of the chunks holding given marks (the current definition; migration 0029
--- created it, retrieval/migrations/frozen/ keeps it as applied).
---
--- A narrow scope's BM25 ranking (services/sparse/scoped.py): p_marks, from
--- retrieval_bm25_scope_query, holds a query term and the scope's marks, so the chunks' GIN
--- index finds the scope's chunks holding a query term, and each is scored from its own row
--- of term frequencies as the top-k function scores one (Okapi BM25, the collection's idf and
--- length normalisation). p_k NULL returns them all, best first: when the marks find a
--- superset of the scope, the caller checks each against the scope's exact conditions until
--- k pass.
---
--- A PL/pgSQL function so that its statement is planned once per connection: planned per
--- search it took longer than running it. Its plan must not depend on the parameters: the
--- marks are every look-up's (collection-prefixed lexemes), through the GIN index, always.
-
 CREATE OR REPLACE FUNCTION retrieval_bm25_marked_top_k(
     p_collection bigint, p_terms text[], p_k1 float8, p_b float8, p_k integer, p_marks tsquery
 ) RETURNS TABLE (chunk_id bigint, score float8) LANGUAGE plpgsql STABLE
