@@ -82,12 +82,26 @@ def main() -> None:
         "their own HNSW graphs) before measuring; the others are dropped",
     )
     parser.add_argument(
+        "--dense-ef-search",
+        type=int,
+        help="with --scoped: the dense retriever's ef_search (its OPTIONS), default 100",
+    )
+    parser.add_argument(
+        "--graph",
+        nargs=2,
+        type=int,
+        metavar=("M", "EF_CONSTRUCTION"),
+        help="with --scoped: the pgvector index's HNSW build OPTIONS; graphs built "
+        "otherwise are rebuilt first (timed)",
+    )
+    parser.add_argument(
         "--bm25-only",
         action="store_true",
         help="BM25 rows only, on a collection without vectors (loads in a fraction of the time)",
     )
     args = parser.parse_args()
     setup_django()
+    configure_dense(args.dense_ef_search, args.graph)
     print(
         f"Machine: {machine()}; numpy {np.__version__}, "
         f"NPY_DISABLE_CPU_FEATURES={os.environ['NPY_DISABLE_CPU_FEATURES']!r}\n"
@@ -507,12 +521,65 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
     return scopes
 
 
+def configure_dense(ef_search: int | None, graph: list[int] | None) -> None:
+    """Set the dense retriever's ``ef_search`` and the pgvector index's graph build in
+    ``RETRIEVAL``, as a site does (``None``: the defaults)."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    retrieval = dict(settings.RETRIEVAL)
+    if ef_search is not None:
+        retrieval["RETRIEVERS"] = {
+            **retrieval.get("RETRIEVERS", {}),
+            "dense": {
+                "BACKEND": "retrieval.services.retrievers.dense.DenseRetriever",
+                "OPTIONS": {"ef_search": ef_search},
+            },
+        }
+    if graph is not None:
+        retrieval["INDEXES"] = {
+            **retrieval.get("INDEXES", {}),
+            "default": {
+                "BACKEND": "retrieval.services.indexes.pgvector.PgvectorIndex",
+                "OPTIONS": {"m": graph[0], "ef_construction": graph[1]},
+            },
+        }
+    override_settings(RETRIEVAL=retrieval).enable()
+
+
+def rebuild_other_graphs(collection) -> None:
+    """Rebuild the collection's HNSW graphs if any was built with other options than its
+    index's (``--graph``)."""
+    from django.db import connection
+
+    from retrieval.services.indexes import index_for
+    from retrieval.services.indexes.pgvector import vector_index_name
+
+    index = index_for(collection)
+    wanted = sorted([f"m={index.m}", f"ef_construction={index.ef_construction}"])
+    name = vector_index_name(collection.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s OR relname LIKE %s",
+            [name, name.replace("_", "\\_") + "\\_s%"],
+        )
+        built = [sorted(row[0]) for row in cursor.fetchall()]
+    if built and all(options == wanted for options in built):
+        return
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '6GB'")  # as in load()
+        index.rebuild(collection)
+        cursor.execute("RESET maintenance_work_mem")
+    print(f"Graphs rebuilt ({index.graph_options}) in {time.perf_counter() - started:.0f} s")
+
+
 def declare_scope_indexes(collection, labels: list[str]) -> None:
     """Declare the scopes of ``labels`` (1%: the metadata tag and the group; their HNSW
     graphs, built once); drop the others."""
-    from retrieval.services.indexes.pgvector import PgvectorIndex
+    from retrieval.services.indexes import index_for
 
-    index = PgvectorIndex()
+    index = index_for(collection)
     wanted = [{"metadata": {"tags": [f"s{label}"]}} for label in labels]
     wanted += [{"access": f"group:{SCOPE_GROUPS[label]}"} for label in labels]
     for scope in collection.scope_indexes:
@@ -535,6 +602,7 @@ def scoped_latency(size: int, n_queries: int, scope_indexes: list[str]) -> None:
     from retrieval.services.registry import retrievers
 
     collection, _, queries = load(size)
+    rebuild_other_graphs(collection)
     declare_scope_indexes(collection, scope_indexes)
     queries = queries[:n_queries]
     chunk_ids, vectors = stored_vectors(collection)

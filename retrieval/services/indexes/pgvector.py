@@ -37,9 +37,13 @@ from retrieval.services.validation.storable import refuse_unstorable
 
 logger = logging.getLogger(__name__)
 
-#: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md).
+#: HNSW build parameters (pgvector's defaults; measured in ARCHITECTURE.md): the index's
+#: ``m`` and ``ef_construction`` OPTIONS, for the graphs it builds from then on.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: pgvector's ranges for them (and ``ef_construction`` at least ``2 * m``).
+HNSW_M_RANGE = (2, 100)
+HNSW_EF_CONSTRUCTION_RANGE = (4, 1000)
 #: pgvector's widest ``hnsw.ef_search`` (a wider one is an error of the search).
 MAX_EF_SEARCH = 1000
 #: A declared scope's own graph is walked with this many times the ``ef_search`` of the
@@ -82,17 +86,36 @@ class PgvectorIndex(BaseIndex):
     own graph is walked with a list ``SCOPE_GRAPH_WIDENING`` times wider. The filter's size
     is PostgreSQL's estimate, counted only when it lies just under the limit. Each of these can
     be overridden per query through ``rank``'s hints.
+
+    ``m`` and ``ef_construction`` build the graphs: a wider construction list makes a
+    better graph of a large, crowded collection, for a slower build and insert
+    (``rebuild`` gives an existing graph the current ones).
     """
 
     features = IndexFeatures(transactional=True)
 
     def __init__(
-        self, *, ef_search: int = 100, exact_scan_limit: int = 5000, max_scan_tuples: int = 20000
+        self,
+        *,
+        ef_search: int = 100,
+        exact_scan_limit: int = 5000,
+        max_scan_tuples: int = 20000,
+        m: int = HNSW_M,
+        ef_construction: int = HNSW_EF_CONSTRUCTION,
     ) -> None:
         check_search_options(ef_search, exact_scan_limit)
+        check_graph_options(m, ef_construction)
         self.ef_search = ef_search
         self.exact_scan_limit = exact_scan_limit
         self.max_scan_tuples = max_scan_tuples
+        self.m = m
+        self.ef_construction = ef_construction
+
+    @property
+    def graph_options(self) -> str:
+        """The HNSW build parameters, as ``WITH (...)`` and ``ALTER INDEX ... SET (...)``
+        take them."""
+        return f"m = {self.m}, ef_construction = {self.ef_construction}"
 
     # Spaces -----------------------------------------------------------------
 
@@ -108,11 +131,11 @@ class PgvectorIndex(BaseIndex):
         if not missing:
             return
         if not connection.in_atomic_block:
-            _create_indexes(collection, missing)
+            _create_indexes(collection, missing, self.graph_options)
             return
         try:
             with transaction.atomic():
-                _create_indexes(collection, missing)
+                _create_indexes(collection, missing, self.graph_options)
         except OperationalError as e:
             if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
                 raise
@@ -141,10 +164,13 @@ class PgvectorIndex(BaseIndex):
             logger.warning("HNSW index of %r not built yet: %s", collection.name, e)
 
     def rebuild(self, collection: Collection) -> None:
-        """Rebuild the collection's HNSW indexes and its scopes' (REINDEX, or create those
-        missing)."""
+        """Rebuild the collection's HNSW indexes and its scopes' (REINDEX, the graphs with
+        the index's current ``m`` and ``ef_construction``; or create those missing)."""
+        graphs = vector_index_name(collection.pk)
         with connection.cursor() as cursor:
             for name in _existing_indexes(cursor, collection.pk):
+                if name.startswith(graphs):
+                    cursor.execute(f"ALTER INDEX {name} SET ({self.graph_options})")
                 cursor.execute(f"REINDEX INDEX {name}")
         self.ensure_space(collection)
 
@@ -521,14 +547,29 @@ def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
         raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")
 
 
-def _create_indexes(collection: Collection, names: Sequence[str]) -> None:
+def check_graph_options(m: int, ef_construction: int) -> None:
+    """Refuse HNSW build parameters pgvector would refuse (``ValueError``)."""
+    for name, value, (low, high) in (
+        ("m", m, HNSW_M_RANGE),
+        ("ef_construction", ef_construction, HNSW_EF_CONSTRUCTION_RANGE),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer from {low} to {high}, not {value!r}.")
+    if ef_construction < 2 * m:
+        raise ValueError(
+            f"ef_construction must be at least twice m ({2 * m}), not {ef_construction}."
+        )
+
+
+def _create_indexes(collection: Collection, names: Sequence[str], graph_options: str) -> None:
     """Create the collection's indexes named ``names``: its HNSW index, its scopes' HNSW
-    indexes and GIN indexes of their chunks' BM25 lexemes (``_missing_indexes``)."""
+    indexes (built ``WITH (graph_options)``) and GIN indexes of their chunks' BM25 lexemes
+    (``_missing_indexes``)."""
     dimensions = int(collection.dimensions)
     hnsw = (
         "ON retrieval_chunk "
         f"USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops) "
-        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE "
+        f"WITH ({graph_options}) WHERE "
     )
     definitions = {vector_index_name(collection.pk): hnsw + space_condition(collection)}
     with connection.cursor() as cursor:

@@ -5,11 +5,13 @@ collection's space."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.checks import run_checks
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -346,3 +348,51 @@ def test_a_wide_rest_of_a_readers_tokens_walks_the_collections_graph_beside_the_
     for query in (vectors[7], vectors[1234], vectors[3500]):
         found = retriever.rank_vector(query, **options)
         assert exact_found(collection, vectors, visible, query, found) >= 9
+
+
+def graph_options(name: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
+        return sorted(cursor.fetchone()[0])
+
+
+def test_an_index_builds_its_graphs_with_its_own_construction_options():
+    collection = _new_collection("graph-options", 8)  # the default index: pgvector's defaults
+    assert graph_options(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
+    wide = PgvectorIndex(m=8, ef_construction=100)
+    scope = wide.add_scope_index(collection, TAGGED)
+    assert graph_options(scope) == ["ef_construction=100", "m=8"]
+    assert graph_options(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
+
+    vectors = _fill(collection, 300, rare_every=3, seed=5)
+    wide.rebuild(collection)  # the graphs built before get the index's options too
+    assert graph_options(vector_index_name(collection.pk)) == ["ef_construction=100", "m=8"]
+    assert graph_options(scope) == ["ef_construction=100", "m=8"]
+    found = wide.rank(vectors[7], collection=collection, top_k=1)
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"m": 1}, "m must be an integer from 2 to 100"),
+        ({"ef_construction": 1001}, "ef_construction must be an integer from 4 to 1000"),
+        ({"m": 48, "ef_construction": 64}, "at least twice m (96)"),
+        ({"m": "16"}, "m must be an integer"),
+    ],
+)
+def test_construction_options_pgvector_would_refuse_are_refused_when_configured(
+    retrieval_settings, options, message
+):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        PgvectorIndex(**options)
+    retrieval_settings(
+        INDEXES={
+            "default": {
+                "BACKEND": "retrieval.services.indexes.pgvector.PgvectorIndex",
+                "OPTIONS": options,
+            }
+        }
+    )
+    text = "\n".join(m.msg for m in run_checks() if m.id == "retrieval.E003")
+    assert "RETRIEVAL['INDEXES']['default']: bad OPTIONS" in text and message in text
