@@ -553,18 +553,10 @@ def rebuild_other_graphs(collection) -> None:
     from django.db import connection
 
     from retrieval.services.indexes import index_for
-    from retrieval.services.indexes.pgvector import vector_index_name
 
     index = index_for(collection)
-    wanted = sorted([f"m={index.m}", f"ef_construction={index.ef_construction}"])
-    name = vector_index_name(collection.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reloptions FROM pg_class WHERE relname = %s OR relname LIKE %s",
-            [name, name.replace("_", "\\_") + "\\_s%"],
-        )
-        built = [sorted(row[0]) for row in cursor.fetchall()]
-    if built and all(options == wanted for options in built):
+    built = index.built_graph_options(collection)
+    if built and set(built.values()) == {(index.m, index.ef_construction)}:
         return
     started = time.perf_counter()
     with connection.cursor() as cursor:

@@ -26,6 +26,8 @@
   ``--database``, as they ask the server).
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
 - ``retrieval.W002``: a host model with a ``live`` flag is registered with no condition.
+- ``retrieval.W003``: a collection's HNSW graphs were built with other ``m`` /
+  ``ef_construction`` than its pgvector index's OPTIONS (rebuild them).
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
 """
 
@@ -35,7 +37,7 @@ import difflib
 from typing import Any
 
 from django.core import checks
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from .exceptions import InvalidComponentError, MissingDependencyError
 
@@ -157,7 +159,7 @@ def check_collection_embedders(
         except DatabaseError:
             continue  # not migrated yet
         for collection in collections:
-            errors += _check_collection_index(collection)
+            errors += _check_collection_index(collection, alias)
             if collection.embedder not in embedders:
                 errors.append(
                     checks.Error(
@@ -209,7 +211,9 @@ def check_index_servers(app_configs: Any = None, databases: Any = None, **kwargs
     return messages
 
 
-def _check_collection_index(collection: Any) -> list:
+def _check_collection_index(collection: Any, alias: str) -> list:
+    """The collection's index is configured, of the kind it was created on, and (in the
+    database the index writes to) holds the collection's space as configured."""
     from .services.registry import indexes
 
     if collection.index not in indexes:
@@ -223,9 +227,10 @@ def _check_collection_index(collection: Any) -> list:
             )
         ]
     try:
-        external = not indexes[collection.index].features.transactional
+        index = indexes[collection.index]
     except Exception:  # reported by check_components
         return []
+    external = not index.features.transactional
     if external != collection.external_index:
         where = "an external engine" if external else "PostgreSQL"
         return [
@@ -238,7 +243,7 @@ def _check_collection_index(collection: Any) -> list:
                 id="retrieval.E016",
             )
         ]
-    return []
+    return index.check_collection(collection) if alias == DEFAULT_DB_ALIAS else []
 
 
 @checks.register()

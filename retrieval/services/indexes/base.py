@@ -84,6 +84,11 @@ class BaseIndex(ABC):
         version); run by ``manage.py check --database ...``, never at import or startup."""
         return []
 
+    def check_collection(self, collection: Collection) -> list:
+        """Return Django check messages about the collection's space in the index (built as
+        the index is configured); run by ``manage.py check --database ...``."""
+        return []
+
     def reset(self) -> None:  # noqa: B027 (optional hook: most indexes hold no connection)
         """Forget connections after a failure, so the next call connects anew."""
 

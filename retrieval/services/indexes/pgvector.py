@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import math
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -173,6 +174,53 @@ class PgvectorIndex(BaseIndex):
                     cursor.execute(f"ALTER INDEX {name} SET ({self.graph_options})")
                 cursor.execute(f"REINDEX INDEX {name}")
         self.ensure_space(collection)
+
+    def built_graph_options(self, collection: Collection) -> dict[str, tuple[int, int]]:
+        """Return each of the collection's HNSW graphs (its own and its scopes') with the
+        ``(m, ef_construction)`` it was built with."""
+        graphs = vector_index_name(collection.pk)
+        with connection.cursor() as cursor:
+            names = [n for n in _existing_indexes(cursor, collection.pk) if n.startswith(graphs)]
+            cursor.execute(
+                "SELECT name, coalesce(c.reloptions, '{}') FROM unnest(%s::text[]) AS name "
+                "JOIN pg_class c ON c.oid = to_regclass(name) ORDER BY name",
+                [names],
+            )
+            rows = cursor.fetchall()
+        built = {}
+        for name, reloptions in rows:
+            stored = dict(option.split("=", 1) for option in reloptions)
+            # A graph built with no WITH (before the OPTIONS existed) has pgvector's defaults.
+            m = int(stored.get("m", HNSW_M))
+            built[name] = (m, int(stored.get("ef_construction", HNSW_EF_CONSTRUCTION)))
+        return built
+
+    def check_collection(self, collection: Collection) -> list:
+        """Warn of graphs built with other ``m`` / ``ef_construction`` than the index's:
+        changing the OPTIONS builds new graphs with them, not the existing ones."""
+        from django.core.checks import Warning
+
+        configured = (self.m, self.ef_construction)
+        built = self.built_graph_options(collection)
+        other = [
+            f"{name} (m = {m}, ef_construction = {ef})"
+            for name, (m, ef) in built.items()
+            if (m, ef) != configured
+        ]
+        if not other:
+            return []
+        command = f"retrieval_sync_index --collection {shlex.quote(collection.name)} --rebuild"
+        return [
+            Warning(
+                f"Collection {collection.name!r}: {len(other)} of its {len(built)} HNSW graphs "
+                f"were built with other options than index {self.alias!r} has "
+                f"({self.graph_options}): {', '.join(other)}.",
+                hint=f"Run `manage.py {command}` (or the admin's rebuild action); until then "
+                "searches walk the graphs as they were built.",
+                obj=collection,
+                id="retrieval.W003",
+            )
+        ]
 
     # Scope indexes ------------------------------------------------------------
 

@@ -372,6 +372,32 @@ def test_an_index_builds_its_graphs_with_its_own_construction_options():
     assert found[0].score == pytest.approx(1.0, abs=1e-5)
 
 
+def test_graphs_built_with_other_options_than_configured_are_a_warning_until_rebuilt(
+    retrieval_settings,
+):
+    collection = _new_collection("graph-drift", 8)
+    scope = PgvectorIndex().add_scope_index(collection, TAGGED)  # both built m 16, efc 64
+    _fill(collection, 40, rare_every=3, seed=3)
+    graphs = [vector_index_name(collection.pk), scope]
+    assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (16, 64))
+    assert not [m for m in run_checks(databases=["default"]) if m.id == "retrieval.W003"]
+
+    backend = "retrieval.services.indexes.pgvector.PgvectorIndex"
+    options = {"m": 8, "ef_construction": 100}
+    retrieval_settings(INDEXES={"default": {"BACKEND": backend, "OPTIONS": options}})
+    (warning,) = [m for m in run_checks(databases=["default"]) if m.id == "retrieval.W003"]
+    assert warning.obj == collection
+    assert "2 of its 2 HNSW graphs" in warning.msg and "m = 8, ef_construction = 100" in warning.msg
+    assert all(f"{name} (m = 16, ef_construction = 64)" in warning.msg for name in graphs)
+    assert "retrieval_sync_index --collection graph-drift --rebuild" in warning.hint
+    # A database check: not run without --database (no query at every manage.py command).
+    assert not [m for m in run_checks() if m.id == "retrieval.W003"]
+
+    call_command("retrieval_sync_index", collection="graph-drift", rebuild=True)
+    assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (8, 100))
+    assert not [m for m in run_checks(databases=["default"]) if m.id == "retrieval.W003"]
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
