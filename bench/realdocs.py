@@ -1,7 +1,7 @@
 """Real documents: documentation sets of different shapes, the app beside LlamaIndex and Haystack.
 
     python bench/realdocs.py [--set flask,starlette,...] [--no-peers] [--configs default,...]
-                             [--bm25-params] [--save FILE]
+                             [--bm25-params] [--rewriters rm3,...] [--save FILE]
 
 Each set is a documentation folder downloaded from a package registry into
 ``bench/.cache`` (never committed) and a file of developer questions written for this
@@ -21,7 +21,9 @@ app's documents have the external ids ``retrieval_ingest FOLDER`` gives them
 (``docs/patterns/sqlalchemy.rst``). With several sets, a last table gives each row's
 mean over the sets (hit@5 as a share of the questions). ``--bm25-params`` adds, for
 each app configuration, rows for the BM25 settings of ``bm25_params.py``, alone and as
-the hybrid's BM25 leg. ``--save FILE`` writes every system's file rankings as JSON.
+the hybrid's BM25 leg. ``--rewriters`` adds, for each app configuration, rows of its
+three legs searching the query as an offline rewriter rewrites it (RM3 feedback with 8 or 4
+terms: ``REWRITERS``). ``--save FILE`` writes every system's file rankings as JSON.
 
 The peers run in their own virtualenv, ``bench/.venv-peers`` (created on first run:
 the app with its ``local`` extra, llama-index-core, llama-index-retrievers-bm25 and
@@ -82,6 +84,16 @@ FUSIONS = {
     "dbsf": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "dbsf"},
     "rrf, dense 1.5": {"retrievers": {"bm25": 1.0, "dense": 1.5}, "method": "rrf", "k": 60},
     "relative_to_best": {"retrievers": {"bm25": 1.0, "dense": 1.0}, "method": "relative_to_best"},
+}
+
+#: Offline query rewriters each configuration may also be asked through (``--rewriters``):
+#: every leg then searches the rewritten query.
+REWRITERS = {
+    "rm3": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
+    "rm3-4": {
+        "BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter",
+        "OPTIONS": {"feedback_terms": 4},
+    },
 }
 
 #: The app's configurations: chunker options, CHUNK_CONTEXT changes ({}: the default,
@@ -194,6 +206,11 @@ def main() -> None:
     parser.add_argument("--peers", default=",".join(PEERS), help=argparse.SUPPRESS)
     parser.add_argument("--configs", default=",".join(APP_CONFIGS), help="App configurations.")
     parser.add_argument("--bm25-params", action="store_true", help="BM25 k1/b variants too.")
+    parser.add_argument(
+        "--rewriters",
+        default="",
+        help=f"Also through these, comma-separated: {', '.join(REWRITERS)}.",
+    )
     parser.add_argument("--save", type=Path, help="Write every system's file rankings here.")
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # the child process's role
     args = parser.parse_args()
@@ -224,9 +241,15 @@ def main() -> None:
         saved[name] = {"questions": questions, "systems": {}}
         for config in args.configs.split(","):
             started = time.perf_counter()
-            rankings = run_app(docset, config, docs, questions, bm25_params=args.bm25_params)
+            rewriters = [r for r in args.rewriters.split(",") if r]
+            rankings = run_app(
+                docset, config, docs, questions, bm25_params=args.bm25_params, rewriters=rewriters
+            )
             saved[name]["systems"][f"app, {config}"] = rankings
             rows.append(score(f"app, {config}", rankings, questions))
+            for rewriter in rewriters:
+                legs = {leg: rankings[f"{rewriter}: {leg}"] for leg in LEGS}
+                rows.append(score(f"app, {config}, rewriter {rewriter}", legs, questions))
             for label in FUSIONS:
                 fused = {**rankings, "hybrid": rankings[f"fusion-{label}"]}
                 rows.append(
@@ -291,9 +314,16 @@ def mean_rows(tables: dict[str, tuple[list[list], int]]) -> list[list]:
 
 
 def run_app(
-    docset: DocSet, name: str, docs: Path, questions: list[dict], *, bm25_params: bool = False
+    docset: DocSet,
+    name: str,
+    docs: Path,
+    questions: list[dict],
+    *,
+    bm25_params: bool = False,
+    rewriters: Iterable[str] = (),
 ) -> dict[str, list[list[str]]]:
-    """Index the docs with one configuration; return each leg's file rankings."""
+    """Index the docs with one configuration; return each leg's file rankings (and each of
+    the three legs' through each of ``rewriters``, as ``"rm3: dense"``)."""
     from django.test.utils import override_settings
 
     from retrieval.services.access import Scope
@@ -304,12 +334,14 @@ def run_app(
         collection = ingest_app(name, docs, docset)
         rankings = {}
         legs = [*LEGS, *(f"fusion-{label}" for label in FUSIONS), *(extra if bm25_params else [])]
-        for leg in legs:
-            rankings[leg] = [
+        asked = [(leg, leg, None) for leg in legs]
+        asked += [(f"{rewriter}: {leg}", leg, rewriter) for rewriter in rewriters for leg in LEGS]
+        for key, leg, rewriter in asked:
+            rankings[key] = [
                 file_ranking(
                     (r.chunk.document.external_id
                      for r in search(q["question"], collection=collection, retriever=leg,
-                                     top_k=DEPTH, scope=Scope.ALL)),
+                                     top_k=DEPTH, scope=Scope.ALL, rewriter=rewriter)),
                     docs,
                 )
                 for q in questions
@@ -335,6 +367,7 @@ def app_settings(name: str, *, bm25_params: bool = False) -> dict:
             for label, fusion in FUSIONS.items()
         },
         "CHUNKERS": {"realdocs": chunker},
+        "REWRITERS": REWRITERS,
         "EMBEDDERS": {"realdocs": {"BACKEND": "cached_embedder.CachedLocalEmbedder"}},
         **extra,
     }

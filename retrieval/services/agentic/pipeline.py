@@ -219,7 +219,7 @@ class AgenticRetrievalPipeline:
             )
             if rewrite.stopped:
                 raise BudgetExceeded(rewrite.stopped)
-            next_query = rewrite.queries[0]
+            next_query = rewrite.queries[0]  # a round searches one query (refine's rule)
         next_query = distinct_query(next_query, tried, [text for text, _ in found])
         cap = self.max_top_k if self.max_top_k is not None else float("inf")
         return next_query, int(min(cap, max(top_k + 1, int(top_k * self.growth))))

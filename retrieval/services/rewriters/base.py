@@ -125,7 +125,8 @@ class BaseQueryRewriter(ABC):
         """Return a query for another search round, using what earlier rounds learned.
 
         By default the feedback is the rewrite's ``context``; a rewriter that takes no
-        context rewrites as usual.
+        context rewrites as usual. A round searches one query: the agentic loop takes the
+        rewrite's first (a multi-query or decomposing rewriter's others are not searched).
         """
         return self._record(self._call(query, collection, [], feedback.describe(), filters))
 
