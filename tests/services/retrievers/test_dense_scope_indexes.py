@@ -353,7 +353,7 @@ def test_a_wide_rest_of_a_readers_tokens_walks_the_collections_graph_beside_the_
 def built_graph_options(name: str) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
-        return sorted(cursor.fetchone()[0])
+        return sorted(cursor.fetchone()[0] or [])
 
 
 def test_an_index_builds_its_graphs_with_its_own_construction_options():
@@ -379,6 +379,10 @@ def test_graphs_built_with_other_options_than_configured_are_a_warning_until_reb
     scope = PgvectorIndex().add_scope_index(collection, TAGGED)  # both built m 16, efc 64
     _fill(collection, 40, rare_every=3, seed=3)
     graphs = [vector_index_name(collection.pk), scope]
+    assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (16, 64))
+    with connection.cursor() as cursor:  # as a graph built before the OPTIONS: none stored
+        cursor.execute(f"ALTER INDEX {graphs[0]} RESET (m, ef_construction)")
+    assert built_graph_options(graphs[0]) == []
     assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (16, 64))
     assert not [m for m in run_checks(databases=["default"]) if m.id == "retrieval.W003"]
 
