@@ -117,7 +117,9 @@ def test_the_budget_caps_calls_tokens_and_seconds(llm_server):
     slow = OpenAIChatLLM(model="m", base_url=llm_server.base_url, max_retries=0, cache=None)
     llm_server.fail_next(delay_fault(3), path=PATH)
     with traced(Budget(max_seconds=0.3)) as trace:
-        with pytest.raises(LLMError, match="timed out after 0.3"):
+        # Cut by what is left of the budget's 0.3 s when the request goes (not the LLM's own
+        # timeout, nor the server's 3 s): on a loaded machine that can be 0.2 s.
+        with pytest.raises(LLMError, match=r"timed out after 0\.[1-3] s"):
             slow.complete(ASK)
     assert trace.llm_calls[0].error
 
