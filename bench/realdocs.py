@@ -215,6 +215,7 @@ def main() -> None:
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # the child process's role
     args = parser.parse_args()
     names = args.set.split(",")
+    rewriters = [r for r in args.rewriters.split(",") if r]
     if args.peer:
         (name,) = names
         docset = DocSet(name)
@@ -241,7 +242,6 @@ def main() -> None:
         saved[name] = {"questions": questions, "systems": {}}
         for config in args.configs.split(","):
             started = time.perf_counter()
-            rewriters = [r for r in args.rewriters.split(",") if r]
             rankings = run_app(
                 docset, config, docs, questions, bm25_params=args.bm25_params, rewriters=rewriters
             )

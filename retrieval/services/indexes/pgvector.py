@@ -167,10 +167,10 @@ class PgvectorIndex(BaseIndex):
     def rebuild(self, collection: Collection) -> None:
         """Rebuild the collection's HNSW indexes and its scopes' (REINDEX, the graphs with
         the index's current ``m`` and ``ef_construction``; or create those missing)."""
-        graphs = vector_index_name(collection.pk)
         with connection.cursor() as cursor:
+            graphs = _existing_graphs(cursor, collection.pk)
             for name in _existing_indexes(cursor, collection.pk):
-                if name.startswith(graphs):
+                if name in graphs:
                     cursor.execute(f"ALTER INDEX {name} SET ({self.graph_options})")
                 cursor.execute(f"REINDEX INDEX {name}")
         self.ensure_space(collection)
@@ -178,9 +178,8 @@ class PgvectorIndex(BaseIndex):
     def built_graph_options(self, collection: Collection) -> dict[str, tuple[int, int]]:
         """Return each of the collection's HNSW graphs (its own and its scopes') with the
         ``(m, ef_construction)`` it was built with."""
-        graphs = vector_index_name(collection.pk)
         with connection.cursor() as cursor:
-            names = [n for n in _existing_indexes(cursor, collection.pk) if n.startswith(graphs)]
+            names = _existing_graphs(cursor, collection.pk)
             cursor.execute(
                 "SELECT name, coalesce(c.reloptions, '{}') FROM unnest(%s::text[]) AS name "
                 "JOIN pg_class c ON c.oid = to_regclass(name) ORDER BY name",
@@ -675,6 +674,12 @@ def _existing_indexes(cursor, collection_id: int) -> list[str]:
         [name, name.replace("_", "\\_") + "\\_s%", lexemes.replace("_", "\\_") + "%"],
     )
     return [row[0] for row in cursor.fetchall()]
+
+
+def _existing_graphs(cursor, collection_id: int) -> list[str]:
+    """Return the names of a collection's HNSW indexes: its own and its scopes'."""
+    graphs = vector_index_name(collection_id)
+    return [name for name in _existing_indexes(cursor, collection_id) if name.startswith(graphs)]
 
 
 def _lock_declarations(collection: Collection) -> None:

@@ -350,7 +350,7 @@ def test_a_wide_rest_of_a_readers_tokens_walks_the_collections_graph_beside_the_
         assert exact_found(collection, vectors, visible, query, found) >= 9
 
 
-def built_graph_options(name: str) -> list[str]:
+def stored_reloptions(name: str) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
         return sorted(cursor.fetchone()[0] or [])
@@ -358,16 +358,16 @@ def built_graph_options(name: str) -> list[str]:
 
 def test_an_index_builds_its_graphs_with_its_own_construction_options():
     collection = _new_collection("graph-options", 8)  # the default index: pgvector's defaults
-    assert built_graph_options(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
+    assert stored_reloptions(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
     wide = PgvectorIndex(m=8, ef_construction=100)
     scope = wide.add_scope_index(collection, TAGGED)
-    assert built_graph_options(scope) == ["ef_construction=100", "m=8"]
-    assert built_graph_options(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
+    assert stored_reloptions(scope) == ["ef_construction=100", "m=8"]
+    assert stored_reloptions(vector_index_name(collection.pk)) == ["ef_construction=64", "m=16"]
 
     vectors = _fill(collection, 300, rare_every=3, seed=5)
     wide.rebuild(collection)  # the graphs built before get the index's options too
-    assert built_graph_options(vector_index_name(collection.pk)) == ["ef_construction=100", "m=8"]
-    assert built_graph_options(scope) == ["ef_construction=100", "m=8"]
+    assert stored_reloptions(vector_index_name(collection.pk)) == ["ef_construction=100", "m=8"]
+    assert stored_reloptions(scope) == ["ef_construction=100", "m=8"]
     found = wide.rank(vectors[7], collection=collection, top_k=1)
     assert found[0].score == pytest.approx(1.0, abs=1e-5)
 
@@ -382,7 +382,7 @@ def test_graphs_built_with_other_options_than_configured_are_a_warning_until_reb
     assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (16, 64))
     with connection.cursor() as cursor:  # as a graph built before the OPTIONS: none stored
         cursor.execute(f"ALTER INDEX {graphs[0]} RESET (m, ef_construction)")
-    assert built_graph_options(graphs[0]) == []
+    assert stored_reloptions(graphs[0]) == []
     assert PgvectorIndex().built_graph_options(collection) == dict.fromkeys(graphs, (16, 64))
     assert not [m for m in run_checks(databases=["default"]) if m.id == "retrieval.W003"]
 
