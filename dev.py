@@ -40,10 +40,16 @@ def main() -> int:
     demo.add_argument("--port", default="8000")
     test = sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
     test.add_argument("--django", choices=[*ENVIRONMENTS, "all"], default="all")
+    test.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="pytest-xdist worker processes, one per core (0: run in this process)",
+    )
     args, extra = parser.parse_known_args()
     if args.command == "demo":
         return run_demo(args.port)
-    return run_tests(args.django, extra)
+    return run_tests(args.django, args.workers, extra)
 
 
 def run_demo(port: str) -> int:
@@ -128,8 +134,11 @@ def exit_on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_tests(which: str, pytest_args: list[str]) -> int:
+def run_tests(which: str, workers: int, pytest_args: list[str]) -> int:
     ensure_chromium()
+    if workers:
+        # loadgroup: the tests of one xdist_group (the external engines) share a worker.
+        pytest_args = ["-n", str(workers), "--dist", "loadgroup", *pytest_args]
     failures = []
     for name, environment in ENVIRONMENTS.items():
         if which not in ("all", name):
