@@ -19,6 +19,7 @@ from retrieval.services.retrievers.bm25 import MAX_PRUNED_TERMS, BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import write_postings
 from retrieval.services.sparse.ranking import TOP_K_SQL
+from tests.conftest import analyze_tables
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +54,7 @@ def zipf(keyword_settings, retrieval_settings):
         collection, _ = get_or_create_collection(name)
         sources = [Source.from_text(t, external_id=k) for k, t in texts(rng, 1200, "d").items()]
         assert ingest(collection, sources).status == "succeeded"
+    analyze_tables()
     return collection, rng
 
 

@@ -28,6 +28,7 @@ from retrieval.services.query.filters import (
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL
+from tests.conftest import analyze_tables
 
 from .test_bm25_pruning import VOCABULARY, queries, texts
 from .test_dense_scope_indexes import index_exists
@@ -67,9 +68,7 @@ def scoped(keyword_settings, retrieval_settings):
                 Source.from_text(text, external_id=key, metadata={"tags": tags}, access=access)
             )
         assert ingest(collection, sources).status == "succeeded"
-    with connection.cursor() as cursor:  # the statistics autovacuum keeps: the estimates
-        cursor.execute("ANALYZE retrieval_chunk")
-        cursor.execute("ANALYZE retrieval_document")
+    analyze_tables()
     reader = get_user_model().objects.create_user("reader")
     reader.groups.add(readers)
     return collection, rng, reader
