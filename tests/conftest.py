@@ -28,15 +28,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return ("wagtail_site" in collection_path.parts) != wagtail_run or None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``dev.py test`` runs two workers, ``--dist loadgroup``), keep the
-    tests of the external engines on one worker: each engine is started once per session
-    by the worker that first needs it, and a Milvus server is worth starting once."""
-    for item in items:
-        if "engines" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("engines"))
-
-
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "project" / "sample_docs"
 #: A small BEIR-layout set written for the tests: 40 how-to notes, 14 judged questions.
 MINIBEIR = Path(__file__).resolve().parent / "data" / "minibeir"
