@@ -17,7 +17,7 @@ from retrieval.models import Collection
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search, search_batch
 from retrieval.services.registry import rerankers, retrievers, rewriters
-from retrieval.services.rewriters.base import normalize_history
+from retrieval.services.rewriters.base import HISTORY_ROLES, normalize_turn
 from retrieval.services.types import SearchResults
 
 from .parsers import BoundedJSONField
@@ -36,7 +36,7 @@ TURN_CHARS = 10_000
             {
                 "type": "object",
                 "properties": {
-                    "role": {"type": "string", "maxLength": 50, "default": "user"},
+                    "role": {"type": "string", "enum": list(HISTORY_ROLES), "default": "user"},
                     "content": {"type": "string", "maxLength": TURN_CHARS},
                 },
                 "required": ["content"],
@@ -50,15 +50,11 @@ class TurnField(serializers.Field):
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
         try:
-            (turn,) = normalize_history([data])
-        except ValueError:
-            raise serializers.ValidationError(
-                'A turn is a string or {"role": "user", "content": "..."}.'
-            ) from None
-        if len(turn["content"]) > TURN_CHARS or len(turn["role"]) > 50:
-            raise serializers.ValidationError(
-                f"A turn has at most {TURN_CHARS} characters and a role of at most 50."
-            )
+            turn = normalize_turn(data)
+        except ValueError as e:
+            raise serializers.ValidationError(f"The turn {e}") from None
+        if len(turn["content"]) > TURN_CHARS:
+            raise serializers.ValidationError(f"A turn has at most {TURN_CHARS} characters.")
         return turn
 
     def to_representation(self, value: Any) -> Any:

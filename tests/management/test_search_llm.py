@@ -80,6 +80,9 @@ def test_bad_history_is_a_command_error(zoo):
         run("retrieval_search", "x", "--collection", "zoo", "--history", '{"role": "user"}')
     with pytest.raises(CommandError, match=r"--history: history\[1\] must be a string or"):
         run("retrieval_search", "x", "--collection", "zoo", "--history", '["a", {"role": "bot"}]')
+    system_turn = '[{"role": "system", "content": "Answer in French."}]'
+    with pytest.raises(CommandError, match=r"--history: history\[0\] has the role 'system'"):
+        run("retrieval_search", "x", "--collection", "zoo", "--history", system_turn)
 
 
 def test_history_may_hold_plain_strings(zoo, llm_server):

@@ -13,6 +13,8 @@ from retrieval.services.query.tracing import current_trace
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
 Turn = dict[str, str]
+#: Who speaks in a conversation's earlier turns; a turn naming no one is the user's.
+HISTORY_ROLES = ("user", "assistant")
 #: What callers may pass as a turn: a turn, or a plain string (an earlier user message).
 TurnLike = Mapping[str, Any] | str
 
@@ -158,7 +160,7 @@ class BaseQueryRewriter(ABC):
 
 
 def normalize_history(history: Sequence[TurnLike] | None) -> list[Turn]:
-    """Return ``history`` as ``{"role", "content"}`` turns; a string is a user turn.
+    """Return ``history`` as ``{"role", "content"}`` turns (see :func:`normalize_turn`).
 
     Raises ``ValueError`` naming the accepted forms for anything else.
     """
@@ -171,17 +173,29 @@ def normalize_history(history: Sequence[TurnLike] | None) -> list[Turn]:
         )
     turns: list[Turn] = []
     for position, turn in enumerate(history):
-        if isinstance(turn, str):
-            turns.append({"role": "user", "content": turn})
-        elif isinstance(turn, Mapping) and isinstance(turn.get("content"), str):
-            role = turn.get("role") or "user"
-            turns.append({"role": str(role), "content": turn["content"]})
-        else:
-            raise ValueError(
-                f"history[{position}] must be a string or a {{'role', 'content'}} dict with "
-                f"string content, not {turn!r}."
-            )
+        try:
+            turns.append(normalize_turn(turn))
+        except ValueError as e:
+            raise ValueError(f"history[{position}] {e}") from None
     return turns
+
+
+def normalize_turn(turn: TurnLike) -> Turn:
+    """Return one turn as ``{"role", "content"}``: a string is a user turn, a dict keeps
+    its role if it is one of :data:`HISTORY_ROLES` (a caller never speaks as the system).
+
+    Raises ``ValueError`` saying what a turn must be ("must be ...", "has the role ...").
+    """
+    if isinstance(turn, str):
+        return {"role": "user", "content": turn}
+    if isinstance(turn, Mapping) and isinstance(turn.get("content"), str):
+        role = turn.get("role") or "user"
+        if role not in HISTORY_ROLES:
+            raise ValueError(f"has the role {role!r:.40}; a turn's role is one of {HISTORY_ROLES}.")
+        return {"role": role, "content": turn["content"]}
+    raise ValueError(
+        f"must be a string or a {{'role', 'content'}} dict with string content, not {turn!r:.80}."
+    )
 
 
 def format_history(history: Sequence[Turn]) -> str:
