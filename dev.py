@@ -137,8 +137,7 @@ def exit_on_signal(signum: int, frame: object) -> None:
 def run_tests(which: str, workers: int, pytest_args: list[str]) -> int:
     ensure_chromium()
     if workers:
-        # loadgroup: the tests of one xdist_group (the external engines) share a worker.
-        pytest_args = ["-n", str(workers), "--dist", "loadgroup", *pytest_args]
+        pytest_args = ["-n", str(workers), *pytest_args]
     failures = []
     for name, environment in ENVIRONMENTS.items():
         if which not in ("all", name):

@@ -4,8 +4,6 @@ and a Milvus server (2.3.5 standalone, from the ``milvus`` package) started here
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.engines import Engine
@@ -18,17 +16,6 @@ BACKENDS = {
 }
 #: The backends on an engine outside PostgreSQL.
 EXTERNAL = [kind for kind in BACKENDS if kind != "pgvector"]
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep this folder's tests on one pytest-xdist worker (``dev.py test`` runs two, with
-    ``--dist loadgroup``): its engines start once per session in the worker that first
-    needs one, some through ``request.getfixturevalue``, and a Milvus server is worth
-    starting once (30-45 s, and 15% of a core while it idles)."""
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.xdist_group("engines"))
 
 
 @pytest.fixture(scope="session")
