@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from retrieval.models import Chunk, IndexRun
 from retrieval.services.access import Scope
@@ -15,6 +17,10 @@ from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.query.search import search
 from retrieval.tasks import reembed_collection
 from tests.processes import database_url
+from tests.services.retrievers.test_dense_index_builds import (
+    chunk_table_lock_of_another_session,
+    index_state,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -131,12 +137,14 @@ def test_reembed_task_and_cancel_keep_the_old_space(collection, retrieval_settin
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_new_space_is_indexed_while_an_older_snapshot_still_sees_the_old_vectors(
+def test_the_new_space_is_indexed_once_an_older_snapshot_that_saw_the_old_vectors_ends(
     collection,
 ):
     # Another session's transaction took its snapshot before the switch (and holds no
     # lock on the chunks): the 3-dimensional rows the switch replaces are still visible
-    # to it, so the new index's build meets them too.
+    # to it. The new index is built after the switch commits, concurrently, so its build
+    # waits for that transaction; searches meanwhile scan the new space exactly, and the
+    # build then meets the old row versions too (still on disk).
     # Rows as large as real chunks' (a few of them fill a page), so that the switch's
     # updates cannot keep a row's versions on its page (not HOT) and the build reads
     # the old versions themselves.
@@ -145,12 +153,36 @@ def test_the_new_space_is_indexed_while_an_older_snapshot_still_sees_the_old_vec
             "UPDATE retrieval_chunk SET metadata = jsonb_build_object('padding', "
             "(SELECT string_agg(md5(random()::text || i), '') FROM generate_series(1, 48) i))"
         )
+    run = IndexRun.objects.create(collection=collection, task="reembed_collection")
+    failures = []
+
+    def reembed_it() -> None:
+        try:
+            reembed(collection, "wide", run=run)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(repr(e))
+        finally:
+            connections.close_all()
+
     with psycopg.connect(database_url(connection.settings_dict)) as reader:
         reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         reader.execute("SELECT 1")
-        run = IndexRun.objects.create(collection=collection, task="reembed_collection")
-        reembed(collection, "wide", run=run)
-        assert run.status == IndexRun.Status.SUCCEEDED
-        assert "vector(5)" in index_definition(collection.pk)
-        reader.execute("ROLLBACK")
+        worker = threading.Thread(target=reembed_it)
+        worker.start()
+        try:
+            assert chunk_table_lock_of_another_session() == "ShareUpdateExclusiveLock"
+            collection.refresh_from_db()
+            assert (
+                collection.dimensions == 5
+                and index_state(vector_index_name(collection.pk)) == "invalid"
+            )
+            assert dense("south") == ["s"]  # the new space, scanned exactly
+        finally:
+            reader.execute("ROLLBACK")
+            worker.join(60)
+    assert not worker.is_alive() and failures == []
+    run.refresh_from_db()
+    assert run.status == IndexRun.Status.SUCCEEDED
+    assert "vector(5)" in index_definition(collection.pk)
+    assert index_state(vector_index_name(collection.pk)) == "valid"
     assert dense("south") == ["s"]

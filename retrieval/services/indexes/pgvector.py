@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -55,6 +56,9 @@ MAX_EF_SEARCH = 1000
 SCOPE_GRAPH_WIDENING = 1.5
 #: SQLSTATE of "cannot CREATE INDEX ... because it has pending trigger events".
 PENDING_TRIGGER_EVENTS = "55006"
+#: The name ending of the copy a REINDEX CONCURRENTLY builds (``_ccnew``) or of the index it
+#: replaces (``_ccold``): left beside the index, invalid, if the REINDEX fails.
+REINDEX_LEFTOVER = re.compile(r"_cc(new|old)[0-9]*$")
 
 
 def vector_index_name(collection_id: int) -> str:
@@ -122,21 +126,25 @@ class PgvectorIndex(BaseIndex):
 
     def ensure_space(self, collection: Collection) -> None:
         """Create the collection's partial HNSW index, and its declared scopes' indexes (an
-        HNSW graph and a GIN index of the BM25 lexemes each), if missing.
+        HNSW graph and a GIN index of the BM25 lexemes each), if missing or left invalid by
+        a build that failed.
 
-        PostgreSQL refuses CREATE INDEX in a transaction that has pending deferred
-        constraint checks (e.g. chunks written earlier in it): then the index is
-        created once the transaction commits, and queries until then scan exactly.
+        Outside a transaction (a worker, a command, after a commit) they are built
+        CONCURRENTLY: writes to the chunks of every collection go on during the build,
+        which waits for transactions older than it to end. In a transaction they are
+        built in it, holding the writes back until it commits. PostgreSQL refuses
+        CREATE INDEX in a transaction that has pending deferred constraint checks (e.g.
+        chunks written earlier in it): then the index is created once the transaction
+        commits, and queries until then scan exactly.
         """
-        missing = _missing_indexes(collection)
-        if not missing:
+        if not _missing_indexes(collection):
             return
-        if not connection.in_atomic_block:
-            _create_indexes(collection, missing, self.graph_options)
+        if connection.get_autocommit():
+            _create_indexes(collection, self.graph_options, concurrently=True)
             return
         try:
             with transaction.atomic():
-                _create_indexes(collection, missing, self.graph_options)
+                _create_indexes(collection, self.graph_options, concurrently=False)
         except OperationalError as e:
             if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
                 raise
@@ -146,7 +154,7 @@ class PgvectorIndex(BaseIndex):
         """Drop the collection's HNSW index and its scopes' indexes (found by name: the
         collection may be gone)."""
         with connection.cursor() as cursor:
-            for name in _existing_indexes(cursor, collection_id):
+            for name in _existing_indexes(cursor, collection_id, leftovers=True):
                 cursor.execute(f"DROP INDEX IF EXISTS {name}")
 
     def swap_space(self, collection: Collection) -> None:
@@ -166,13 +174,22 @@ class PgvectorIndex(BaseIndex):
 
     def rebuild(self, collection: Collection) -> None:
         """Rebuild the collection's HNSW indexes and its scopes' (REINDEX, the graphs with
-        the index's current ``m`` and ``ef_construction``; or create those missing)."""
+        the index's current ``m`` and ``ef_construction``; or create those missing).
+
+        Outside a transaction each is rebuilt CONCURRENTLY, writes going on meanwhile (as
+        ``ensure_space`` builds); the old index answers searches until the new replaces it.
+        """
+        concurrently = connection.get_autocommit()
+        built = self.built_graph_options(collection)
         with connection.cursor() as cursor:
-            graphs = _existing_graphs(cursor, collection.pk)
-            for name in _existing_indexes(cursor, collection.pk):
-                if name in graphs:
+            for name in _existing_indexes(cursor, collection.pk, leftovers=True):
+                if REINDEX_LEFTOVER.search(name):  # of a concurrent rebuild that failed
+                    cursor.execute(f"DROP INDEX {_concurrently(concurrently)}IF EXISTS {name}")
+                    continue
+                # Only if they differ: the ALTER takes a lock on the index.
+                if name in built and built[name] != (self.m, self.ef_construction):
                     cursor.execute(f"ALTER INDEX {name} SET ({self.graph_options})")
-                cursor.execute(f"REINDEX INDEX {name}")
+                cursor.execute(f"REINDEX INDEX {_concurrently(concurrently)}{name}")
         self.ensure_space(collection)
 
     def built_graph_options(self, collection: Collection) -> dict[str, tuple[int, int]]:
@@ -608,10 +625,11 @@ def check_graph_options(m: int, ef_construction: int) -> None:
         )
 
 
-def _create_indexes(collection: Collection, names: Sequence[str], graph_options: str) -> None:
-    """Create the collection's indexes named ``names``: its HNSW index, its scopes' HNSW
-    indexes (built ``WITH (graph_options)``) and GIN indexes of their chunks' BM25 lexemes
-    (``_missing_indexes``)."""
+def _create_indexes(collection: Collection, graph_options: str, *, concurrently: bool) -> None:
+    """Create the collection's indexes not built yet (``_missing_indexes``): its HNSW index,
+    its scopes' HNSW indexes (built ``WITH (graph_options)``) and GIN indexes of their
+    chunks' BM25 lexemes. An invalid index of the same name, left by a concurrent build
+    that failed, is dropped first; a concurrent build that fails drops its own."""
     dimensions = int(collection.dimensions)
     hnsw = (
         "ON retrieval_chunk "
@@ -619,6 +637,7 @@ def _create_indexes(collection: Collection, names: Sequence[str], graph_options:
         f"WITH ({graph_options}) WHERE "
     )
     definitions = {vector_index_name(collection.pk): hnsw + space_condition(collection)}
+    how = _concurrently(concurrently)
     with connection.cursor() as cursor:
         for scope in collection.scope_indexes:
             definitions[scope_index_name(collection.pk, scope)] = (
@@ -633,11 +652,31 @@ def _create_indexes(collection: Collection, names: Sequence[str], graph_options:
                 "ON retrieval_bm25_chunk USING gin (lexemes) WITH (fastupdate = off) "
                 f"WHERE lexemes @@ {_sql_literal(cursor.fetchone()[0])}::tsquery"
             )
-        for name in names:
-            cursor.execute(
-                f"CREATE INDEX IF NOT EXISTS {name} {definitions[name]}",
-                [],  # none: the scope's ``%`` are doubled for the driver
-            )
+        for name in _missing_indexes(collection):
+            if _build_under_way(cursor, name):  # another session's: searches scan till it ends
+                continue
+            cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
+            try:
+                # No parameters: the scope's ``%`` are doubled for the driver.
+                cursor.execute(f"CREATE INDEX {how}IF NOT EXISTS {name} {definitions[name]}", [])
+            except DatabaseError:
+                if concurrently:  # PostgreSQL leaves the failed build, invalid
+                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                raise
+
+
+def _concurrently(concurrently: bool) -> str:
+    return "CONCURRENTLY " if concurrently else ""
+
+
+def _build_under_way(cursor, name: str) -> bool:
+    """Whether a session is building index ``name`` (invalid until it is done)."""
+    cursor.execute(
+        "SELECT EXISTS (SELECT FROM pg_stat_progress_create_index "
+        "WHERE index_relid = to_regclass(%s) AND pid <> pg_backend_pid())",
+        [name],
+    )
+    return cursor.fetchone()[0]
 
 
 def declared_marks(declared: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
@@ -649,31 +688,36 @@ def declared_marks(declared: Mapping[str, Any]) -> tuple[list[str] | None, str |
 
 
 def _missing_indexes(collection: Collection) -> list[str]:
-    """Return the names of the collection's indexes not built yet (``_create_indexes``)."""
+    """Return the names of the collection's indexes not built yet (``_create_indexes``),
+    or built invalid: a concurrent build that failed, or one still under way."""
     names = [vector_index_name(collection.pk)]
     for scope in collection.scope_indexes:
         names += [scope_index_name(collection.pk, scope), lexeme_index_name(collection.pk, scope)]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(name) IS NULL",
+            "SELECT name FROM unnest(%s::text[]) AS name WHERE NOT EXISTS "
+            "(SELECT FROM pg_index WHERE indexrelid = to_regclass(name) AND indisvalid)",
             [names],
         )
         missing = {row[0] for row in cursor.fetchall()}
     return [name for name in names if name in missing]
 
 
-def _existing_indexes(cursor, collection_id: int) -> list[str]:
+def _existing_indexes(cursor, collection_id: int, *, leftovers: bool = False) -> list[str]:
     """Return the names of a collection's HNSW indexes (its own and its scopes') and its
-    scopes' GIN indexes of BM25 lexemes."""
-    name = vector_index_name(collection_id)
-    lexemes = f"retrieval_bm25_chunk_c{int(collection_id)}_s"
+    scopes' GIN indexes of BM25 lexemes; with ``leftovers``, also the copies a concurrent
+    REINDEX that failed left beside them (``REINDEX_LEFTOVER``)."""
     cursor.execute(
         "SELECT indexname FROM pg_indexes WHERE tablename = 'retrieval_chunk' "
-        "AND (indexname = %s OR indexname LIKE %s) "
-        "OR tablename = 'retrieval_bm25_chunk' AND indexname LIKE %s ORDER BY indexname",
-        [name, name.replace("_", "\\_") + "\\_s%", lexemes.replace("_", "\\_") + "%"],
+        "AND indexname ~ %s OR tablename = 'retrieval_bm25_chunk' AND indexname ~ %s "
+        "ORDER BY indexname",
+        [
+            f"^{vector_index_name(collection_id)}(_s[0-9a-f]{{12}})?(_cc(new|old)[0-9]*)?$",
+            f"^retrieval_bm25_chunk_c{int(collection_id)}_s[0-9a-f]{{12}}(_cc(new|old)[0-9]*)?$",
+        ],
     )
-    return [row[0] for row in cursor.fetchall()]
+    names = [row[0] for row in cursor.fetchall()]
+    return [name for name in names if leftovers or not REINDEX_LEFTOVER.search(name)]
 
 
 def _existing_graphs(cursor, collection_id: int) -> list[str]:

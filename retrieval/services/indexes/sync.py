@@ -53,9 +53,14 @@ def rebuild(collection: Collection) -> None:
     """Build the collection's space anew from PostgreSQL and switch to it.
 
     Holds the outbox's lock on the collection, so no drain writes to the old space
-    meanwhile; operations recorded before the rebuild started are then moot.
+    meanwhile; operations recorded before the rebuild started are then moot. A
+    transactional index has no outbox: it is rebuilt outside a transaction (pgvector:
+    CONCURRENTLY, writes going on meanwhile) unless the caller is in one.
     """
     index = index_for(collection)
+    if index.features.transactional:
+        index.rebuild(collection)
+        return
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -64,7 +69,7 @@ def rebuild(collection: Collection) -> None:
         started = IndexOperation.objects.filter(collection_id=collection.pk).order_by("-pk")
         last = started.values_list("pk", flat=True).first()
         index.rebuild(collection)
-        if last is not None and not index.features.transactional:
+        if last is not None:
             IndexOperation.objects.filter(
                 collection_id=collection.pk, pk__lte=last, kind__in=["write", "delete", "rebuild"]
             ).delete()
@@ -80,6 +85,8 @@ def move(collection: Collection, alias: str) -> None:
     wait in the outbox behind it. Then the rebuild runs here; once it has, what the
     left index held is dropped (pgvector's HNSW index; PostgreSQL keeps every vector).
     A rebuild that fails stays queued and raises: calling this again finishes the move.
+    A move to pgvector builds its HNSW index once the switch has committed (concurrently,
+    writes going on); searches scan the collection exactly until it is built.
     """
     from retrieval.services.indexes.pgvector import PgvectorIndex
 
@@ -99,8 +106,8 @@ def move(collection: Collection, alias: str) -> None:
                 IndexOperation.objects.create(
                     collection_id=collection.pk, index=alias, kind=IndexOperation.Kind.REBUILD
                 )
-            else:
-                target.ensure_space(collection)
+    if moved and not external:
+        target.ensure_space(collection)  # after the commit: CONCURRENTLY, unless in a transaction
     if external:
         outbox.drain(collection_id=collection.pk, include_waiting=True, wait=True)
         rebuilding = IndexOperation.objects.filter(
