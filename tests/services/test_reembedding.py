@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
-import psycopg
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
 from retrieval.services.access import Scope
@@ -16,10 +13,10 @@ from retrieval.services.ingestion.reembedding import reembed
 from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.query.search import search
 from retrieval.tasks import reembed_collection
-from tests.processes import database_url
 from tests.services.retrievers.test_dense_index_builds import (
     chunk_table_lock_of_another_session,
     index_state,
+    running_behind_an_older_transaction,
 )
 
 pytestmark = pytest.mark.django_db
@@ -154,33 +151,12 @@ def test_the_new_space_is_indexed_once_an_older_snapshot_that_saw_the_old_vector
             "(SELECT string_agg(md5(random()::text || i), '') FROM generate_series(1, 48) i))"
         )
     run = IndexRun.objects.create(collection=collection, task="reembed_collection")
-    failures = []
-
-    def reembed_it() -> None:
-        try:
-            reembed(collection, "wide", run=run)
-        except Exception as e:  # noqa: BLE001 - reported below
-            failures.append(repr(e))
-        finally:
-            connections.close_all()
-
-    with psycopg.connect(database_url(connection.settings_dict)) as reader:
-        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        reader.execute("SELECT 1")
-        worker = threading.Thread(target=reembed_it)
-        worker.start()
-        try:
-            assert chunk_table_lock_of_another_session() == "ShareUpdateExclusiveLock"
-            collection.refresh_from_db()
-            assert (
-                collection.dimensions == 5
-                and index_state(vector_index_name(collection.pk)) == "invalid"
-            )
-            assert dense("south") == ["s"]  # the new space, scanned exactly
-        finally:
-            reader.execute("ROLLBACK")
-            worker.join(60)
-    assert not worker.is_alive() and failures == []
+    with running_behind_an_older_transaction(lambda: reembed(collection, "wide", run=run)):
+        assert chunk_table_lock_of_another_session() == "ShareUpdateExclusiveLock"
+        collection.refresh_from_db()
+        assert collection.dimensions == 5
+        assert index_state(vector_index_name(collection.pk)) == "invalid"
+        assert dense("south") == ["s"]  # the new space, scanned exactly
     run.refresh_from_db()
     assert run.status == IndexRun.Status.SUCCEEDED
     assert "vector(5)" in index_definition(collection.pk)

@@ -4,8 +4,10 @@ index a failed build left invalid is built again."""
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from threading import Thread
 
 import psycopg
 import pytest
@@ -57,50 +59,62 @@ def chunk_table_lock_of_another_session(timeout: float = 30) -> str:
     return "none seen"
 
 
+@contextmanager
+def running_behind_an_older_transaction(work: Callable[[], object]) -> Iterator[Thread]:
+    """Run ``work`` in a thread while another session's transaction, begun before it, is
+    open (a concurrent index build waits for it to end); yield the thread. On leaving, the
+    transaction ends and the thread is joined; an exception ``work`` raised fails the test."""
+    failures = []
+
+    def run() -> None:
+        try:
+            work()
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(repr(e))
+        finally:
+            connections.close_all()
+
+    with psycopg.connect(database_url(connection.settings_dict)) as older:
+        older.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        older.execute("SELECT 1")  # its snapshot; no lock on the chunks
+        thread = Thread(target=run)
+        thread.start()
+        try:
+            yield thread
+        finally:
+            older.execute("ROLLBACK")
+            thread.join(60)
+    assert not thread.is_alive() and failures == []
+
+
 @pytest.mark.parametrize("build", ["create", "rebuild"])
 def test_ingestion_goes_on_while_an_index_is_built_outside_a_transaction(compass, build):
     name = vector_index_name(compass.pk)
     if build == "create":
         with connection.cursor() as cursor:
             cursor.execute(f"DROP INDEX {name}")
-    failures = []
 
     def build_it() -> None:
-        try:
-            if build == "create":
-                PgvectorIndex().ensure_space(compass)
-            else:
-                call_command("retrieval_sync_index", collection="compass", rebuild=True)
-        except Exception as e:  # noqa: BLE001 - reported below
-            failures.append(repr(e))
-        finally:
-            connections.close_all()
+        if build == "create":
+            PgvectorIndex().ensure_space(compass)
+        else:
+            call_command("retrieval_sync_index", collection="compass", rebuild=True)
 
-    # A transaction older than the build: a concurrent build waits for it to end.
-    with psycopg.connect(database_url(connection.settings_dict)) as reader:
-        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        reader.execute("SELECT count(*) FROM retrieval_chunk")
-        builder = threading.Thread(target=build_it)
-        builder.start()
+    with running_behind_an_older_transaction(build_it) as builder:
+        # A write conflicts with CREATE INDEX's and REINDEX's ShareLock, not with the
+        # ShareUpdateExclusiveLock of their CONCURRENTLY forms.
+        assert chunk_table_lock_of_another_session() == "ShareUpdateExclusiveLock"
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")
         try:
-            # A write conflicts with CREATE INDEX's and REINDEX's ShareLock, not with the
-            # ShareUpdateExclusiveLock of their CONCURRENTLY forms.
-            assert chunk_table_lock_of_another_session() == "ShareUpdateExclusiveLock"
-            with connection.cursor() as cursor:
-                cursor.execute("SET lock_timeout = '5s'")
-            try:
-                run = ingest(compass, [Source.from_text("East east.", external_id="x")])
-            finally:
-                with connection.cursor() as cursor:
-                    cursor.execute("RESET lock_timeout")
-            assert run.documents_failed == 0, run.errors
-            assert builder.is_alive() and failures == []
-            found = search("east", collection="compass", retriever="dense", scope=Scope.ALL)
-            assert found[0].chunk.document.external_id in ("e", "x")
+            run = ingest(compass, [Source.from_text("East east.", external_id="x")])
         finally:
-            reader.execute("ROLLBACK")
-            builder.join(60)
-    assert not builder.is_alive() and failures == []
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        assert run.documents_failed == 0, run.errors
+        assert builder.is_alive()  # waiting for the older transaction
+        found = search("east", collection="compass", retriever="dense", scope=Scope.ALL)
+        assert found[0].chunk.document.external_id in ("e", "x")
     assert index_state(name) == "valid"
     found = search("east", collection="compass", retriever="dense", top_k=2, scope=Scope.ALL)
     assert {r.chunk.document.external_id for r in found} == {"e", "x"}
