@@ -152,10 +152,16 @@ class PgvectorIndex(BaseIndex):
 
     def drop_space(self, collection_id: int) -> None:
         """Drop the collection's HNSW index and its scopes' indexes (found by name: the
-        collection may be gone)."""
+        collection may be gone).
+
+        Outside a transaction (after a collection's delete commits) CONCURRENTLY: a plain
+        DROP INDEX queues for an exclusive lock on the chunks' table, and every search and
+        write of every collection would queue behind it until the oldest ended.
+        """
+        how = _concurrently(connection.get_autocommit())
         with connection.cursor() as cursor:
             for name in _existing_indexes(cursor, collection_id, leftovers=True):
-                cursor.execute(f"DROP INDEX IF EXISTS {name}")
+                cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
 
     def swap_space(self, collection: Collection) -> None:
         """Drop the old HNSW index; build the new one once the swap commits.

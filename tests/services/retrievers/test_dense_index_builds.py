@@ -60,10 +60,13 @@ def chunk_table_lock_of_another_session(timeout: float = 30) -> str:
 
 
 @contextmanager
-def running_behind_an_older_transaction(work: Callable[[], object]) -> Iterator[Thread]:
-    """Run ``work`` in a thread while another session's transaction, begun before it, is
-    open (a concurrent index build waits for it to end); yield the thread. On leaving, the
-    transaction ends and the thread is joined; an exception ``work`` raised fails the test."""
+def running_behind_an_older_transaction(
+    work: Callable[[], object], statement: str = "SELECT 1"
+) -> Iterator[Thread]:
+    """Run ``work`` in a thread while another session's transaction, begun before it with
+    ``statement``, is open (a concurrent index build waits for it to end); yield the thread.
+    On leaving, the transaction ends and the thread is joined; an exception ``work`` raised
+    fails the test."""
     failures = []
 
     def run() -> None:
@@ -76,7 +79,7 @@ def running_behind_an_older_transaction(work: Callable[[], object]) -> Iterator[
 
     with psycopg.connect(database_url(connection.settings_dict)) as older:
         older.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        older.execute("SELECT 1")  # its snapshot; no lock on the chunks
+        older.execute(statement)  # SELECT 1: its snapshot alone, no lock on the chunks
         thread = Thread(target=run)
         thread.start()
         try:
@@ -150,3 +153,38 @@ def test_a_failed_concurrent_rebuild_leaves_nothing_behind(compass):
     call_command("retrieval_sync_index", collection="compass", rebuild=True)
     assert index_state(f"{name}_ccnew") == "missing"
     assert index_state(name) == "valid"
+
+
+def another_session_waits_on_a_lock(timeout: float = 30) -> bool:
+    with connection.cursor() as cursor:
+        for _ in range(int(timeout / 0.05)):
+            cursor.execute(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock')"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+def test_searches_go_on_while_a_deleted_collections_index_is_dropped(compass):
+    other = get_or_create_collection("atlas")[0]
+    ingest(other, [Source.from_text("North again.", external_id="a")])
+    name = vector_index_name(compass.pk)
+    # A transaction reading the chunks, older than the delete: the drop waits for it.
+    reading = "SELECT count(*) FROM retrieval_chunk"
+    with running_behind_an_older_transaction(compass.delete, reading) as deleting:
+        assert another_session_waits_on_a_lock()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")
+        try:
+            # A plain DROP INDEX would be queued for an exclusive lock on the table, and
+            # this search behind it.
+            found = search("north", collection="atlas", retriever="dense", scope=Scope.ALL)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        assert [r.chunk.document.external_id for r in found] == ["a"]
+        assert deleting.is_alive()
+    assert index_state(name) == "missing"
