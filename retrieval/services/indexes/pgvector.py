@@ -58,7 +58,8 @@ SCOPE_GRAPH_WIDENING = 1.5
 PENDING_TRIGGER_EVENTS = "55006"
 #: The name ending of the copy a REINDEX CONCURRENTLY builds (``_ccnew``) or of the index it
 #: replaces (``_ccold``): left beside the index, invalid, if the REINDEX fails.
-REINDEX_LEFTOVER = re.compile(r"_cc(new|old)[0-9]*$")
+REINDEX_LEFTOVER_SUFFIX = "_cc(new|old)[0-9]*"
+REINDEX_LEFTOVER = re.compile(f"{REINDEX_LEFTOVER_SUFFIX}$")
 
 
 def vector_index_name(collection_id: int) -> str:
@@ -137,14 +138,15 @@ class PgvectorIndex(BaseIndex):
         chunks written earlier in it): then the index is created once the transaction
         commits, and queries until then scan exactly.
         """
-        if not _missing_indexes(collection):
+        missing = _missing_indexes(collection)
+        if not missing:
             return
         if connection.get_autocommit():
-            _create_indexes(collection, self.graph_options, concurrently=True)
+            _create_indexes(collection, missing, self.graph_options, concurrently=True)
             return
         try:
             with transaction.atomic():
-                _create_indexes(collection, self.graph_options, concurrently=False)
+                _create_indexes(collection, missing, self.graph_options, concurrently=False)
         except OperationalError as e:
             if getattr(e.__cause__, "sqlstate", None) != PENDING_TRIGGER_EVENTS:
                 raise
@@ -185,17 +187,17 @@ class PgvectorIndex(BaseIndex):
         Outside a transaction each is rebuilt CONCURRENTLY, writes going on meanwhile (as
         ``ensure_space`` builds); the old index answers searches until the new replaces it.
         """
-        concurrently = connection.get_autocommit()
+        how = _concurrently(connection.get_autocommit())
         built = self.built_graph_options(collection)
         with connection.cursor() as cursor:
             for name in _existing_indexes(cursor, collection.pk, leftovers=True):
                 if REINDEX_LEFTOVER.search(name):  # of a concurrent rebuild that failed
-                    cursor.execute(f"DROP INDEX {_concurrently(concurrently)}IF EXISTS {name}")
+                    cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
                     continue
                 # Only if they differ: the ALTER takes a lock on the index.
                 if name in built and built[name] != (self.m, self.ef_construction):
                     cursor.execute(f"ALTER INDEX {name} SET ({self.graph_options})")
-                cursor.execute(f"REINDEX INDEX {_concurrently(concurrently)}{name}")
+                cursor.execute(f"REINDEX INDEX {how}{name}")
         self.ensure_space(collection)
 
     def built_graph_options(self, collection: Collection) -> dict[str, tuple[int, int]]:
@@ -631,9 +633,11 @@ def check_graph_options(m: int, ef_construction: int) -> None:
         )
 
 
-def _create_indexes(collection: Collection, graph_options: str, *, concurrently: bool) -> None:
-    """Create the collection's indexes not built yet (``_missing_indexes``): its HNSW index,
-    its scopes' HNSW indexes (built ``WITH (graph_options)``) and GIN indexes of their
+def _create_indexes(
+    collection: Collection, names: Sequence[str], graph_options: str, *, concurrently: bool
+) -> None:
+    """Create the collection's indexes named ``names`` (``_missing_indexes``): its HNSW
+    index, its scopes' HNSW indexes (built ``WITH (graph_options)``) and GIN indexes of their
     chunks' BM25 lexemes. An invalid index of the same name, left by a concurrent build
     that failed, is dropped first; a concurrent build that fails drops its own."""
     dimensions = int(collection.dimensions)
@@ -658,7 +662,7 @@ def _create_indexes(collection: Collection, graph_options: str, *, concurrently:
                 "ON retrieval_bm25_chunk USING gin (lexemes) WITH (fastupdate = off) "
                 f"WHERE lexemes @@ {_sql_literal(cursor.fetchone()[0])}::tsquery"
             )
-        for name in _missing_indexes(collection):
+        for name in names:
             if _build_under_way(cursor, name):  # another session's: searches scan till it ends
                 continue
             cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
@@ -713,13 +717,14 @@ def _existing_indexes(cursor, collection_id: int, *, leftovers: bool = False) ->
     """Return the names of a collection's HNSW indexes (its own and its scopes') and its
     scopes' GIN indexes of BM25 lexemes; with ``leftovers``, also the copies a concurrent
     REINDEX that failed left beside them (``REINDEX_LEFTOVER``)."""
+    leftover = REINDEX_LEFTOVER_SUFFIX
     cursor.execute(
         "SELECT indexname FROM pg_indexes WHERE tablename = 'retrieval_chunk' "
         "AND indexname ~ %s OR tablename = 'retrieval_bm25_chunk' AND indexname ~ %s "
         "ORDER BY indexname",
         [
-            f"^{vector_index_name(collection_id)}(_s[0-9a-f]{{12}})?(_cc(new|old)[0-9]*)?$",
-            f"^retrieval_bm25_chunk_c{int(collection_id)}_s[0-9a-f]{{12}}(_cc(new|old)[0-9]*)?$",
+            f"^{vector_index_name(collection_id)}(_s[0-9a-f]{{12}})?({leftover})?$",
+            f"^retrieval_bm25_chunk_c{int(collection_id)}_s[0-9a-f]{{12}}({leftover})?$",
         ],
     )
     names = [row[0] for row in cursor.fetchall()]

@@ -1,6 +1,6 @@
-"""Building a collection's HNSW indexes outside a transaction (a worker, a command, after a
-commit) is concurrent: ingestion into every collection goes on during the build; and an
-index a failed build left invalid is built again."""
+"""Building or dropping a collection's HNSW indexes outside a transaction (a worker, a
+command, after a commit) is concurrent: ingestion and searches of every collection go on
+meanwhile; and an index a failed build left invalid is built again."""
 
 from __future__ import annotations
 
