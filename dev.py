@@ -53,6 +53,9 @@ def main() -> int:
 
 
 def run_demo(port: str) -> int:
+    # The example site is safe by default (no DEBUG, HTTPS only); the demo runs it in debug
+    # mode on plain HTTP, which serves its static files from runserver.
+    os.environ["DJANGO_DEBUG"] = "1"
     python = ensure_environment(ENVIRONMENTS["5.2"])
     ensure_static(python)
     manage = [python, str(ROOT / "manage.py")]

@@ -4,12 +4,16 @@ import os
 from pathlib import Path
 
 from project.database import data_dir, database_config
+from project.environment import secret_key, throttle_rates
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-demo-key-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+# Safe unless told otherwise: DEBUG only with DJANGO_DEBUG=1 (as `dev.py demo` sets it), a
+# secret key from DJANGO_SECRET_KEY or one made at random and kept in the data folder, and
+# the deployment settings below, so that `manage.py check --deploy` is clean outside the demo.
+DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or secret_key()
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -67,15 +71,26 @@ STATIC_ROOT = data_dir() / "static"
 MEDIA_URL = "media/"
 MEDIA_ROOT = data_dir() / "media"
 
+if not DEBUG:  # served behind HTTPS; DJANGO_INSECURE_HTTP=1 for plain HTTP on loopback
+    secure = os.environ.get("DJANGO_INSECURE_HTTP", "0") != "1"
+    SECURE_SSL_REDIRECT = SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = secure
+    SECURE_HSTS_SECONDS = 31536000 if secure else 0
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = secure
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "retrieval:search"
 
+# Basic authentication (a password in every request) only while debugging; the rates of
+# the app's throttle scopes from RETRIEVAL_THROTTLE_<SCOPE> ("off": not throttled).
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        *(["rest_framework.authentication.BasicAuthentication"] if DEBUG else []),
     ],
+    "DEFAULT_THROTTLE_RATES": throttle_rates(
+        search="30/min", upload="10/min", write="60/min", graph="30/min"
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "django-retrieval API",
@@ -83,6 +98,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # As retrieval.api.schema.ENUM_NAME_OVERRIDES: the site's own schema names them too.
+    "ENUM_NAME_OVERRIDES": {
+        "DocumentStatusEnum": "retrieval.models.Document.Status",
+        "IndexRunStatusEnum": "retrieval.models.IndexRun.Status",
+    },
 }
 
 # django-q2 workers for background indexing, with the site's own database as the

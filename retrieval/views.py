@@ -34,6 +34,7 @@ class SearchView(TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from .services.access import Scope
+        from .services.quality.search_log import untraced
         from .services.query.search import search
 
         context = super().get_context_data(**kwargs)
@@ -46,7 +47,8 @@ class SearchView(TemplateView):
         results, error = [], ""
         if query and selected:
             try:
-                results = search(query, collection=selected, scope=scope, top_k=10)
+                with untraced(cross_site(self.request)):
+                    results = search(query, collection=selected, scope=scope, top_k=10)
             except (RetrievalError, ValueError) as e:
                 error = str(e)
         context.update(
@@ -64,6 +66,21 @@ class LoginView(auth_views.LoginView):
         if settings.LOGIN_REDIRECT_URL != "/accounts/profile/":  # Django's default: none set
             return resolve_url(settings.LOGIN_REDIRECT_URL)
         return reverse("retrieval:search")
+
+
+def cross_site(request: HttpRequest) -> bool:
+    """Tell whether another site's page sent this request (a link, a form, an image).
+
+    A search any page can make a signed-in visitor's browser run is still answered, but
+    it is not kept as that visitor's trace: it would plant queries in the analytics.
+    Browsers say where a request comes from in ``Sec-Fetch-Site``; older ones in
+    ``Referer``; a request with neither (typed, bookmarked, a script) counts as the site's.
+    """
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    referer = urlsplit(request.headers.get("Referer", ""))
+    return bool(referer.netloc) and referer.netloc != request.get_host()
 
 
 def login_url() -> str:

@@ -8,6 +8,19 @@ from project.settings import *  # noqa: F403
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.host_app", "django_tasks", "django_tasks_db"]  # noqa: F405
 RETRIEVAL = {"TASKS_SYNC": True}
 
+# The test client and the live server speak plain HTTP; the fuzzer signs in with Basic
+# authentication; the throttle tests set the rates they test, and no other test is throttled.
+SECURE_SSL_REDIRECT = SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
+SECURE_HSTS_SECONDS = 0
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_THROTTLE_RATES": {},
+}
+
 # The same test database through Django's connection pool (psycopg_pool), for the
 # tests of what a pooled site gets (tests/services/retrievers/test_hybrid.py). Not
 # when a test runs the site on another engine (DATABASE_URL=sqlite:// in test_checks).

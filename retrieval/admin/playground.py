@@ -16,9 +16,11 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.access import Scope
+from retrieval.services.quality.search_log import untraced
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
 from retrieval.services.types import RetrievalResult
+from retrieval.views import cross_site
 
 from .base import pretty_json, scope_of
 
@@ -91,7 +93,8 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     columns: list[Column] = []
     if bound:
         if form.is_valid():
-            columns = _compare(form.cleaned_data, scope)
+            with untraced(cross_site(request)):
+                columns = _compare(form.cleaned_data, scope)
             for column in columns:
                 if column.error:
                     messages.error(request, f"{column.searcher}: {column.error}")

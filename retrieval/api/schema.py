@@ -14,18 +14,27 @@ from typing import Any
 from django.apps import apps
 from django.urls import include, path
 from drf_spectacular.settings import patched_settings
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 TITLE = "django-retrieval API"
+#: Names of the enums two models' ``status`` fields would otherwise share under a hashed
+#: name (drf-spectacular's W001). A site whose own schema includes the app's routes can
+#: put the same entries in ``SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]``.
+ENUM_NAME_OVERRIDES = {
+    "DocumentStatusEnum": "retrieval.models.Document.Status",
+    "IndexRunStatusEnum": "retrieval.models.IndexRun.Status",
+}
 
 
 class SchemaView(SpectacularAPIView):
     """The OpenAPI 3 schema of the app's API."""
 
-    custom_settings = {"TITLE": TITLE}
+    custom_settings = {"TITLE": TITLE, "ENUM_NAME_OVERRIDES": ENUM_NAME_OVERRIDES}
 
+    @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         mounted = request.path_info.lstrip("/")
         # The prefix the site mounted the API under: this path less this view's own route.
@@ -39,6 +48,7 @@ class SwaggerView(SpectacularSwaggerView):
 
     title = TITLE
 
+    @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         local = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
         with patched_settings(local if apps.is_installed("drf_spectacular_sidecar") else None):

@@ -99,3 +99,17 @@ def test_pipelines_compare_with_retrievers_and_show_the_trace(
     assert '"stage": "rewrite"' in left.trace and '"stage": "pipeline"' in left.trace
     assert '"stage": "agentic_round"' in right.trace
     assert "pipeline expanded" in response.content.decode()  # offered as a choice
+
+
+def test_a_comparison_another_site_links_to_is_shown_but_not_traced(
+    admin_client, atlas, retrieval_settings
+):
+    from retrieval.models import QueryTrace
+
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    params = {"collection": atlas.pk, "query": "hill", "left": "bm25", "right": "dense"}
+    planted = admin_client.get(reverse(URL), params, HTTP_SEC_FETCH_SITE="cross-site")
+    assert [c.searcher for c in planted.context["columns"]] == ["bm25", "dense"]
+    assert not QueryTrace.objects.exists()
+    admin_client.get(reverse(URL), params, HTTP_SEC_FETCH_SITE="same-origin")
+    assert QueryTrace.objects.count() == 2

@@ -33,9 +33,9 @@ _untraced: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 @contextmanager
-def untraced() -> Iterator[None]:
-    """Keep no trace of the searches run inside (evaluation runs, replays)."""
-    token = _untraced.set(True)
+def untraced(when: bool = True) -> Iterator[None]:
+    """Keep no trace of the searches run inside (evaluation runs, replays), if ``when``."""
+    token = _untraced.set(when or _untraced.get())
     try:
         yield
     finally:
