@@ -234,9 +234,9 @@ class Entity(models.Model):
 class GraphExtraction(models.Model):
     """What an extractor found in one chunk text, keyed by the text's SHA-256.
 
-    Reindexing replaces a document's chunks (and so, by cascade, their triples);
-    a new chunk whose text was extracted before gets its triples back from here
-    without calling the extractor again.
+    Reindexing moves the triples of a replaced chunk to the new chunk of the same
+    text; any other new chunk whose text was extracted before gets its triples back
+    from here without calling the extractor again.
     """
 
     collection = models.ForeignKey(

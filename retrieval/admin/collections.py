@@ -26,6 +26,7 @@ from retrieval.tasks import extract_graph, reembed_collection
 from .base import ScopedAdminMixin, scope_of
 from .enqueue import queue_reindex
 from .playground import playground_view
+from .reindexing import confirm_reindex, reindex_confirmed
 
 
 def _choices(aliases: list[str], blank: str | None = None) -> list[tuple[str, str]]:
@@ -101,15 +102,19 @@ class CollectionForm(forms.ModelForm):
         return alias
 
 
-@admin.action(description="Reindex selected collections", permissions=["change"])
+@admin.action(description="Reindex selected collections…", permissions=["change"])
 def reindex_collections(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
-) -> None:
+) -> HttpResponse | None:
+    """Say what a reindex replaces and keeps, then enqueue one run per collection."""
     modeladmin.authorize_rows(request, queryset, "change")
+    if not reindex_confirmed(request):
+        return confirm_reindex(modeladmin, request, queryset, action="reindex_collections")
     for collection in queryset:
         run = queue_reindex(collection, user=request.user)
         level = messages.ERROR if run.documents_failed else messages.SUCCESS
         modeladmin.message_user(request, f"{collection}: {run.message}", level)
+    return None
 
 
 @admin.action(

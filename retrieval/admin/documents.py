@@ -19,14 +19,18 @@ from retrieval.services.ingestion.documents import delete_documents
 from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
 from .enqueue import queue_indexing
 from .highlight import segments
+from .reindexing import confirm_reindex, reindex_confirmed
 from .uploads import UploadForm
 
 
-@admin.action(description="Reindex selected documents", permissions=["change"])
+@admin.action(description="Reindex selected documents…", permissions=["change"])
 def reindex_documents(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
-) -> None:
+) -> HttpResponse | None:
+    """Say what a reindex replaces and keeps, then enqueue one run per collection."""
     modeladmin.authorize_rows(request, queryset, "change")
+    if not reindex_confirmed(request):
+        return confirm_reindex(modeladmin, request, queryset, action="reindex_documents")
     runs = queue_indexing(queryset, user=request.user)
     for run in runs:
         modeladmin.message_user(
@@ -34,6 +38,7 @@ def reindex_documents(
             f"{run.collection}: {run.message}",
             messages.ERROR if run.documents_failed else messages.SUCCESS,
         )
+    return None
 
 
 @admin.action(description="Delete selected documents with their chunks", permissions=["delete"])

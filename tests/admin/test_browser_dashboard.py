@@ -96,8 +96,11 @@ def test_a_superuser_reads_the_dashboard_analyses_searches_and_promotes(
     assert "b-salaries" in page.locator("#result_list").inner_text()
     page.go_back()
 
-    # An action runs and comes back to the dashboard.
+    # An action says what it replaces, runs once confirmed and comes back to the dashboard.
     card(page, handbook).locator("[data-action='reindex'] button").click()
+    page.wait_for_selector("body.retrieval-reindex-confirmation")
+    assert "its chunks are replaced" in page.locator("#content").inner_text()
+    page.click("#content input[type=submit]")
     page.wait_for_url(f"{base}/")
     assert "handbook: 3 indexed" in page.locator(".messagelist").inner_text().lower()
 

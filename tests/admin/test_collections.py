@@ -46,13 +46,16 @@ def test_metadata_holding_a_nul_is_a_form_error(admin_client, keyword_settings):
     assert "metadata.k contains a NUL character" in response.content.decode()
 
 
-def test_reindex_action_indexes_every_document_again(admin_client, atlas):
+def test_reindex_action_asks_then_indexes_every_document_again(admin_client, atlas):
     Chunk.objects.all().delete()
-    response = admin_client.post(
-        reverse("admin:retrieval_collection_changelist"),
-        {"action": "reindex_collections", ACTION_CHECKBOX_NAME: [atlas.pk]},
-        follow=True,
-    )
+    chosen = {"action": "reindex_collections", ACTION_CHECKBOX_NAME: [atlas.pk]}
+    url = reverse("admin:retrieval_collection_changelist")
+    asked = admin_client.post(url, chosen)
+    said = " ".join(asked.content.decode().split())
+    assert asked.status_code == 200 and "its chunks are replaced" in said
+    assert "Knowledge graph" not in said  # atlas has none
+    assert not IndexRun.objects.filter(task="reindex_collection").exists()
+    response = admin_client.post(url, {**chosen, "confirm": "yes"}, follow=True)
     assert "2 indexed, 0 skipped, 0 failed" in response.content.decode()
     assert Chunk.objects.filter(collection=atlas).count() >= 2
     assert IndexRun.objects.count() == 2

@@ -22,7 +22,11 @@ from retrieval.models import (
     IndexOperation,
     IndexRun,
     QueryTrace,
+    Triple,
 )
+from retrieval.services.graph.extraction import extract_graph
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from tests.conftest import collection_of, editor
 
 pytestmark = pytest.mark.django_db
@@ -207,6 +211,53 @@ def test_an_action_posted_from_the_dashboard_comes_back_to_it(site):
     evaluate = {"action": "evaluate_sets", "_selected_action": EvalSet.objects.get().pk}
     form = client.post(reverse("admin:retrieval_evalset_changelist"), {**evaluate, "index": 0})
     assert form.status_code == 200 and "pipeline" in form.context["form"].fields
+
+
+def posted_fields(form: str) -> dict[str, str]:
+    """The hidden fields and the submit button's value a form posts."""
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form))
+    return {**fields, **dict(re.findall(r'<button type="submit" name="(\w+)" value="(\w+)"', form))}
+
+
+def test_reindex_from_the_dashboard_asks_then_keeps_the_graph(graph_settings, tmp_path):
+    shelf, _ = get_or_create_collection("shelf")
+    texts = {
+        "notes.txt": "Ada_Lovelace wrote Notes.\n\nNotes describe Analytical_Engines.",
+        "bio.txt": "Charles_Babbage designed Analytical_Engine.\n\nAda_Lovelace met Babbage.",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    ingest(shelf, [Source.from_path(tmp_path / name, external_id=name) for name in texts])
+    extract_graph(shelf)
+    graph = dict(Triple.objects.values_list("pk", "chunk__content"))
+    assert len(graph) == 4
+    (tmp_path / "bio.txt").write_text(texts["bio.txt"].replace("met", "admired"))
+    graph_settings.seen.clear()
+    client = signed_in(get_user_model().objects.create_superuser("root", password="x"))
+    card = cards(client.get(LANDING).content.decode())[shelf.pk]
+    url, form = re.search(
+        r'<form method="post" action="([^"]+)"[^>]*data-action="reindex">(.*?)</form>', card, re.S
+    ).groups()
+
+    asked = client.post(url, posted_fields(form))
+    page = asked.content.decode()
+    said = " ".join(page.split())
+    assert asked.status_code == 200 and "Knowledge graph (4 triples now)" in said
+    assert "the triples of chunks whose text is unchanged are kept" in said
+    assert dict(Triple.objects.values_list("pk", "chunk__content")) == graph  # nothing yet
+    assert not IndexRun.objects.filter(task="reindex_collection").exists()
+
+    confirm = re.search(r'<form method="post">(.*?)</form>', page, re.S).group(1)
+    done = client.post(url, posted_fields(confirm))
+    assert done.status_code == 302 and done.url == LANDING
+    run = IndexRun.objects.get(task="reindex_collection")
+    assert run.status == IndexRun.Status.SUCCEEDED and run.documents_indexed == 2
+    changed = "Ada_Lovelace met Babbage."
+    kept = {pk: text for pk, text in graph.items() if text != changed}
+    after = dict(Triple.objects.values_list("pk", "chunk__content"))
+    assert {pk: text for pk, text in after.items() if pk in graph} == kept  # the same rows
+    assert graph_settings.seen == ["Ada_Lovelace admired Babbage."]  # only the changed text
+    assert sorted(after.values()) == sorted([*kept.values(), "Ada_Lovelace admired Babbage."])
 
 
 def test_many_collections_are_paged(keyword_settings):

@@ -7,8 +7,10 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from retrieval.models import Chunk, Document, IndexRun
+from retrieval.models import Chunk, Document, IndexRun, Triple
+from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -140,14 +142,42 @@ def test_reindex_action_rebuilds_chunks_from_the_stored_text(admin_client, atlas
     document = Document.objects.get(external_id="map.txt")
     count = document.chunks.count()
     document.chunks.all().delete()
-    response = admin_client.post(
-        reverse(CHANGELIST),
-        {"action": "reindex_documents", ACTION_CHECKBOX_NAME: [document.pk]},
-        follow=True,
-    )
+    chosen = {"action": "reindex_documents", ACTION_CHECKBOX_NAME: [document.pk]}
+    asked = admin_client.post(reverse(CHANGELIST), chosen)
+    assert asked.status_code == 200 and "its chunks are replaced" in asked.content.decode()
+    assert document.chunks.count() == 0  # nothing before the confirmation
+    response = admin_client.post(reverse(CHANGELIST), {**chosen, "confirm": "yes"}, follow=True)
     assert response.status_code == 200
     assert document.chunks.count() == count
     assert "1 indexed, 0 skipped, 0 failed" in response.content.decode()
+
+
+def test_reindexing_documents_names_their_triples_and_keeps_them(admin_client, graph_settings):
+    library, _ = get_or_create_collection("library")
+    ingest(
+        library,
+        [
+            Source.from_text("Ada_Lovelace wrote Notes.\n\nThe sky is blue", external_id="a"),
+            Source.from_text("Charles_Babbage designed Engines.", external_id="b"),
+        ],
+    )
+    extract_graph(library)
+    triples = dict(Triple.objects.values_list("pk", "chunk__content"))
+    graph_settings.seen.clear()
+    chosen = {
+        "action": "reindex_documents",
+        ACTION_CHECKBOX_NAME: list(library.documents.values_list("pk", flat=True)),
+    }
+    asked = admin_client.post(reverse(CHANGELIST), chosen)
+    said = " ".join(asked.content.decode().split())
+    assert "Knowledge graph (2 triples now)" in said
+    assert "<td>library</td><td>a</td><td>1</td><td>1</td>" in said  # chunks, triples
+    old_chunks = set(Chunk.objects.values_list("pk", flat=True))
+    admin_client.post(reverse(CHANGELIST), {**chosen, "confirm": "yes"})
+    assert not old_chunks & set(Chunk.objects.values_list("pk", flat=True))  # replaced
+    assert dict(Triple.objects.values_list("pk", "chunk__content")) == triples
+    graph_run = IndexRun.objects.get(task="extract_graph")
+    assert graph_run.status == IndexRun.Status.SUCCEEDED and graph_settings.seen == []
 
 
 def test_delete_with_chunks_asks_with_counts_then_deletes(admin_client, atlas):
@@ -179,6 +209,7 @@ def test_a_missing_stored_file_fails_only_its_document(admin_client, keyword_set
         {
             "action": "reindex_documents",
             ACTION_CHECKBOX_NAME: list(Document.objects.values_list("pk", flat=True)),
+            "confirm": "yes",
         },
     )
     lost.refresh_from_db()

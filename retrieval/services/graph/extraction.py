@@ -1,10 +1,12 @@
 """Knowledge-graph extraction: chunk texts -> triples, recorded in an IndexRun.
 
-Reindexing a changed document replaces its chunks, and the triples of the old
-chunks go with them (``Triple.chunk`` cascades). What an extractor found in a
-text is kept by the text's SHA-256 (:class:`GraphExtraction`), so a
-``changed_only`` run calls the extractor only for texts it has never seen, and
-gives a replaced chunk with unchanged text its triples back from that record.
+Reindexing a document replaces its chunks: the triples of an old chunk move to
+the new chunk of the same text (:mod:`retrieval.services.ingestion.triples`), those
+of a changed text go with its chunk (``Triple.chunk`` cascades). What an extractor
+found in a text is kept by the text's SHA-256 (:class:`GraphExtraction`), so a
+``changed_only`` run (queued after a reindex of a collection with a graph) calls the
+extractor only for texts it has never seen, and gives a chunk of a text extracted
+before its triples back from that record.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 One entry point, :func:`ingest`, serves the commands, the API and the admin.
 Embedding happens outside any transaction, batched across documents; each
 document's chunks are then replaced in one transaction, so a failure at any step
-leaves that document's previous chunks searchable.
+leaves that document's previous chunks searchable. Knowledge-graph triples of the old
+chunks move to new chunks of the same text (:mod:`.triples`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from retrieval.services.ingestion.runs import (
     finish_run,
     save_progress,
 )
+from retrieval.services.ingestion.triples import attach_kept_triples, detach_kept_triples
 from retrieval.services.sparse.index import write_postings
 from retrieval.services.validation.storable import NUL
 
@@ -331,6 +333,13 @@ class _Indexer:
         Document.objects.bulk_update(
             [d for d in documents.values() if d.pk in replaced], DOCUMENT_FIELDS, batch_size=500
         )
+        kept = detach_kept_triples(
+            {
+                documents[p.source.external_id].pk: p.rows
+                for p, _ in group
+                if documents[p.source.external_id].pk in replaced
+            }
+        )
         if replaced:
             Chunk.objects.filter(document_id__in=replaced).delete()
         rows = []
@@ -342,6 +351,7 @@ class _Indexer:
                 row.embedding = vector
                 rows.append(row)
         Chunk.objects.bulk_create(rows, batch_size=500)
+        attach_kept_triples(kept)
         write_postings(
             self.collection.pk,
             (

@@ -4,6 +4,10 @@ A document's source is, in this order: its host object (a registered model, see
 :mod:`~retrieval.services.ingestion.host_registry`), its stored ``source_file``, the local
 file at its ``source_path``, or else its own parsed ``content`` as plain text (structure
 such as PDF pages is then not re-derived).
+
+Indexing documents again keeps the knowledge-graph triples of chunks whose text is
+unchanged (:mod:`~retrieval.services.ingestion.triples`); in a collection with a graph,
+a changed-only graph extraction of the new texts is queued once the documents are written.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from retrieval.models import Collection, Document, IndexRun
+from retrieval.models import Collection, Document, GraphExtraction, IndexRun
 from retrieval.services.ingestion.host_registry import source_for_document, sync_host_documents
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.ingestion.runs import save_progress
+from retrieval.services.ingestion.runs import enqueue_run, save_progress
+
+#: The task names of graph extraction runs: queued by name, or started by the service.
+GRAPH_TASKS = ("extract_graph", "graph")
 
 
 def document_source(document: Document) -> Source | None:
@@ -68,7 +75,8 @@ def reindex_documents(
 
     With ``changed_only`` a document is skipped when it is indexed and its source
     still has the hash it was indexed from (or it has no source but its content).
-    Otherwise every document is parsed, chunked and embedded again.
+    Otherwise every document is parsed, chunked and embedded again. When a document
+    was written, a collection with a knowledge graph gets its new texts extracted.
     """
     run.documents_total = total
     save_progress(run)
@@ -93,7 +101,42 @@ def reindex_documents(
                 source = content_source(document)
             yield source
 
-    return ingest(collection, sources(), total=total, force=not changed_only, run=run)
+    ingest(collection, sources(), total=total, force=not changed_only, run=run)
+    if run.documents_indexed and run.status != IndexRun.Status.CANCELLED:
+        _queue_graph_extraction(collection, run)
+    return run
+
+
+def _queue_graph_extraction(collection: Collection, run: IndexRun) -> None:
+    """Queue a changed-only graph extraction of ``collection`` if it has a knowledge graph.
+
+    The extractor is the one of the collection's latest extraction, so only texts it never
+    read are extracted; chunks of texts read before get their triples back from the
+    extraction records. ``run``, which wrote the new chunks, names the extraction's run.
+    """
+    if not GraphExtraction.objects.filter(collection=collection).exists():
+        return
+    extractor = (
+        IndexRun.objects.filter(
+            collection=collection, task__in=GRAPH_TASKS, options__has_key="extractor"
+        )
+        .order_by("-pk")
+        .values_list("options__extractor", flat=True)
+        .first()
+    )
+    graph_run = enqueue_run(
+        "extract_graph",
+        collection.pk,
+        changed_only=True,
+        extractor=extractor,
+        collection=collection,
+        created_by=run.created_by,
+    )
+    run.options = {**run.options, "graph_run": graph_run.pk}
+    run.message += (
+        f"; graph extraction of the changed chunks: index run #{graph_run.pk} {graph_run.status}"
+    )
+    run.save(update_fields=["options", "message"])
 
 
 def reindex_collection(
