@@ -500,14 +500,14 @@ SCOPE_PREFILTER_LIMIT = 1000
 def estimated_share(filters: Filters, collection: Collection) -> float:
     """Return PostgreSQL's estimate of the share of the collection's chunks ``filters``
     allow (from the statistics of the chunks' metadata and access, no rows read)."""
-    conditions, params = filters.sql("c", collection_id=collection.pk)
+    conditions, _ = filters.sql("c", collection_id=collection.pk)
     if not conditions:
         return 1.0
     with connections[Chunk.objects.db].cursor() as cursor:
         allowed, total = estimated_rows_each(
             cursor,
             [
-                allowed_chunks(collection.pk, conditions, params),
+                filters.estimate_query(collection.pk),
                 allowed_chunks(collection.pk, [], []),
             ],
         )

@@ -428,6 +428,7 @@ class PgvectorIndex(BaseIndex):
                 share = self._allowed_share(
                     cursor,
                     collection,
+                    filters,
                     filter_conditions,
                     where_params,
                     exact_scan_limit,
@@ -464,6 +465,7 @@ class PgvectorIndex(BaseIndex):
     def _allowed_share(
         cursor,
         collection: Collection,
+        filters: Filters,
         conditions: list[str],
         params: list,
         exact_scan_limit: int,
@@ -488,7 +490,7 @@ class PgvectorIndex(BaseIndex):
         estimate, total = estimated_rows_each(
             cursor,
             [
-                allowed_chunks(collection.pk, conditions, params),
+                filters.estimate_query(collection.pk),
                 allowed_chunks(collection.pk, [within] if within else [], []),
             ],
         )

@@ -157,6 +157,29 @@ class Filters:
             params.extend(condition_params)
         return conditions, params
 
+    def estimate_query(
+        self, collection_id: int, extra: Sequence[str] = (), extra_params: Sequence[Any] = ()
+    ) -> tuple[str, list[Any]]:
+        """Return a query of the collection's chunks these filters (and ``extra``
+        conditions on ``c``) allow, to be planned for its estimated rows, never run.
+
+        A reader's scope is written against its collection-prefixed tokens
+        (``retrieval/sql/chunk_access_estimate.sql``), which the planner estimates from
+        that collection's own statistics and which imply the collection: beside it, the
+        collection's condition would count the collection's share twice.
+        """
+        if self.reader is None:
+            conditions, params = self.sql("c", collection_id=collection_id)
+            return allowed_chunks(collection_id, [*conditions, *extra], [*params, *extra_params])
+        rest, params = replace(self, reader=None, documents_within=self.reader.others).sql(
+            "c", collection_id=collection_id
+        )
+        tokens = [f"{collection_id}:{token}" for token in self.reader.tokens]
+        where = " AND ".join(
+            ["retrieval_collection_access(c.collection_id, c.access) ?| %s", *rest, *extra]
+        )
+        return f"SELECT 1 FROM retrieval_chunk c WHERE {where}", [tokens, *params, *extra_params]
+
     def chunk_ids(self, collection_id: int) -> list[int]:
         """Return the ids of the collection's chunks these filters allow, in id order (the
         answer set an exhaustive scoped ranking is checked against)."""

@@ -9,7 +9,7 @@ from django.db import connections
 from retrieval.models import Collection
 from retrieval.services.indexes.pgvector import declared_marks, indexed_scope, scope_parts
 from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters, allowed_chunks, estimated_rows_each
+from retrieval.services.query.filters import Filters, estimated_rows_each
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
@@ -201,7 +201,7 @@ class BM25Retriever(BaseRetriever):
             if not chunk_count:
                 return []  # nothing indexed
             estimates = estimated_rows_each(
-                cursor, [allowed_chunks(collection.pk, *where) for where in wheres]
+                cursor, [part.estimate_query(collection.pk) for part in parts]
             )
             searches = [
                 self._scoped_search(terms, collection, top_k, part, *where, chunk_count, n)

@@ -166,3 +166,37 @@ def test_more_results_than_one_hnsw_list_holds():
 def test_an_ef_search_outside_pgvectors_range_is_refused(ef_search):
     with pytest.raises(ValueError, match="between 1 and 1000"):
         PgvectorRetriever(ef_search=ef_search)
+
+
+def test_a_readers_scope_is_estimated_within_its_collection_beside_a_public_one(
+    django_user_model,
+):
+    """Every reader holds "public": estimated over the whole table, a scope of 50 chunks
+    of a restricted collection counted the public collection's 5,000 in its share (840 of
+    1,000 estimated) and was walked; estimated per collection it is scanned exactly."""
+    from django.contrib.auth.models import Group
+
+    from retrieval.models import Document
+    from retrieval.services.access import Scope
+    from tests.conftest import analyze_tables
+
+    restricted = _new_collection("restricted-beside-public", 8)
+    vectors = _fill(restricted, 1000, seed=17)
+    _fill(_new_collection("public-beside-restricted", 8), 5000, seed=18)
+    group = Group.objects.create(name="few")
+    reader = django_user_model.objects.create_user(username="member")
+    reader.groups.add(group)
+    seen = Document.objects.create(collection=restricted, external_id="seen", content="x" * 50)
+    restricted.chunks.filter(index__lt=50).update(document=seen)
+    Document.objects.filter(collection=restricted, external_id__endswith="-doc").update(access=[])
+    seen.access = [f"group:{group.pk}"]
+    seen.save()
+    analyze_tables()
+    retriever = PgvectorRetriever(exact_scan_limit=200, ef_search=10)
+    options = {"collection": restricted, "top_k": 10, "filters": Scope.for_user(reader).filters()}
+    assert sorted(Scope.for_user(reader).filters().chunk_ids(restricted.pk)) == sorted(
+        restricted.chunks.filter(index__lt=50).values_list("pk", flat=True)
+    )
+    found = retriever.rank_vector(vectors[60], **options)
+    assert vector_index_name(restricted.pk) not in retriever.explain(vectors[60], **options)
+    assert exact_found(restricted, vectors, np.arange(50), vectors[60], found) == 10
