@@ -3,6 +3,7 @@
     python bench/latency.py [--sizes 10000 100000] [--queries 200] [--ingest 600]
     python bench/latency.py --sizes 100000 --long-queries 8 16 32 100
     python bench/latency.py --sizes 100000 --scoped   # searches under scopes of 0.1%-50%
+    python bench/latency.py --sizes 100000 --scoped --public-beside 10000   # beside another
 
 Synthetic corpora are bulk-loaded into a collection per size: Zipf-distributed
 words for BM25, and for dense search real SciFact abstract embeddings (local
@@ -95,6 +96,14 @@ def main() -> None:
         "otherwise are rebuilt first (timed)",
     )
     parser.add_argument(
+        "--public-beside",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --scoped: first load a collection of N public chunks beside (a site's "
+        "other collections: every reader holds 'public')",
+    )
+    parser.add_argument(
         "--bm25-only",
         action="store_true",
         help="BM25 rows only, on a collection without vectors (loads in a fraction of the time)",
@@ -116,6 +125,8 @@ def main() -> None:
         elif args.long_queries:
             long_query_latency(size, args.long_queries)
         elif args.scoped:
+            if args.public_beside:
+                load_public(args.public_beside)
             scoped_latency(size, args.queries, args.scope_indexes)
         else:
             query_latency(size, args.queries)
@@ -263,6 +274,38 @@ def load(size: int, *, dense: bool = True):
         f"HNSW index built in {time.perf_counter() - started:.0f} s"
     )
     return collection, texts, queries
+
+
+def load_public(size: int) -> None:
+    """Create (or reuse) a collection of ``size`` public chunks without vectors, as a
+    site's other collections stand beside a restricted one in the chunk table."""
+    from django.db import connection, transaction
+
+    from retrieval.models import Chunk, Collection, Document
+
+    name = f"bench-public-{size}"
+    collection = Collection.objects.filter(name=name).first()
+    if collection is not None and Chunk.objects.filter(collection=collection).count() == size:
+        return
+    if collection is not None:
+        collection.delete()
+    print(f"Loading {size:,} public chunks beside…", flush=True)
+    with transaction.atomic():
+        collection = Collection.objects.create(
+            name=name, slug=name, embedder="default", dimensions=DIMENSIONS, chunker="whole"
+        )
+        documents = Document.objects.bulk_create(
+            [
+                Document(collection=collection, external_id=f"doc-{i}", content=f"public {i}")
+                for i in range(size)
+            ],
+            batch_size=5000,
+        )
+        with connection.cursor() as cursor:
+            copy_chunks(cursor, collection.pk, [(d.pk, d.content, None) for d in documents])
+    with connection.cursor() as cursor:
+        for table in ("chunk", "document"):
+            cursor.execute(f"VACUUM ANALYZE retrieval_{table}")
 
 
 #: The scoped rows' selectivities: the share of the chunks each scope allows.
