@@ -12,3 +12,16 @@ class RetrievalConfig(AppConfig):
         from .conf import retrieval_settings
 
         retrieval_settings.connect_reload()
+        self.connect_worker_started()
+
+    def connect_worker_started(self) -> None:
+        """Sweep stale index runs as each worker of the configured queue starts."""
+        from .exceptions import InvalidComponentError
+        from .services.ingestion.runs import worker_started
+        from .services.registry import queues
+
+        try:
+            queue = queues["default"]
+        except InvalidComponentError:  # system checks name the bad setting
+            return
+        queue.connect_worker_started(worker_started)

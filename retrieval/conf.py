@@ -194,7 +194,7 @@ DEFAULTS: dict[str, Any] = {
     # the workers when the queue's library is installed, inline otherwise.
     "TASKS_SYNC": None,
     # A running IndexRun whose worker has shown no progress for this many seconds is
-    # taken for dead (killed, out of memory) and marked failed.
+    # taken for dead (killed, out of memory), marked failed and resumed once on the queue.
     "RUN_HEARTBEAT_TIMEOUT": 300,
     # Share of searches kept as QueryTrace rows (0 none, 1 every one), on every face.
     "TRACE_SAMPLE_RATE": 0.0,

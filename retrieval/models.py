@@ -295,6 +295,14 @@ class IndexRun(models.Model):
         null=True, blank=True, help_text="Last sign of life of the process running the job."
     )
     task_id = models.CharField(max_length=64, blank=True, help_text="django-q2 task id.")
+    resumed_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="resumes",
+        help_text="The run this one resumes: its worker stopped before it ended.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -14,7 +14,8 @@ inline::
 Tasks: :func:`index_document`, :func:`index_documents`, :func:`reindex_collection`,
 :func:`reembed_collection`, :func:`index_object`, :func:`index_objects`,
 :func:`remove_object`,
-:func:`extract_graph`, and :func:`drain_index_outbox` (no run).
+:func:`extract_graph`; and without a run :func:`drain_index_outbox`,
+:func:`sweep_index_runs` and :func:`watch_index_run`.
 """
 
 from __future__ import annotations
@@ -43,35 +44,44 @@ def index_document(document_id: int, *, force: bool = False, run_id: int) -> Non
     _execute(run_id, work)
 
 
-def index_documents(document_ids: list[int], *, force: bool = True, run_id: int) -> None:
-    """Index some documents of one collection again (a retry of those that failed)."""
+def index_documents(
+    document_ids: list[int], *, force: bool = True, since: str | None = None, run_id: int
+) -> None:
+    """Index some documents of one collection again (a retry of those that failed).
+
+    ``since`` (an ISO time) leaves out the documents indexed since then: the resume of
+    a run whose worker stopped.
+    """
 
     def work(run: IndexRun) -> None:
-        documents = list(
-            Document.objects.select_related("collection").filter(pk__in=document_ids).order_by("pk")
-        )
-        if not documents:
+        documents = Document.objects.select_related("collection").filter(pk__in=document_ids)
+        first = documents.order_by("pk").first()
+        if first is None:
             raise RetrievalError("none of the documents exists any more")
-        collection = documents[0].collection
+        collection = first.collection
         _label(run, collection)
+        remaining = reindexing.not_indexed_since(documents.filter(collection=collection), since)
+        remaining = list(remaining.order_by("pk"))
         reindexing.reindex_documents(
-            collection,
-            [d for d in documents if d.collection_id == collection.pk],
-            run=run,
-            total=len(documents),
-            changed_only=not force,
+            collection, remaining, run=run, total=len(remaining), changed_only=not force
         )
 
     _execute(run_id, work)
 
 
-def reindex_collection(collection_id: int, *, changed_only: bool = False, run_id: int) -> None:
-    """Index every document of a collection again, or only those whose source changed."""
+def reindex_collection(
+    collection_id: int, *, changed_only: bool = False, since: str | None = None, run_id: int
+) -> None:
+    """Index every document of a collection again, or only those whose source changed.
+
+    ``since`` (an ISO time) leaves out the documents indexed since then: the resume of
+    a run whose worker stopped.
+    """
 
     def work(run: IndexRun) -> None:
         collection = Collection.objects.get(pk=collection_id)
         _label(run, collection)
-        reindexing.reindex_collection(collection, run=run, changed_only=changed_only)
+        reindexing.reindex_collection(collection, run=run, changed_only=changed_only, since=since)
 
     _execute(run_id, work)
 
@@ -196,6 +206,18 @@ def drain_index_outbox() -> None:
     from retrieval.services.indexes import outbox
 
     outbox.drain()
+
+
+def sweep_index_runs() -> None:
+    """Mark failed, and resume once, the runs whose worker stopped (every minute on
+    django-q2's schedule; see services.ingestion.runs.sweep_stale_runs)."""
+    runs.sweep_stale_runs()
+
+
+def watch_index_run(run_id: int) -> None:
+    """Sweep stale runs while a run is active, on a queue without schedules (see
+    services.ingestion.runs.watch_run)."""
+    runs.watch_run(run_id)
 
 
 def _execute(run_id: int, work: Callable[[IndexRun], None]) -> None:

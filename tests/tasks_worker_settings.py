@@ -1,4 +1,10 @@
-"""Settings of the Tasks framework worker (``manage.py db_worker``) the queue seam's test runs."""
+"""Settings of the Tasks framework worker (``manage.py db_worker``) the queue seam's tests run.
+
+With ``RETRIEVAL_TEST_HANG_ON_CALL`` set, the crash test's embedder and chunker
+(``tests/worker_settings.py``): the worker is stopped mid-run at a known point.
+"""
+
+import os
 
 from tests.settings import *  # noqa: F403
 
@@ -10,3 +16,7 @@ RETRIEVAL = {
     },
     "EMBEDDERS": {"default": {"BACKEND": "retrieval.testing.KeywordEmbedder"}},
 }
+if "RETRIEVAL_TEST_HANG_ON_CALL" in os.environ:
+    from tests.worker_settings import RETRIEVAL as CRASH_TEST
+
+    RETRIEVAL = {**CRASH_TEST, "QUEUES": RETRIEVAL["QUEUES"]}

@@ -161,6 +161,86 @@ def test_a_run_whose_worker_stopped_is_marked_failed_by_the_sweep(collection, fi
     assert runs.retry_run(dead).documents_indexed == 10
 
 
+def dead_run(collection: Collection, **fields) -> IndexRun:
+    """A run left "running" by a worker that died an hour ago."""
+    long_ago = timezone.now() - timedelta(hours=1)
+    options = {"task": "reindex_collection", "args": [collection.pk], "kwargs": {}}
+    return IndexRun.objects.create(
+        **{
+            "collection": collection,
+            "task": "reindex_collection",
+            "options": options,
+            "status": IndexRun.Status.RUNNING,
+            "started_at": long_ago,
+            "heartbeat_at": long_ago,
+            **fields,
+        }
+    )
+
+
+def test_on_workers_the_sweep_resumes_a_dead_run_once_with_what_it_had_not_indexed(
+    collection, files, retrieval_settings, django_capture_on_commit_callbacks
+):
+    ingest_files(collection, files)
+    dead = dead_run(collection, documents_total=10, documents_done=3)
+    # The dead worker indexed notes 0-2 after it started; the others are older.
+    Document.objects.exclude(external_id__in=[f"note0{i}.txt" for i in range(3)]).update(
+        indexed_at=dead.started_at - timedelta(hours=1)
+    )
+    before = chunk_ids()
+    retrieval_settings(TASKS_SYNC=False)
+
+    with django_capture_on_commit_callbacks(execute=False) as pushes:
+        assert sweep_stale_runs() == [dead.pk]
+    assert len(pushes) == 1  # the resume, handed to the queue on commit
+    dead.refresh_from_db()
+    resume = IndexRun.objects.get(resumed_from=dead)
+    assert dead.status == IndexRun.Status.FAILED
+    assert dead.message.endswith(f"resumed automatically as run #{resume.pk}.")
+    assert resume.status == IndexRun.Status.QUEUED and resume.task == "reindex_collection"
+    assert resume.message == f"Resumes run #{dead.pk}, whose worker stopped."
+    assert resume.options["kwargs"] == {"since": dead.started_at.isoformat()}
+
+    tasks.reindex_collection(collection.pk, **resume.options["kwargs"], run_id=resume.pk)
+    resume.refresh_from_db()
+    assert resume.status == IndexRun.Status.SUCCEEDED, resume.message
+    assert resume.message.startswith(f"Resumed run #{dead.pk} after its worker stopped. 7 ")
+    assert (resume.documents_total, resume.documents_indexed) == (7, 7)
+    after = chunk_ids()
+    assert [k for k in before if after[k] != before[k]] == [f"note0{i}.txt" for i in range(3, 10)]
+
+    # A resume whose worker died too is not resumed again: someone should look.
+    IndexRun.objects.filter(pk=resume.pk).update(
+        status=IndexRun.Status.RUNNING, heartbeat_at=dead.heartbeat_at, finished_at=None
+    )
+    assert sweep_stale_runs() == [resume.pk]
+    resume.refresh_from_db()
+    assert resume.status == IndexRun.Status.FAILED and not resume.resumes.exists()
+    assert resume.message.endswith("retry the run to finish it.")
+
+
+def test_a_django_q2_worker_sweeps_as_it_starts_and_schedules_the_sweep(
+    collection, retrieval_settings, django_capture_on_commit_callbacks
+):
+    from django_q.models import Schedule
+    from django_q.signals import post_spawn
+
+    retrieval_settings(TASKS_SYNC=False)
+    dead = dead_run(collection)
+    with django_capture_on_commit_callbacks(execute=False):
+        post_spawn.send(sender="django_q", proc_name="Process-1")  # as each worker starts
+    dead.refresh_from_db()
+    assert dead.status == IndexRun.Status.FAILED and dead.resumes.count() == 1
+    schedule = Schedule.objects.get(func=runs.SWEEP_TASK)
+    assert (schedule.schedule_type, schedule.minutes) == (Schedule.MINUTES, 1)
+
+    later = dead_run(collection)  # what the schedule's task finds a minute on
+    with django_capture_on_commit_callbacks(execute=False):
+        tasks.sweep_index_runs()
+    later.refresh_from_db()
+    assert later.status == IndexRun.Status.FAILED and later.resumes.count() == 1
+
+
 def test_enqueue_on_workers_pushes_to_the_broker_on_commit(
     collection, files, retrieval_settings, django_capture_on_commit_callbacks
 ):

@@ -1,7 +1,8 @@
-"""A real django-q2 worker (``manage.py qcluster``) killed in the middle of a reindex.
+"""A real worker killed in the middle of a reindex: django-q2's (``manage.py qcluster``)
+and the Tasks framework's database worker (``manage.py db_worker``).
 
-Nothing indexed is lost, the document being written keeps its previous chunks, the
-run does not stay "running", and retrying it on a new worker finishes the job.
+Nothing indexed is lost, the document being written keeps its previous chunks, and a
+new worker marks the run failed and resumes it once by itself, finishing the job.
 """
 
 from __future__ import annotations
@@ -15,15 +16,24 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from retrieval.models import Chunk, IndexRun
+from retrieval.models import Chunk, Document, IndexRun
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.ingestion.runs import enqueue_run, retry_run, sweep_stale_runs
+from retrieval.services.ingestion.runs import ACTIVE, enqueue_run
 from retrieval.tasks import reindex_collection
 from tests.conftest import chunk_ids
 from tests.processes import database_url, start_manage
 
 DOCUMENTS = 20
+#: Each queue's worker command and the settings it runs with.
+WORKERS = {
+    "django-q2": (["qcluster"], "tests.worker_settings"),
+    "tasks-db": (
+        ["db_worker", "--interval", "0.1", "--no-startup-delay"],
+        "tests.tasks_worker_settings",
+    ),
+}
+TASKS_QUEUE = {"BACKEND": "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"}
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, log: Path) -> None:
@@ -45,7 +55,11 @@ def kill(worker) -> None:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)  # the worker process must see committed rows
-def test_a_worker_killed_mid_run_loses_nothing(keyword_settings, retrieval_settings, tmp_path):
+@pytest.mark.parametrize("queue", list(WORKERS))
+def test_a_worker_killed_mid_run_loses_nothing_and_a_new_worker_resumes_it(
+    queue, keyword_settings, retrieval_settings, settings, tmp_path
+):
+    command, worker_settings = WORKERS[queue]
     collection = get_or_create_collection("notes")[0]
     paths = []
     for i in range(DOCUMENTS):
@@ -57,15 +71,18 @@ def test_a_worker_killed_mid_run_loses_nothing(keyword_settings, retrieval_setti
     assert len(before) == DOCUMENTS
 
     retrieval_settings(TASKS_SYNC=False, RUN_HEARTBEAT_TIMEOUT=1)
+    if queue == "tasks-db":
+        settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+        retrieval_settings(QUEUES={"default": TASKS_QUEUE})
     env = {
         "DATABASE_URL": database_url(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "DJANGO_SETTINGS_MODULE": worker_settings,
         # Embedding calls 1-4 embed documents 0-3, which are then written in one
         # transaction; call 6, for documents 4-7, hangs: the worker is mid-run.
         "RETRIEVAL_TEST_HANG_ON_CALL": "6",
     }
-    log = tmp_path / "qcluster.log"
-    worker = start_manage("qcluster", env=env, log=log)
+    log = tmp_path / "worker.log"
+    worker = start_manage(*command, env=env, log=log)
     try:
         run = enqueue_run(reindex_collection, collection.pk, collection=collection)
         assert run.status == IndexRun.Status.QUEUED
@@ -90,26 +107,30 @@ def test_a_worker_killed_mid_run_loses_nothing(keyword_settings, retrieval_setti
     run.refresh_from_db()
     assert run.status == IndexRun.Status.RUNNING  # nobody told the database yet
 
-    # The next enqueue, worker start or retrieval_reindex sweeps it: no heartbeat for 1 s.
-    wait_for(lambda: run.pk in sweep_stale_runs(), timeout=30, what="the stale-run sweep", log=log)
-    run.refresh_from_db()
-    assert run.status == IndexRun.Status.FAILED and run.finished_at is not None
-    assert "The worker stopped" in run.message
-
-    # Retrying it on a new worker finishes the job.
-    worker = start_manage("qcluster", env={**env, "RETRIEVAL_TEST_HANG_ON_CALL": "0"}, log=log)
+    # A new worker, started at once, sweeps (django-q2: as it starts, then every minute;
+    # the Tasks framework: the run's watch task, deferred by the heartbeat timeout): once
+    # the run's heartbeat is older than RUN_HEARTBEAT_TIMEOUT it is marked failed and resumed.
+    worker = start_manage(*command, env={**env, "RETRIEVAL_TEST_HANG_ON_CALL": "0"}, log=log)
     try:
-        again = retry_run(run)
-        assert again.status == IndexRun.Status.QUEUED
 
-        def ended() -> bool:
-            again.refresh_from_db()
-            return again.status not in (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING)
+        def resumed_and_ended() -> bool:
+            resume = IndexRun.objects.filter(resumed_from=run).first()
+            return resume is not None and resume.status not in ACTIVE
 
-        wait_for(ended, timeout=120, what="the retried run", log=log)
+        wait_for(resumed_and_ended, timeout=180, what="the resumed run", log=log)
     finally:
         kill(worker)
-    assert again.status == IndexRun.Status.SUCCEEDED, again.message
-    assert again.documents_indexed == DOCUMENTS
+    run.refresh_from_db()
+    resume = IndexRun.objects.get(resumed_from=run)  # once
+    assert run.status == IndexRun.Status.FAILED and run.finished_at is not None
+    assert "The worker stopped" in run.message and "RUN_HEARTBEAT_TIMEOUT is 1 s" in run.message
+    assert f"resumed automatically as run #{resume.pk}." in run.message
+    assert resume.status == IndexRun.Status.SUCCEEDED, resume.message
+    assert resume.message.startswith(f"Resumed run #{run.pk} after its worker stopped.")
+    assert resume.task == "reindex_collection" and resume.created_by_id == run.created_by_id
+    # Only what the killed worker had not finished was indexed again.
+    assert (resume.documents_total, resume.documents_indexed) == (DOCUMENTS - 4, DOCUMENTS - 4)
     final = chunk_ids()
     assert all(final[k] != before[k] and final[k] for k in before)
+    assert [final[k] for k in changed] == [after[k] for k in changed]
+    assert set(Document.objects.values_list("status", flat=True)) == {Document.Status.INDEXED}

@@ -50,7 +50,7 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     ]
     list_filter = ["status", "task", COLLECTION_FILTER]
     list_select_related = ["collection"]
-    readonly_fields = ["error_table"]
+    readonly_fields = ["error_table", "resumed_as"]
 
     class Media:
         css = {"all": ["retrieval/admin/admin.css"]}
@@ -106,6 +106,20 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     def duration(self, run: IndexRun) -> str:
         seconds = run.duration_seconds
         return "" if seconds is None else f"{seconds:.1f} s"
+
+    @admin.display(description="resumed as")
+    def resumed_as(self, run: IndexRun) -> str:
+        """Link the run that resumed this one after its worker stopped (the same
+        collection and creator, so whoever sees this run sees it)."""
+        links = format_html_join(
+            ", ",
+            '<a href="{}">{}</a>',
+            (
+                (reverse("admin:retrieval_indexrun_change", args=[resume.pk]), resume)
+                for resume in run.resumes.order_by("pk")
+            ),
+        )
+        return links or "—"
 
     @admin.display(description="errors")
     def error_table(self, run: IndexRun) -> str:

@@ -65,3 +65,29 @@ def test_a_failed_run_lists_its_errors(admin_client, atlas):
         reverse("admin:retrieval_indexrun_change", args=[run.pk])
     ).content.decode()
     assert "<td>bad.pdf</td><td>not a PDF</td>" in body
+
+
+def test_a_run_resumed_after_its_worker_stopped_links_its_resume_and_back(admin_client, atlas):
+    dead = IndexRun.objects.create(
+        collection=atlas,
+        task="reindex_collection",
+        status="failed",
+        message="The worker stopped: no progress since ...; resumed automatically as run #2.",
+    )
+    resume = IndexRun.objects.create(
+        collection=atlas,
+        task="reindex_collection",
+        status="succeeded",
+        resumed_from=dead,
+        message=f"Resumed run #{dead.pk} after its worker stopped. 7 indexed, ...",
+    )
+    dead_page, resume_page = (
+        admin_client.get(reverse("admin:retrieval_indexrun_change", args=[run.pk])).content.decode()
+        for run in (dead, resume)
+    )
+    resume_url = reverse("admin:retrieval_indexrun_change", args=[resume.pk])
+    assert f'<a href="{resume_url}">{resume}</a>' in dead_page
+    assert "resumed automatically as run #2." in dead_page
+    dead_url = reverse("admin:retrieval_indexrun_change", args=[dead.pk])
+    assert f'href="{dead_url}"' in resume_page
+    assert f"Resumed run #{dead.pk} after its worker stopped." in resume_page

@@ -109,11 +109,10 @@ def _due_collections(collection_id: int | None, include_waiting: bool, exclude: 
         operations = operations.filter(collection_id=collection_id)
     if not include_waiting:
         operations = operations.filter(next_attempt_at__lte=timezone.now())
-    return [
-        cid
-        for cid in operations.values_list("collection_id", flat=True).distinct()
-        if cid not in exclude
-    ]
+    # order_by() drops the model's ordering by pk, which DISTINCT would otherwise select
+    # too: one row per operation, and a failing collection tried once per operation.
+    ids = operations.order_by().values_list("collection_id", flat=True).distinct()
+    return [cid for cid in ids if cid not in exclude]
 
 
 def _drain_collection(

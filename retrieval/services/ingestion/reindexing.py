@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
+
+from django.db.models import Q, QuerySet
 
 from retrieval.models import Collection, Document, GraphExtraction, IndexRun
 from retrieval.services.ingestion.host_registry import source_for_document, sync_host_documents
@@ -139,12 +142,28 @@ def _queue_graph_extraction(collection: Collection, run: IndexRun) -> None:
     run.save(update_fields=["options", "message"])
 
 
+def not_indexed_since(documents: QuerySet[Document], since: str | None) -> QuerySet[Document]:
+    """Leave out of ``documents`` those indexed at or after ``since`` (an ISO time), if given."""
+    if since is None:
+        return documents
+    moment = datetime.fromisoformat(since)
+    return documents.filter(Q(indexed_at__isnull=True) | Q(indexed_at__lt=moment))
+
+
 def reindex_collection(
-    collection: Collection, *, run: IndexRun, changed_only: bool = False
+    collection: Collection,
+    *,
+    run: IndexRun,
+    changed_only: bool = False,
+    since: str | None = None,
 ) -> IndexRun:
-    """Index a whole collection again, first bringing registered host objects in step."""
+    """Index a whole collection again, first bringing registered host objects in step.
+
+    ``since`` (an ISO time) leaves out the documents indexed since then: what a run
+    whose worker stopped had finished.
+    """
     sync_host_documents(collection)
-    documents = collection.documents.order_by("pk")
+    documents = not_indexed_since(collection.documents.all(), since).order_by("pk")
     return reindex_documents(
         collection,
         documents.iterator(chunk_size=200),

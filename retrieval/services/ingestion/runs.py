@@ -5,8 +5,12 @@ A run is ``queued`` when enqueued, ``running`` once a worker takes it, and ends
 of a second, and each save is a heartbeat: a running run whose heartbeat is older
 than ``RUN_HEARTBEAT_TIMEOUT`` belongs to a worker that died (killed, out of
 memory, machine lost) and :func:`sweep_stale_runs` marks it failed, so no run
-stays "running" for ever. Cancelling is a status change the worker reads between
-documents.
+stays "running" for ever, and resumes it once on the queue: a new run of the same
+work that skips what the dead one finished. The sweep runs when a run is enqueued
+or starts, when a worker starts, and every minute on a queue with schedules
+(:func:`worker_started`), else a heartbeat timeout after each run is enqueued and
+then again while it is active (:func:`watch_run`). Cancelling is a status change
+the worker reads between documents.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, IndexRun
 from retrieval.services.queues import enqueue_after_commit, run_now, runs_inline
+from retrieval.services.registry import queues
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,13 @@ RUN_TASKS = (
     "index_objects",
     "remove_object",
 )
+#: Tasks whose resume indexes only the documents the dead run had not indexed yet
+#: (their ``since`` argument); the others are resumed as they were asked.
+RESUMED_SINCE = ("index_documents", "reindex_collection")
+#: The task that sweeps stale runs on the queue's workers, every minute.
+SWEEP_TASK = "retrieval.tasks.sweep_index_runs"
+#: The task that watches one run on a queue without schedules (see :func:`watch_run`).
+WATCH_TASK = "retrieval.tasks.watch_index_run"
 
 
 class RunCancelled(RetrievalError):
@@ -119,6 +131,9 @@ def finish_run(run: IndexRun, *, failure: str = "", counts: str | None = None) -
                 else IndexRun.Status.SUCCEEDED
             )
             run.message = f"{failure} ({counts})" if failure else counts
+        if run.resumed_from_id is not None:
+            resumed = f"Resumed run #{run.resumed_from_id} after its worker stopped."
+            run.message = f"{resumed} {run.message}"
         run.save(update_fields=FINISH_FIELDS)
 
 
@@ -135,13 +150,16 @@ def cancel_run(run: IndexRun) -> bool:
     return bool(cancelled)
 
 
-def sweep_stale_runs(*, timeout: float | None = None) -> list[int]:
+def sweep_stale_runs(*, timeout: float | None = None, resume: bool | None = None) -> list[int]:
     """Mark failed every running run whose worker showed no sign of life for ``timeout`` s.
 
     Return the ids of the runs marked. Documents such a run indexed stay indexed;
     the one it was writing kept its previous chunks (each write is one transaction).
+    With ``resume`` (the default when work runs on the queue's workers) each marked
+    run is resumed once (:func:`resume_run`); a resume whose worker died too is not.
     """
     seconds = float(retrieval_settings.RUN_HEARTBEAT_TIMEOUT if timeout is None else timeout)
+    resume = not runs_inline() if resume is None else resume
     threshold = timezone.now() - timedelta(seconds=seconds)
     marked = []
     with transaction.atomic():
@@ -158,17 +176,78 @@ def sweep_stale_runs(*, timeout: float | None = None) -> list[int]:
             last = run.heartbeat_at or run.started_at or run.created_at
             run.status = IndexRun.Status.FAILED
             run.finished_at = timezone.now()
+            resumed = resume_run(run) if resume and run.resumed_from_id is None else None
+            then = (
+                f"resumed automatically as run #{resumed.pk}."
+                if resumed is not None
+                else "retry the run to finish it."
+            )
             run.message = (
                 f"The worker stopped: no progress since {last:%Y-%m-%d %H:%M:%S %Z} "
                 f"(RUN_HEARTBEAT_TIMEOUT is {seconds:g} s). {run.documents_done} of "
-                f"{run.documents_total} documents were done ({summary(run)}); "
-                "retry the run to finish it."
+                f"{run.documents_total} documents were done ({summary(run)}); {then}"
             )
             run.save(update_fields=["status", "finished_at", "message"])
             marked.append(run.pk)
     if marked:
         logger.warning("Marked stale index runs failed: %s", marked)
     return marked
+
+
+def resume_run(run: IndexRun) -> IndexRun | None:
+    """Enqueue the rest of the work of ``run``, whose worker died; return the new run.
+
+    The documents the dead run indexed are not indexed again (``since`` its start);
+    other work is asked again as it was. ``None`` when the run's work is unknown.
+    """
+    task, kwargs = run.options.get("task"), dict(run.options.get("kwargs", {}))
+    if task not in RUN_TASKS:
+        return None
+    if task in RESUMED_SINCE and run.started_at is not None:
+        kwargs["since"] = kwargs.get("since") or run.started_at.isoformat()
+    return _enqueue(
+        task,
+        *run.options.get("args", []),
+        collection=run.collection,
+        created_by=run.created_by,
+        resumed_from=run,
+        **kwargs,
+    )
+
+
+def worker_started() -> None:
+    """Sweep stale runs as a worker starts, and have the queue sweep them every minute."""
+    try:
+        sweep_stale_runs()
+        if queues["default"].supports_schedules:
+            queues["default"].schedule_every(
+                SWEEP_TASK, minutes=1, name="retrieval: sweep stale index runs"
+            )
+    except Exception:  # the worker must start all the same; its first run sweeps again
+        logger.exception("Sweeping stale index runs as a worker started failed")
+
+
+def watch_run(run_id: int) -> None:
+    """Sweep stale runs, and come back a heartbeat timeout later while ``run_id`` is active.
+
+    On a queue without schedules (the Tasks framework) nothing else sweeps once a
+    worker died: a new worker runs this task, which marks the run failed and resumes it.
+    """
+    sweep_stale_runs()
+    if IndexRun.objects.filter(pk=run_id, status__in=ACTIVE).exists():
+        _watch_later(run_id)
+
+
+def _watch_later(run_id: int) -> None:
+    queue = queues["default"]
+    if queue.supports_schedules or not queue.supports_defer:
+        return
+    enqueue_after_commit(
+        WATCH_TASK,
+        run_id,
+        label=f"retrieval: watch run {run_id}",
+        delay=float(retrieval_settings.RUN_HEARTBEAT_TIMEOUT),
+    )
 
 
 def enqueue_run(
@@ -191,12 +270,26 @@ def enqueue_run(
     if name not in RUN_TASKS:
         raise RetrievalError(f"Unknown task {name!r}; tasks: {', '.join(RUN_TASKS)}.")
     sweep_stale_runs()
+    return _enqueue(name, *args, collection=collection, created_by=created_by, sync=sync, **kwargs)
+
+
+def _enqueue(
+    name: str,
+    *args: Any,
+    collection: Collection | None,
+    created_by: Any,
+    sync: bool | None = None,
+    resumed_from: IndexRun | None = None,
+    **kwargs: Any,
+) -> IndexRun:
     run = IndexRun.objects.create(
         collection=collection,
         task=name,
         options={"task": name, "args": list(args), "kwargs": kwargs},
         status=IndexRun.Status.QUEUED,
         created_by=created_by if getattr(created_by, "pk", None) else None,
+        resumed_from=resumed_from,
+        message=(f"Resumes run #{resumed_from.pk}, whose worker stopped." if resumed_from else ""),
     )
     path = f"retrieval.tasks.{name}"
     if runs_inline(sync):
@@ -212,6 +305,7 @@ def enqueue_run(
         unreachable=lambda message: finish_run(run, failure=message),
         **kwargs,
     )
+    _watch_later(run.pk)
     return run
 
 

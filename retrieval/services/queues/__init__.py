@@ -41,20 +41,25 @@ def enqueue_after_commit(
     queued: Callable[[str], Any] = lambda task_id: None,
     unreachable: Callable[[str], Any] = lambda message: None,
     using: str = "default",
+    delay: float | None = None,
     **kwargs: Any,
 ) -> None:
     """Once the transaction commits, hand ``path(*args, **kwargs)`` to the queue.
 
     Arguments must be JSON-able (primary keys, flags). ``queued`` receives the task's
     id; ``unreachable`` the reason the broker refused it, to be said on a run rather
-    than in a 500. Inline callers run ``import_string(path)`` themselves.
+    than in a 500. ``delay`` runs it that many seconds later (a queue that
+    ``supports_defer``). Inline callers run ``import_string(path)`` themselves.
     """
     queue = queues["default"]
     queue.require()
 
     def push() -> None:
         try:
-            task_id = queue.push(path, list(args), kwargs, label=label)
+            if delay is None:
+                task_id = queue.push(path, list(args), kwargs, label=label)
+            else:
+                task_id = queue.push_later(path, list(args), kwargs, label=label, seconds=delay)
         except Exception as e:  # the broker is down, or the backend refused the task
             logger.exception("Could not enqueue %s", label)
             unreachable(f"Could not reach the task queue: {e}")

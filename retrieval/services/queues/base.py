@@ -10,6 +10,7 @@ backend (database, RQ, Celery ...) runs the app's work.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -23,6 +24,8 @@ class BaseQueue(ABC):
     alias: str = "default"
     #: True when the backend runs periodic work (:meth:`schedule_every`) itself.
     supports_schedules: bool = False
+    #: True when the backend runs work at a later time (:meth:`push_later`).
+    supports_defer: bool = False
     #: What to install when :meth:`installed` is False.
     install_hint: str = ""
 
@@ -46,8 +49,19 @@ class BaseQueue(ABC):
         Raise any exception when the broker cannot take it: the caller records why.
         """
 
+    def push_later(
+        self, path: str, args: list[Any], kwargs: dict[str, Any], *, label: str, seconds: float
+    ) -> str:
+        """Hand ``path(*args, **kwargs)`` to the workers to run in ``seconds`` (where
+        :attr:`supports_defer`); return the task's id."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run work later.")
+
     def schedule_every(self, path: str, *, minutes: int, name: str) -> None:  # noqa: B027
         """Run ``path()`` every ``minutes`` on the workers (a no-op where unsupported)."""
+
+    def connect_worker_started(self, receiver: Callable[[], None]) -> None:  # noqa: B027
+        """Have ``receiver()`` called in each worker process as it starts (a no-op where
+        the library tells of no such moment)."""
 
     def check(self) -> list[Any]:
         """Return Django check messages about the backend's configuration."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.apps import apps
@@ -43,6 +44,18 @@ class DjangoQ2Queue(BaseQueue):
             name=name,
             defaults={"func": path, "schedule_type": Schedule.MINUTES, "minutes": minutes},
         )
+
+    def connect_worker_started(self, receiver: Callable[[], None]) -> None:
+        """Call ``receiver()`` on django-q2's ``post_spawn``: each worker process, also one
+        the cluster starts again after its predecessor died (killed, out of memory)."""
+        if not self.installed():
+            return
+        from django_q.signals import post_spawn
+
+        def spawned(sender: Any, proc_name: str = "", **kwargs: Any) -> None:
+            receiver()
+
+        post_spawn.connect(spawned, weak=False, dispatch_uid="retrieval_worker_started")
 
     def check(self) -> list[Any]:
         from retrieval.conf import retrieval_settings

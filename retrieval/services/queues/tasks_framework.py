@@ -8,9 +8,12 @@ JSON arguments, so the worker needs nothing registered beyond this module.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .base import BaseQueue
@@ -46,7 +49,8 @@ class TasksFrameworkQueue(BaseQueue):
 
     OPTIONS: ``backend`` (a ``TASKS`` alias, "default") and ``queue_name`` ("default").
     Periodic work has no schedule here: the index outbox is drained after each write
-    and by ``manage.py retrieval_sync_index``.
+    and by ``manage.py retrieval_sync_index``; index runs are watched by a task run
+    later (where the ``TASKS`` backend defers work), see ``services.ingestion.runs``.
     """
 
     install_hint = (
@@ -60,8 +64,29 @@ class TasksFrameworkQueue(BaseQueue):
     def installed(self) -> bool:
         return run_task is not None
 
+    @property
+    def supports_defer(self) -> bool:  # type: ignore[override]
+        """True when the ``TASKS`` backend runs tasks later (``run_after``)."""
+        if run_task is None:
+            return False
+        try:
+            return _framework.task_backends[self.backend].supports_defer
+        except ImproperlyConfigured:  # an unknown TASKS alias: push() says so on the run
+            return False
+
     def push(self, path: str, args: list[Any], kwargs: dict[str, Any], *, label: str) -> str:
-        task = run_task.using(backend=self.backend, queue_name=self.queue_name)
+        return self._enqueue(path, args, kwargs)
+
+    def push_later(
+        self, path: str, args: list[Any], kwargs: dict[str, Any], *, label: str, seconds: float
+    ) -> str:
+        run_after = timezone.now() + timedelta(seconds=seconds)
+        return self._enqueue(path, args, kwargs, run_after=run_after)
+
+    def _enqueue(
+        self, path: str, args: list[Any], kwargs: dict[str, Any], run_after: Any = None
+    ) -> str:
+        task = run_task.using(backend=self.backend, queue_name=self.queue_name, run_after=run_after)
         return str(task.enqueue(path, list(args), dict(kwargs)).id)
 
     def check(self) -> list[Any]:

@@ -26,6 +26,7 @@ from retrieval.services.indexes.milvus import MilvusIndex
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
+from tests.engines import free_port
 from tests.services.indexes.conftest import BACKENDS, EXTERNAL, engine_for
 
 TEXTS = {
@@ -145,7 +146,8 @@ def test_an_engine_killed_mid_drain_loses_nothing(engine, retrieval_settings, mo
     assert IndexOperation.objects.count() == 10
 
     result = outbox.drain()  # the first group lands, the server dies in the second
-    assert (result.applied, result.failed) == (3, 7), result.errors
+    # The drain leaves the collection at its failure: the last four wait, untried.
+    assert (result.applied, result.failed) == (3, 3), result.errors
     engine.process.wait()
     assert IndexOperation.objects.count() == 7
     with pytest.raises(IndexUnavailableError):
@@ -267,3 +269,34 @@ def test_a_search_of_an_engine_that_stopped_answering_times_out(engine, retrieva
         thaw.cancel()
         os.killpg(group, signal.SIGCONT)
     assert dense("north") == expected  # and the next search reconnects
+
+
+class CountingChromaIndex(ChromaIndex):
+    """A Chroma index that counts the drain's attempts to reach its engine."""
+
+    attempts = 0
+
+    def ensure_space(self, collection):
+        CountingChromaIndex.attempts += 1
+        return super().ensure_space(collection)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_tries_a_failing_collection_once_whatever_its_pending_operations(
+    keyword_settings, retrieval_settings
+):
+    down = {"host": "127.0.0.1", "port": free_port(), "timeout": 1}  # nothing listens there
+    backend = f"{__name__}.CountingChromaIndex"
+    retrieval_settings(INDEXES={"ext": {"BACKEND": backend, "OPTIONS": down}}, TASKS_SYNC=False)
+    collection, _ = get_or_create_collection("compass", index="ext")
+    for key in ("n", "e", "u"):  # three transactions: three pending operations
+        ingest(collection, [Source.from_text(TEXTS[key], external_id=key)])
+    assert IndexOperation.objects.filter(collection_id=collection.pk).count() == 3
+    CountingChromaIndex.attempts = 0
+
+    result = outbox.drain(include_waiting=True)  # as retrieval_sync_index drains
+
+    assert CountingChromaIndex.attempts == 1
+    assert (result.applied, result.failed, len(result.errors)) == (0, 3, 1)
+    attempts = IndexOperation.objects.values_list("attempts", flat=True)
+    assert sorted(attempts) == [1, 1, 1]  # so each waits the first backoff (2 s), not 2**3
