@@ -341,8 +341,7 @@ class Scope:
     def _collection_refusal(self, collection: Collection | None, whole: bool) -> str | None:
         """Why the user may not change ``collection`` whatever the action, or None.
 
-        Decided before the permissions, so its answer is the same for every row of the
-        collection, hidden ones included.
+        Its answer is the same for every row of the collection, hidden ones included.
         """
         if self.trusted:
             return None
@@ -368,14 +367,19 @@ class Scope:
         self, action: str, model: type[Model], collection: Collection | None, *, whole: bool = True
     ) -> None:
         """Raise unless :meth:`may_write` allows the write: :class:`CollectionNotFound` for
-        a collection hidden from the user, else :class:`AccessDenied`."""
+        a collection hidden from the user, else :class:`AccessDenied`.
+
+        The permission is checked before the collection: a user who may not write at all
+        is told so whatever the collection, which would otherwise say whether some of its
+        documents are hidden from her.
+        """
         refusal = self._collection_refusal(collection, whole)
         if refusal is _HIDDEN and collection is not None:
             raise CollectionNotFound(f"No collection {collection.slug!r}.")
-        if refusal is not None:
-            raise AccessDenied(refusal)
         if not self.may(action, model):
             raise AccessDenied(f"You may not {action} {model._meta.verbose_name_plural}.")
+        if refusal is not None:
+            raise AccessDenied(refusal)
 
     def authorize_creation(self) -> None:
         """Raise :class:`AccessDenied` unless the user may create collections."""

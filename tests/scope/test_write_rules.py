@@ -7,6 +7,7 @@ import json
 import zipfile
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -15,6 +16,7 @@ from retrieval.models import Collection, Document, EvalSet
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import create_collection, get_or_create_collection
 from tests.scope.faces import api, browser
+from tests.scope.writes import API_FACES, atlas_target, attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +107,22 @@ def test_may_write_each_answers_as_may_write_one_by_one(write_world):
                 many = scope.may_write_each(action, model, collections, whole=whole)
                 assert many == one_by_one, (username, action, model.__name__, whole)
     assert Scope.ALL.may_write_each("change", Collection, []) == set()
+
+
+def test_who_may_not_write_is_told_so_whatever_is_hidden_from_her(write_world, django_user_model):
+    """A reader without write permissions from whom part of Atlas is hidden ("peeker") was
+    told "You may not change collection 'atlas'." where a reader who sees all of it was told
+    "You may not change collections.": which of her collections hold documents hidden from her."""
+    peeker = django_user_model.objects.create_user("peeker", is_staff=True)
+    peeker.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    peeker = django_user_model.objects.get(pk=peeker.pk)
+    target = atlas_target()
+    faces = dict(API_FACES)
+    # Index runs are hidden from whoever some documents are hidden from, whatever the
+    # collection (Scope.restrict_runs): a 404 there says nothing of Atlas.
+    del faces["api_cancel_run"], faces["api_retry_run"]
+    for name, face in sorted(faces.items()):
+        sees_all, _ = attempt(face, write_world["reader"], target)
+        sees_part, _ = attempt(face, peeker, target)
+        assert sees_part == sees_all, name
+        assert 400 <= sees_all.status < 500, name
