@@ -64,3 +64,15 @@ def write_documents(user: Any) -> Q | None:
 
 def writable(user: Any):
     return WRITE_CHANGES.get(user.get_username()) if user.is_authenticated else []
+
+
+# The README's example hook: a collection's metadata["team"] says which team sees it.
+#: username -> team.
+TEAM_OF = {"bob": "b", "erin": "a"}
+
+
+def team_collections(user: Any):
+    if user.is_staff:
+        return None
+    team = TEAM_OF.get(user.get_username()) if user.is_authenticated else None
+    return Collection.objects.filter(metadata__team=team)
