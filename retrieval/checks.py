@@ -14,7 +14,7 @@
 - ``retrieval.E013``: a cross-encoder reranker's model folder lacks its files.
 - ``retrieval.E014``: an access hook (``COLLECTION_ACCESS``, ``COLLECTION_WRITE_ACCESS``,
   ``DOCUMENT_ACCESS``) is blank or does not import to a
-  function.
+  function, or ``COLLECTION_ACCESS_KEYS`` is not a list of keys.
 - ``retrieval.E015``: ``TASKS_SYNC`` is False but django-q2 is not installed.
 - ``retrieval.E017``: the Tasks framework queue is configured without a Tasks framework.
 - ``retrieval.E018``: ``RETRIEVAL`` holds a key the app does not read (with a "did you mean").
@@ -250,7 +250,7 @@ def _check_collection_index(collection: Any, alias: str) -> list:
 def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
     """The access hooks must import: a typo or a blank value would fail every search, or
     worse, open what it should close."""
-    from .services.access import HOOKS, hook
+    from .services.access import HOOKS, access_keys, hook
 
     errors = []
     for key, returns in HOOKS.items():
@@ -264,6 +264,10 @@ def check_collection_access(app_configs: Any = None, **kwargs: Any) -> list:
                     id="retrieval.E014",
                 )
             )
+    try:
+        access_keys()
+    except InvalidComponentError as e:
+        errors.append(checks.Error(str(e), id="retrieval.E014"))
     return errors
 
 

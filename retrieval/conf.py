@@ -171,6 +171,10 @@ DEFAULTS: dict[str, Any] = {
     # every document of the visible collections) restricting every search leg, tool and
     # graph walk to the documents a user may see; unset, no document restriction.
     "DOCUMENT_ACCESS": None,
+    # The metadata keys of a collection the hooks above decide by (e.g. ["team"]): once a
+    # hook is set, changing them (or a name or slug) needs the permission
+    # retrieval.change_collection_access. None: every key, as any may be read.
+    "COLLECTION_ACCESS_KEYS": None,
     # Wagtail sites (retrieval.contrib.wagtail in INSTALLED_APPS): the collection live
     # pages are indexed into; the page types indexed ("app_label.Model" names; None:
     # every page type but Page itself); who may find password-protected pages in search

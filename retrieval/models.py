@@ -55,6 +55,11 @@ class Collection(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            # Its name, slug and metadata are what the access hooks decide by: changing
+            # them changes who sees the collection (retrieval.services.access).
+            ("change_collection_access", "Can change what decides who sees a collection"),
+        ]
 
     def __str__(self) -> str:
         return self.name

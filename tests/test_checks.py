@@ -174,6 +174,15 @@ def test_e014_document_access_that_does_not_import(retrieval_settings):
     assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
 
 
+def test_e014_collection_access_keys_are_a_list_of_keys(retrieval_settings):
+    """A string would be read as its letters: "team" as the keys t, e, a and m."""
+    retrieval_settings(COLLECTION_ACCESS_KEYS="team")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E014"]
+    assert "RETRIEVAL['COLLECTION_ACCESS_KEYS'] is 'team': give a list" in message.msg
+    retrieval_settings(COLLECTION_ACCESS_KEYS=["team"])
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E014"] == []
+
+
 @pytest.mark.parametrize(
     "hook", ["COLLECTION_ACCESS", "COLLECTION_WRITE_ACCESS", "DOCUMENT_ACCESS"]
 )

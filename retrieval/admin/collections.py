@@ -17,8 +17,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
+from retrieval.services.access import Scope
 from retrieval.services.indexes import outbox
-from retrieval.services.ingestion.collections import check_name_is_free, create_collection
+from retrieval.services.ingestion.collections import (
+    EDITABLE_FIELDS,
+    check_name_is_free,
+    create_collection,
+    update_collection,
+)
 from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import extract_graph, reembed_collection
@@ -34,7 +40,11 @@ def _choices(aliases: list[str], blank: str | None = None) -> list[tuple[str, st
 
 
 class CollectionForm(forms.ModelForm):
-    """Component fields offer the configured aliases."""
+    """Component fields offer the configured aliases; a change the user may not make
+    (see :meth:`Scope.authorize_change`) is a form error."""
+
+    #: The requesting user's scope, set by :meth:`CollectionAdmin.get_form`.
+    scope: Scope | None = None
 
     class Meta:
         model = Collection
@@ -91,6 +101,12 @@ class CollectionForm(forms.ModelForm):
             self.add_error("name", str(e))
         if slug and Collection.objects.exclude(pk=self.instance.pk).filter(name=slug).exists():
             self.add_error("slug", f"A collection is called {slug!r}; choose another slug.")
+        if self.scope is not None and self.instance.pk is not None:
+            changes = {key: data[key] for key in self.changed_data if key in data}
+            try:
+                self.scope.authorize_change(self.instance, changes)
+            except RetrievalError as e:
+                raise forms.ValidationError(str(e)) from e
         return data
 
     def clean_embedder(self) -> str:
@@ -243,11 +259,17 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
             f" · scope indexes: {scopes}" if scopes else "",
         )
 
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> type:
+        form = super().get_form(request, obj, **kwargs)
+        form.scope = scope_of(request)  # a class made for this request
+        return form
+
     def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
-        if change:
-            super().save_model(request, obj, form, change)
+        if not change:
+            create_collection(obj)
             return
-        create_collection(obj)
+        changes = {key: getattr(obj, key) for key in form.changed_data if key in EDITABLE_FIELDS}
+        update_collection(obj, changes, scope=scope_of(request))
 
     def response_action(
         self, request: HttpRequest, queryset: QuerySet, **options: Any

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -36,7 +37,11 @@ from retrieval.exceptions import (
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.access import Scope
 from retrieval.services.indexes import outbox
-from retrieval.services.ingestion.collections import check_name_is_free, create_collection
+from retrieval.services.ingestion.collections import (
+    EDITABLE_FIELDS,
+    create_collection,
+    update_collection,
+)
 from retrieval.services.ingestion.documents import (
     Upload,
     authorize_documents,
@@ -136,10 +141,13 @@ class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelVie
         return super().create(request, *args, **kwargs)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Authorized before validation, as a creation is: a name clash must not answer
+        # someone who may not rename.
         collection = self.get_object()
-        self.scope.authorize("change", Collection, collection)
-        if request.data.get("name", collection.name) != collection.name:
-            self.scope.authorize_creation()  # names are site-wide, like at creation
+        fields = self.get_serializer().fields
+        data = request.data if isinstance(request.data, Mapping) else {}
+        asked = {key: data[key] for key in data if key in fields and not fields[key].read_only}
+        self.scope.authorize_change(collection, asked)
         return super().update(request, *args, **kwargs)
 
     def perform_create(self, serializer: serializers.CollectionSerializer) -> None:
@@ -159,13 +167,14 @@ class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelVie
             raise ValidationError({"name": [str(e)]}) from e
 
     def perform_update(self, serializer: serializers.CollectionSerializer) -> None:
-        name = serializer.validated_data.get("name")
-        if name is not None and name != serializer.instance.name:
-            try:
-                check_name_is_free(name, exclude=serializer.instance)
-            except RetrievalError as e:
-                raise ValidationError({"name": [str(e)]}) from e
-        serializer.save()
+        data = serializer.validated_data
+        changes = {key: value for key, value in data.items() if key in EDITABLE_FIELDS}
+        try:
+            update_collection(serializer.instance, changes, scope=self.scope)
+        except (AccessDenied, CollectionNotFound):
+            raise  # 403, 404
+        except RetrievalError as e:  # the new name or slug is another collection's
+            raise ValidationError({"name": [str(e)]}) from e
 
     def perform_destroy(self, instance: Collection) -> None:
         self.scope.authorize("delete", Collection, instance)

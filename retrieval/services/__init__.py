@@ -29,6 +29,7 @@ _EXPORTS = {
     "assistant_message": "retrieval.services.query.tools",
     "Tool": "retrieval.services.query.tools",
     "get_or_create_collection": "retrieval.services.ingestion.collections",
+    "update_collection": "retrieval.services.ingestion.collections",
     "Filters": "retrieval.services.query.filters",
     "RetrievalResult": "retrieval.services.types",
 }

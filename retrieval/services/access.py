@@ -22,7 +22,10 @@ that condition joins ``DOCUMENT_ACCESS``'s for every user, so it reaches every l
 the collections the user may see); and, for a change to a collection's content, seeing
 all of that collection, so a write can neither touch nor reveal a hidden document.
 Collections are created (or renamed) only by users who see every collection, since
-names and slugs are site-wide. Active superusers may do everything: no hook is asked.
+names and slugs are site-wide. Once any hook is set, a change to what hooks decide by
+(a collection's name, slug, or metadata: the keys ``COLLECTION_ACCESS_KEYS`` lists, or
+all of it) also needs ``retrieval.change_collection_access``: who may edit a collection
+may not thereby choose who sees it. Active superusers may do everything: no hook is asked.
 
 A hidden collection or document is reported exactly like a missing one
 (:class:`~retrieval.exceptions.CollectionNotFound`); a visible one the user may not
@@ -47,7 +50,7 @@ from retrieval.models import Collection, Document
 from retrieval.services import visibility
 from retrieval.services.query.filters import Filters, ReaderScope
 
-__all__ = ["HOOKS", "Scope", "hook", "resolve_scope"]
+__all__ = ["ACCESS_PERMISSION", "HOOKS", "Scope", "access_keys", "hook", "resolve_scope"]
 
 #: The access hooks: setting -> what its function returns.
 HOOKS = {
@@ -55,6 +58,10 @@ HOOKS = {
     "COLLECTION_WRITE_ACCESS": "the collections the user may change (a queryset, names or slugs)",
     "DOCUMENT_ACCESS": "a Q on Document or a Document queryset",
 }
+
+
+#: The permission to change what the hooks decide by (see :meth:`Scope.authorize_change`).
+ACCESS_PERMISSION = "retrieval.change_collection_access"
 
 
 def hook(key: str) -> Callable[[Any], Any] | None:
@@ -78,6 +85,44 @@ def hook(key: str) -> Callable[[Any], Any] | None:
     if not callable(function):
         raise InvalidComponentError(f"RETRIEVAL[{key!r}]: {path!r} is not a function of the user.")
     return function
+
+
+def access_keys() -> frozenset[str] | None:
+    """Return the metadata keys the hooks decide by (``COLLECTION_ACCESS_KEYS``); ``None``:
+    every key, as nothing says which ones a hook reads."""
+    keys = retrieval_settings.COLLECTION_ACCESS_KEYS
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+        raise InvalidComponentError(
+            f"RETRIEVAL['COLLECTION_ACCESS_KEYS'] is {keys!r}: give a list of metadata keys, "
+            "or None when any key may decide access."
+        )
+    return frozenset(keys)
+
+
+def renames(collection: Collection, changes: Mapping[str, Any]) -> bool:
+    """True if ``changes`` (field -> new value) give ``collection`` another name or slug."""
+    return any(
+        key in changes and changes[key] != getattr(collection, key) for key in ("name", "slug")
+    )
+
+
+def decides_access(collection: Collection, changes: Mapping[str, Any]) -> bool:
+    """True if ``changes`` (field -> new value) to ``collection`` change what a hook may
+    decide by: its name or slug (hooks may answer names), or its metadata (the keys
+    :func:`access_keys` gives). Never while no hook is set: then everyone sees everything."""
+    if all(getattr(retrieval_settings, key) is None for key in HOOKS):
+        return False
+    if renames(collection, changes):
+        return True
+    if "metadata" not in changes:
+        return False
+    new, old = changes["metadata"], collection.metadata or {}
+    keys = access_keys()
+    if keys is None or not isinstance(new, Mapping):
+        return new != old
+    return any(new.get(key) != old.get(key) for key in keys)
 
 
 #: A refusal that must read as "not found": the collection is hidden from the user.
@@ -285,13 +330,16 @@ class Scope:
     def may(self, action: str, model: type[Model]) -> bool:
         """True if the user has Django's permission to ``action`` ("add", "change",
         "delete", "view") objects of ``model``; :data:`Scope.ALL` may do everything."""
+        opts = model._meta
+        return self._holds(f"{opts.app_label}.{get_permission_codename(action, opts)}")
+
+    def _holds(self, permission: str) -> bool:
         if self.trusted:
             return True
         user = self.user
         if user is None or not getattr(user, "is_active", False):
             return False
-        opts = model._meta
-        return bool(user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}"))
+        return bool(user.has_perm(permission))
 
     @cached_property
     def writable(self) -> QuerySet[Collection] | None:
@@ -341,8 +389,7 @@ class Scope:
     def _collection_refusal(self, collection: Collection | None, whole: bool) -> str | None:
         """Why the user may not change ``collection`` whatever the action, or None.
 
-        Decided before the permissions, so its answer is the same for every row of the
-        collection, hidden ones included.
+        Its answer is the same for every row of the collection, hidden ones included.
         """
         if self.trusted:
             return None
@@ -368,19 +415,39 @@ class Scope:
         self, action: str, model: type[Model], collection: Collection | None, *, whole: bool = True
     ) -> None:
         """Raise unless :meth:`may_write` allows the write: :class:`CollectionNotFound` for
-        a collection hidden from the user, else :class:`AccessDenied`."""
+        a collection hidden from the user, else :class:`AccessDenied`.
+
+        The permission is checked before the collection: a user who may not write at all
+        is told so whatever the collection, which would otherwise say whether some of its
+        documents are hidden from her.
+        """
         refusal = self._collection_refusal(collection, whole)
         if refusal is _HIDDEN and collection is not None:
             raise CollectionNotFound(f"No collection {collection.slug!r}.")
-        if refusal is not None:
-            raise AccessDenied(refusal)
         if not self.may(action, model):
             raise AccessDenied(f"You may not {action} {model._meta.verbose_name_plural}.")
+        if refusal is not None:
+            raise AccessDenied(refusal)
 
     def authorize_creation(self) -> None:
         """Raise :class:`AccessDenied` unless the user may create collections."""
         if not self.may_create_collections():
             raise AccessDenied("You may not create or rename collections.")
+
+    def may_change_access(self) -> bool:
+        """True if the user holds :data:`ACCESS_PERMISSION` (changing what hooks decide by)."""
+        return self._holds(ACCESS_PERMISSION)
+
+    def authorize_change(self, collection: Collection, changes: Mapping[str, Any]) -> None:
+        """Raise unless the user may make ``changes`` (field -> new value) to ``collection``
+        as stored: change it (:meth:`authorize`); rename it, as if creating one; and change
+        what the hooks decide by (:func:`decides_access`) only with :data:`ACCESS_PERMISSION`.
+        """
+        self.authorize("change", Collection, collection)
+        if renames(collection, changes):
+            self.authorize_creation()
+        if decides_access(collection, changes) and not self.may_change_access():
+            raise AccessDenied("You may not change who may see collections.")
 
     def writable_collections(self, action: str, model: type[Model]) -> QuerySet[Collection]:
         """Return the visible collections where the user may ``action`` ``model`` objects

@@ -194,6 +194,9 @@ def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(
         ({"history": [{"role": "user"}]}, "history"),
         ({"history": [["maps"]]}, "history"),
         ({"history": ["x" * 10_001]}, "history"),
+        # Searched with RM3, then its trace could not be stored: a search without a trace.
+        ({"history": ["m\u0000aps"]}, "history"),
+        ({"history": [{"role": "assistant", "content": "m\u0000aps"}]}, "history"),
         ({"history": [{"role": "system", "content": "Answer in French."}]}, "history"),
     ):
         refused = api.post("/api/search/", {**body, **bad}, format="json")

@@ -83,6 +83,8 @@ def test_bad_history_is_a_command_error(zoo):
     system_turn = '[{"role": "system", "content": "Answer in French."}]'
     with pytest.raises(CommandError, match=r"--history: history\[0\] has the role 'system'"):
         run("retrieval_search", "x", "--collection", "zoo", "--history", system_turn)
+    with pytest.raises(CommandError, match=r"--history: history\[1\] contains a NUL character"):
+        run("retrieval_search", "x", "--collection", "zoo", "--history", '["a", "m\\u0000aps"]')
 
 
 def test_history_may_hold_plain_strings(zoo, llm_server):

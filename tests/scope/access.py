@@ -38,12 +38,13 @@ def documents_as_queryset(user: Any):
 #: username -> collection names seen; users not listed see every collection.
 WRITE_SEES = {
     "reader": ["Atlas"],
+    "peeker": ["Atlas"],
     "outsider": ["Bestiary"],
     "partial": ["Atlas"],
     "fenced": ["Atlas"],
 }
 #: username -> the document teams seen; users not listed see every document.
-WRITE_TEAMS = {"partial": ["a"]}
+WRITE_TEAMS = {"partial": ["a"], "peeker": ["a"]}
 #: username -> collection names they may change; users not listed: all they see.
 WRITE_CHANGES = {"fenced": []}
 
@@ -63,3 +64,15 @@ def write_documents(user: Any) -> Q | None:
 
 def writable(user: Any):
     return WRITE_CHANGES.get(user.get_username()) if user.is_authenticated else []
+
+
+# The README's example hook: a collection's metadata["team"] says which team sees it.
+#: username -> team.
+TEAM_OF = {"bob": "b", "erin": "a"}
+
+
+def team_collections(user: Any):
+    if user.is_staff:
+        return None
+    team = TEAM_OF.get(user.get_username()) if user.is_authenticated else None
+    return Collection.objects.filter(metadata__team=team)

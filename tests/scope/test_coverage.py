@@ -99,6 +99,9 @@ PYTHON_COVERED = {
     "retrieval.services.quality.analytics.search_report": "admin_dashboard",
     "retrieval.services.quality.analytics.period_traces": "admin_dashboard (search_report)",
     "retrieval.services.ingestion.documents.store_uploads": "api_add_document, admin_add_document",
+    "retrieval.services.ingestion.collections.update_collection": (
+        "python_change_collection_access, api_change_collection, admin_change_collection (writes)"
+    ),
     "retrieval.services.ingestion.documents.delete_documents": "api_delete_document (writes)",
     "retrieval.services.ingestion.documents.authorize_documents": "api_reindex_document (writes)",
 }

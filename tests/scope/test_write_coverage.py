@@ -25,8 +25,10 @@ SAFE = {"get", "head", "options", "trace"}
 #: why it writes nothing.
 API_WRITES = {
     ("retrieval-api:collection-list", "post"): "api_create_collection",
-    ("retrieval-api:collection-detail", "patch"): "api_change_collection, api_rename_collection",
-    ("retrieval-api:collection-detail", "put"): "api_change_collection (the same update)",
+    ("retrieval-api:collection-detail", "patch"): (
+        "api_change_collection, api_rename_collection, api_change_collection_access"
+    ),
+    ("retrieval-api:collection-detail", "put"): "api_replace_collection",
     ("retrieval-api:collection-detail", "delete"): "api_delete_collection",
     ("retrieval-api:document-list", "post"): "api_add_document, api_replace_document",
     ("retrieval-api:document-detail", "delete"): "api_delete_document",

@@ -32,6 +32,7 @@ from django.db import transaction
 from django.db.models.fields.files import FieldFile
 from django.urls import reverse
 
+from retrieval.exceptions import AccessDenied, CollectionNotFound
 from retrieval.models import (
     Chunk,
     Collection,
@@ -47,7 +48,8 @@ from retrieval.models import (
     QueryTrace,
     Triple,
 )
-from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.access import Scope
+from retrieval.services.ingestion.collections import get_or_create_collection, update_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.quality import goldens
 from tests.scope.faces import Answer, api, browser
@@ -217,6 +219,17 @@ def api_rename_collection(user, t: Target) -> Answer:
     return _api(api(user).patch(f"/api/collections/{t.slug}/", body, format="json"))
 
 
+def api_change_collection_access(user, t: Target) -> Answer:
+    """What the README's example hook decides by: the collection's ``metadata["team"]``."""
+    body = {"metadata": {"team": "b"}}
+    return _api(api(user).patch(f"/api/collections/{t.slug}/", body, format="json"))
+
+
+def api_replace_collection(user, t: Target) -> Answer:
+    body = {"name": "Atlas", "metadata": {"team": "b"}}
+    return _api(api(user).put(f"/api/collections/{t.slug}/", body, format="json"))
+
+
 def api_delete_collection(user, t: Target) -> Answer:
     return _api(api(user).delete(f"/api/collections/{t.slug}/"))
 
@@ -365,6 +378,9 @@ def admin_judge(user, t: Target) -> Answer:
 
 
 admin_change_collection = _change("collection", lambda t: t.collection, {"description": "x"})
+admin_change_collection_access = _change(
+    "collection", lambda t: t.collection, {"metadata": '{"team": "b"}'}
+)
 admin_change_document = _change("document", lambda t: t.document, {"title": "Changed"})
 admin_change_evalset = _change("evalset", lambda t: t.eval_set, {"description": "changed"})
 admin_change_evalquery = _change("evalquery", lambda t: t.eval_query, {"text": "changed"})
@@ -439,4 +455,21 @@ ADMIN_FACES |= {
     },
 }
 
-WRITE_FACES = {**API_FACES, **ADMIN_FACES}
+
+# Python: the service a site's own code calls.
+
+
+def python_change_collection_access(user, t: Target) -> Answer:
+    try:
+        collection = Scope.for_user(user).collection(t.slug)
+        update_collection(collection, {"metadata": {"team": "b"}}, user=user)
+    except CollectionNotFound as e:
+        return Answer(404, str(e))
+    except AccessDenied as e:
+        return Answer(403, str(e))
+    return Answer(200, "")
+
+
+PYTHON_FACES = {"python_change_collection_access": python_change_collection_access}
+
+WRITE_FACES = {**API_FACES, **ADMIN_FACES, **PYTHON_FACES}

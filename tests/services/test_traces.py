@@ -132,6 +132,19 @@ def test_a_trace_keeps_each_legs_candidates_scores_and_ranks(atlas, retrieval_se
     assert trace.ms > 0
 
 
+def test_a_trace_that_cannot_be_stored_leaves_a_bare_one(atlas, retrieval_settings, caplog):
+    """A NUL in the trace (here in the query, which Python does not refuse) made its write
+    fail; the failure was logged, but the search left no trace at all."""
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    results = scoped_search("north\x00 river", collection=atlas, user=reader())
+    assert "Could not store the trace" in caplog.text
+    (trace,) = QueryTrace.objects.all()
+    assert (trace.query, trace.user, trace.collection) == ("north\ufffd river", reader(), atlas)
+    assert [r["chunk_id"] for r in trace.results] == [r.chunk.pk for r in results]
+    assert trace.result_count == len(results) > 0
+    assert trace.trace["unstored"].startswith("DataError")
+
+
 def test_sampling_between_0_and_1_keeps_some(atlas, retrieval_settings):
     retrieval_settings(TRACE_SAMPLE_RATE=0.5)
     for _ in range(40):

@@ -1,6 +1,9 @@
-"""Collections and their embedding spaces: creation, embedder lookup, vector index."""
+"""Collections and their embedding spaces: creation, changes, embedder lookup, vector index."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
@@ -9,7 +12,7 @@ from django.utils.text import slugify
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import CollectionNotFound, DimensionMismatchError, RetrievalError
 from retrieval.models import Collection
-from retrieval.services.access import Scope
+from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
 from retrieval.services.indexes.pgvector import vector_index_name
@@ -23,11 +26,24 @@ __all__ = [
     "ensure_vector_index",
     "get_or_create_collection",
     "lock_embedding_space",
+    "update_collection",
     "vector_index_name",
 ]
 
 # A slug taken by a concurrent creation is replaced by the next free one this many times.
 CREATE_ATTEMPTS = 3
+
+#: What :func:`update_collection` changes; the embedding space (embedder, index) is fixed
+#: at creation and the rest is the app's.
+EDITABLE_FIELDS = (
+    "name",
+    "slug",
+    "description",
+    "chunker",
+    "default_retriever",
+    "default_pipeline",
+    "metadata",
+)
 
 
 def get_or_create_collection(
@@ -95,6 +111,44 @@ def create_collection(collection: Collection) -> Collection:
 
             outbox.ensure_schedule()
         ensure_vector_index(collection)
+    return collection
+
+
+def update_collection(
+    collection: Collection,
+    changes: Mapping[str, Any],
+    *,
+    user: Any = None,
+    scope: Scope | None = None,
+) -> Collection:
+    """Save ``changes`` (field -> new value, of :data:`EDITABLE_FIELDS`) to ``collection``
+    for the requesting user; return it, changed.
+
+    ``user`` or ``scope`` is required, as for a search. The changes are authorized
+    against the collection as stored (:meth:`Scope.authorize_change`), so a change made to
+    the instance beforehand still counts: renaming needs the right to create collections,
+    and changing what the access hooks decide by needs ``change_collection_access``.
+    """
+    allowed = resolve_scope(scope, user, caller="update_collection")
+    fixed = sorted(set(changes) - set(EDITABLE_FIELDS))
+    if fixed:
+        raise ValueError(
+            f"update_collection() cannot change {', '.join(fixed)}; "
+            f"it changes {', '.join(EDITABLE_FIELDS)}."
+        )
+    with transaction.atomic():
+        stored = Collection.objects.select_for_update().filter(pk=collection.pk).first()
+        if stored is None:
+            raise CollectionNotFound(f"No collection {collection.slug!r}.")
+        allowed.authorize_change(stored, changes)
+        for key in ("name", "slug"):  # a key names one collection (Scope.collection)
+            if changes.get(key, getattr(stored, key)) != getattr(stored, key):
+                check_name_is_free(changes[key], exclude=stored)
+        for field, value in changes.items():
+            setattr(collection, field, value)
+        unchanged = [f.name for f in Collection._meta.fields if f.name not in changes]
+        collection.full_clean(exclude=unchanged, validate_unique=False, validate_constraints=False)
+        collection.save(update_fields=[*changes, "updated_at"])
     return collection
 
 

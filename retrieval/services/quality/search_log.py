@@ -24,6 +24,7 @@ from retrieval.models import Collection, QueryTrace
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.tracing import current_trace
 from retrieval.services.types import RetrievalResult
+from retrieval.services.validation.storable import NUL
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +87,10 @@ def record_search(
     """Store this search as a trace if sampled; return it (``None`` if not kept).
 
     A search nested in another one (a tool inside an agent's search) is part of the
-    outer trace and is not stored on its own. A failed write is logged and never
-    fails the search.
+    outer trace and is not stored on its own. A trace that cannot be stored (a value
+    PostgreSQL refuses) is logged and replaced by a bare one: who searched what and the
+    results' ids, with the reason (``trace["unstored"]``), so no search goes unrecorded
+    for want of a storable trace. Neither failure fails the search.
     """
     if _untraced.get() or current_trace() is not None:
         return None
@@ -95,23 +98,41 @@ def record_search(
     if rate <= 0 or (rate < 1 and random.random() >= rate):
         return None
     parsed = filters if isinstance(filters, Filters) else Filters.parse(filters)
+    bare = {
+        "query": query,
+        "user": user if getattr(user, "pk", None) else None,
+        "collection": collection,
+        "pipeline": pipeline,
+        "top_k": top_k,
+        "ms": float(trace.get("ms") or 0.0),
+        "result_count": len(results),
+    }
     try:
         with transaction.atomic():
             return QueryTrace.objects.create(
-                query=query,
-                user=user if getattr(user, "pk", None) else None,
-                collection=collection,
-                pipeline=pipeline,
-                top_k=top_k,
+                **bare,
                 filters=_filters_dict(parsed),
-                ms=float(trace.get("ms") or 0.0),
                 llm_tokens=int(trace.get("llm_tokens") or 0),
-                result_count=len(results),
                 results=[result_record(result) for result in results],
                 trace=trace,
             )
+    except DatabaseError as e:
+        logger.exception(
+            "Could not store the trace of a search of %s; storing a bare one", collection
+        )
+        reason = f"{type(e).__name__}: {e}".replace(NUL, "")[:1000]
+    try:
+        with transaction.atomic():
+            return QueryTrace.objects.create(
+                **bare | {"query": query.replace(NUL, "\ufffd")},
+                results=[
+                    {"rank": r.rank + 1, "chunk_id": r.chunk.pk, "document_id": r.chunk.document_id}
+                    for r in results
+                ],
+                trace={"unstored": reason},
+            )
     except DatabaseError:
-        logger.exception("Could not store the trace of a search of %s", collection)
+        logger.exception("Could not store even a bare trace of a search of %s", collection)
         return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from retrieval.models import Collection
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.tracing import current_trace
+from retrieval.services.validation.storable import NUL
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
 Turn = dict[str, str]
@@ -184,18 +185,25 @@ def normalize_turn(turn: TurnLike) -> Turn:
     """Return one turn as ``{"role", "content"}``: a string is a user turn, a dict keeps
     its role if it is one of :data:`HISTORY_ROLES` (a caller never speaks as the system).
 
-    Raises ``ValueError`` saying what a turn must be ("must be ...", "has the role ...").
+    Raises ``ValueError`` saying what a turn must be ("must be ...", "has the role ...",
+    "contains a NUL character ...": a search's trace, which keeps the turns a rewriter
+    used, could not be stored, as a query with one is refused).
     """
     if isinstance(turn, str):
-        return {"role": "user", "content": turn}
-    if isinstance(turn, Mapping) and isinstance(turn.get("content"), str):
+        normalized = {"role": "user", "content": turn}
+    elif isinstance(turn, Mapping) and isinstance(turn.get("content"), str):
         role = turn.get("role") or "user"
         if role not in HISTORY_ROLES:
             raise ValueError(f"has the role {role!r:.40}; a turn's role is one of {HISTORY_ROLES}.")
-        return {"role": role, "content": turn["content"]}
-    raise ValueError(
-        f"must be a string or a {{'role', 'content'}} dict with string content, not {turn!r:.80}."
-    )
+        normalized = {"role": role, "content": turn["content"]}
+    else:
+        raise ValueError(
+            "must be a string or a {'role', 'content'} dict with string content, "
+            f"not {turn!r:.80}."
+        )
+    if NUL in normalized["content"]:
+        raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store.")
+    return normalized
 
 
 def format_history(history: Sequence[Turn]) -> str:

@@ -133,6 +133,10 @@ def test_history_may_be_plain_strings(llm_server, collection):
     assert prf.queries[0].startswith("Paris tower its stairs?")
     with pytest.raises(ValueError, match=r"history\[0\] must be a string or"):
         LLMQueryRewriter().rewrite("q", collection=collection, history=[42])
+    # PostgreSQL cannot store a NUL: refused in a turn as in a query.
+    for turn in ("m\x00aps", {"role": "assistant", "content": "m\x00aps"}):
+        with pytest.raises(ValueError, match=r"history\[0\] contains a NUL character"):
+            RM3QueryRewriter().rewrite("q", collection=collection, history=[turn])
     # A caller's turn speaks as the user or the assistant, never as the system or a tool.
     for role in ("system", "tool"):
         with pytest.raises(ValueError, match=rf"history\[1\] has the role '{role}'; a turn's"):

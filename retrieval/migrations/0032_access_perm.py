@@ -1,0 +1,18 @@
+"""The permission to change what the access hooks decide by (a collection's name, slug or
+metadata): ``retrieval.change_collection_access`` (``retrieval.services.access``)."""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('retrieval', '0029_bm25_marked_top_k'),
+    ]
+
+    operations = [
+        migrations.AlterModelOptions(
+            name='collection',
+            options={'ordering': ['name'], 'permissions': [('change_collection_access', 'Can change what decides who sees a collection')]},
+        ),
+    ]
