@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('retrieval', '0029_bm25_marked_top_k'),
+        ('retrieval', '0031_indexrun_resume'),
     ]
 
     operations = [
