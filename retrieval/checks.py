@@ -61,6 +61,12 @@ def _app_databases(databases: Any) -> list[str]:
     return [alias for alias in aliases if router.allow_migrate_model(alias, Chunk)]
 
 
+def _postgresql_databases(databases: Any) -> list[str]:
+    """The app's databases a command asked checks of that are PostgreSQL (E001 says of others)."""
+    aliases = _app_databases(databases or [])
+    return [alias for alias in aliases if connections[alias].vendor == "postgresql"]
+
+
 @checks.register(checks.Tags.compatibility)
 def check_database_vendor(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
     """The app's tables need PostgreSQL; say so before any query fails."""
@@ -153,9 +159,7 @@ def check_collection_embedders(
     from .services.registry import embedders
 
     errors = []
-    for alias in _app_databases(databases or []):
-        if connections[alias].vendor != "postgresql":
-            continue
+    for alias in _postgresql_databases(databases):
         try:
             collections = list(Collection.objects.using(alias).all())
         except DatabaseError:
@@ -363,29 +367,22 @@ def check_unregistered_host_documents(
     from .services.ingestion.host_registry import unregistered_documents
 
     warnings = []
-    for alias in _app_databases(databases or []):
-        if connections[alias].vendor != "postgresql":
-            continue
-        rows = (
-            unregistered_documents()
-            .using(alias)
-            .values("collection__name", "metadata__object__model")
-            .annotate(count=Count("pk"))
-            .order_by("collection__name", "metadata__object__model")
-        )
-        stale: dict[str, dict[str, int]] = {}
+    for alias in _postgresql_databases(databases):
+        documents = unregistered_documents().using(alias)
+        rows = documents.values_list("collection__name", "metadata__object__model")
         try:
-            for row in rows:
-                models = stale.setdefault(row["collection__name"], {})
-                models[row["metadata__object__model"]] = row["count"]
+            counted = list(rows.annotate(Count("pk")).order_by("collection__name"))
         except DatabaseError:
             continue  # not migrated yet
+        stale: dict[str, dict[str, int]] = {}
+        for name, model, count in counted:
+            stale.setdefault(name, {})[model] = count
         for name, models in stale.items():
             warnings.append(
                 checks.Warning(
-                    f"Collection {name!r} holds {sum(models.values())} documents of models no "
-                    f"longer indexed into it ({', '.join(models)}): no save updates or hides "
-                    "them any more (an unpublished page stays found).",
+                    f"Collection {name!r} holds {sum(models.values())} documents of models "
+                    f"no longer indexed into it ({', '.join(sorted(models))}): no save updates "
+                    "or hides them any more (an unpublished page stays found).",
                     hint=f"Run `manage.py retrieval_reindex --collection {name}` to remove them, "
                     "or register the models again (host_models.register, "
                     'RETRIEVAL["WAGTAIL_PAGE_MODELS"]).',
