@@ -135,7 +135,7 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
             return
         ingest(collection, [entry.source(obj)], total=1, run=run)
         # What was read before a change that committed while this embedded is not kept.
-        if settle(collection, entry, object_pk, lock=True)[1]:
+        if settle(collection, entry, object_pk, after_writers=True)[1]:
             run.options = {**run.options, "removed": external_id}
             run.save(update_fields=["options"])
 

@@ -203,23 +203,27 @@ def source_for_document(document: Document) -> Source | None:
 
 
 def settle(
-    collection: Collection, entry: HostIndex, pk: Any, *, lock: bool = False
+    collection: Collection, entry: HostIndex, pk: Any, *, after_writers: bool = False
 ) -> tuple[models.Model | None, bool]:
     """Apply now who may see the object ``pk``'s document in ``collection``.
 
     A gone object, or one its condition no longer keeps, loses its document and chunks;
     a kept one's document takes its visibility. Return the object if it is to be
-    indexed, and whether a document was removed. One read and one write: the web process
-    does it in the host's transaction, so hiding never waits for a worker. ``lock``
-    waits for a transaction changing the object's rows to end (a worker checking again
-    after its write, which may have restored what that transaction hid).
+    indexed, and whether a document was removed. A read and a write: the web process
+    does it in the host's transaction, so hiding never waits for a worker.
+
+    ``after_writers`` first waits for any transaction changing the object's rows to end
+    (a worker checking again after its write, which may have restored what such a
+    transaction hid), holding no lock while it writes, so it cannot deadlock with one.
     """
-    with transaction.atomic():
-        obj = entry.get(pk, lock=lock)
-        if obj is None or not entry.wants(obj):
-            documents = collection.documents.filter(external_id=entry.external_id(pk))
-            return None, delete_documents(collection, documents) > 0
-        store_visibility(collection, entry, obj)
+    if after_writers:
+        with transaction.atomic():
+            entry.get(pk, lock=True)
+    obj = entry.get(pk)
+    if obj is None or not entry.wants(obj):
+        documents = collection.documents.filter(external_id=entry.external_id(pk))
+        return None, delete_documents(collection, documents) > 0
+    store_visibility(collection, entry, obj)
     return obj, False
 
 
@@ -284,7 +288,7 @@ def index_objects(
     again = [
         entry.external_id(pk)
         for entry, pk in written
-        if settle(collection, entry, pk, lock=True)[1]
+        if settle(collection, entry, pk, after_writers=True)[1]
     ]
     if again:
         run.options = {**run.options, "removed": removed + again}
