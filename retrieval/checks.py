@@ -24,6 +24,8 @@
 - ``retrieval.W020`` / ``W021``: the Chroma / Milvus server does not answer, and
   ``retrieval.E022``: the Milvus server's version is not supported (both with
   ``--database``, as they ask the server).
+- ``retrieval.W022``: a collection holds documents of host models no longer registered
+  into it (with ``--database``): nothing updates or hides them; a reindex removes them.
 - ``retrieval.W001``: ``SEARCH_PAGE_PUBLIC`` opens the search page to anonymous visitors.
 - ``retrieval.W002``: a host model with a ``live`` flag is registered with no condition.
 - ``retrieval.W003``: a collection's HNSW graphs were built with other ``m`` /
@@ -57,6 +59,12 @@ def _app_databases(databases: Any) -> list[str]:
 
     aliases = databases if databases is not None else list(connections)
     return [alias for alias in aliases if router.allow_migrate_model(alias, Chunk)]
+
+
+def _postgresql_databases(databases: Any) -> list[str]:
+    """The app's databases a command asked checks of that are PostgreSQL (E001 says of others)."""
+    aliases = _app_databases(databases or [])
+    return [alias for alias in aliases if connections[alias].vendor == "postgresql"]
 
 
 @checks.register(checks.Tags.compatibility)
@@ -151,9 +159,7 @@ def check_collection_embedders(
     from .services.registry import embedders
 
     errors = []
-    for alias in _app_databases(databases or []):
-        if connections[alias].vendor != "postgresql":
-            continue
+    for alias in _postgresql_databases(databases):
         try:
             collections = list(Collection.objects.using(alias).all())
         except DatabaseError:
@@ -350,6 +356,41 @@ def check_host_models(app_configs: Any = None, **kwargs: Any) -> list:
                     'pages, add "retrieval.contrib.wagtail" to INSTALLED_APPS instead.',
                     obj=entry.label,
                     id="retrieval.W002",
+                )
+            )
+    return warnings
+
+
+@checks.register(checks.Tags.database, checks.Tags.security)
+def check_unregistered_host_documents(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list:
+    """Documents of host models no longer registered stay found as they were: report them."""
+    from django.db.models import Count
+
+    from .services.ingestion.host_registry import unregistered_documents
+
+    warnings = []
+    for alias in _postgresql_databases(databases):
+        documents = unregistered_documents().using(alias)
+        rows = documents.values_list("collection__name", "metadata__object__model")
+        try:
+            counted = list(rows.annotate(Count("pk")).order_by("collection__name"))
+        except DatabaseError:
+            continue  # not migrated yet
+        stale: dict[str, dict[str, int]] = {}
+        for name, model, count in counted:
+            stale.setdefault(name, {})[model] = count
+        for name, models in stale.items():
+            warnings.append(
+                checks.Warning(
+                    f"Collection {name!r} holds {sum(models.values())} documents of models "
+                    f"no longer indexed into it ({', '.join(sorted(models))}): no save updates "
+                    "or hides them any more (an unpublished page stays found).",
+                    hint=f"Run `manage.py retrieval_reindex --collection {name}` to remove them, "
+                    "or register the models again (host_models.register, "
+                    'RETRIEVAL["WAGTAIL_PAGE_MODELS"]).',
+                    id="retrieval.W022",
                 )
             )
     return warnings

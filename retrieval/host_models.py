@@ -16,9 +16,11 @@ Register a model once, e.g. in its app's ``AppConfig.ready()``::
     )
 
 Saving an object, through its own class, a subclass, a parent (multi-table
-inheritance) or a proxy, enqueues its indexing, and the condition is evaluated again
-each time: an object failing it is removed; deleting it enqueues its removal; both on
-transaction commit (:func:`retrieval.services.ingestion.runs.enqueue_run`). Its
+inheritance) or a proxy, enqueues its indexing on transaction commit
+(:func:`retrieval.services.ingestion.runs.enqueue_run`), and the condition is evaluated
+again each time. Who may see it never waits for that worker: in the saving transaction,
+an object failing the condition, or deleted, loses its document at once (a
+``remove_object`` run, inline), and a kept one's document takes its visibility. Its
 document's external id is ``"<app_label>.<model>:<pk>"``. Unchanged text is not
 embedded again; a new title, URL, metadata or visibility is stored all the same.
 Markup in the text (a StreamField's or rich text's HTML) is reduced to its text.
@@ -47,7 +49,9 @@ from retrieval.services.ingestion.host_registry import (
     registration,
     registrations,
     related,
+    settle_documents,
     source_for_document,
+    store_visibility,
     sync_host_documents,
 )
 from retrieval.services.ingestion.host_registry import add as _add
@@ -108,38 +112,53 @@ def register(
 
 
 def unregister(model: type[models.Model]) -> None:
-    """Stop indexing ``model``; its documents stay until deleted or reindexed."""
+    """Stop indexing ``model``; its documents stay until the collection is reindexed
+    (system check ``retrieval.W022`` counts them)."""
     _remove(model._meta.label_lower)
 
 
 def refresh(entry: HostIndex, obj: models.Model) -> None:
-    """Enqueue indexing ``obj`` (the registered model's view of it) or removing its document.
+    """Enqueue indexing ``obj`` (the registered model's view of it) or remove its document.
 
-    Removal is enqueued only when it has a document, so saving a draft that was never
-    indexed records no run. On a queue, one object is enqueued once per transaction
-    (a Wagtail publish saves the page and sends ``page_published``): the task reads the
-    object when the transaction has committed.
+    Who may see it is applied now, in the saving transaction: an object the condition
+    no longer keeps loses its document (a ``remove_object`` run, inline), a kept one's
+    document takes its visibility; only the indexing waits for a worker. Removal runs
+    only when it has a document, so saving a draft that was never indexed records no
+    run. On a queue, one object is enqueued once per transaction (a Wagtail publish
+    saves the page and sends ``page_published``): the task reads the object when the
+    transaction has committed.
     """
     pk = json_value(obj.pk)
     collection = Collection.objects.filter(name=entry.collection).first()
-    if entry.wants(obj):
-        if _pending(("index", entry.label, pk)):
-            return
+    if not entry.wants(obj):
+        _remove_now(entry, pk, collection)
+        return
+    if collection is not None:
+        store_visibility(collection, entry, obj)
+    if not _pending(("index", entry.label, pk)):
         enqueue_run(index_object, entry.label, pk, collection=collection)
-    elif collection is not None and has_document(entry, pk):
-        if _pending(("remove", entry.label, pk)):
-            return
-        enqueue_run(remove_object, entry.label, pk, collection=collection)
 
 
 def refresh_objects(objects: Iterable[tuple[HostIndex, Any]]) -> None:
-    """Enqueue indexing many registered objects again: one run per collection."""
-    grouped: dict[str, list[list[Any]]] = defaultdict(list)
+    """Enqueue indexing many registered objects again: one run per collection.
+
+    Who may see those that have a document is applied now (see :func:`refresh`).
+    """
+    grouped: dict[str, list[tuple[HostIndex, Any]]] = defaultdict(list)
     for entry, pk in objects:
-        grouped[entry.collection].append([entry.label, json_value(pk)])
+        grouped[entry.collection].append((entry, json_value(pk)))
     for name, members in grouped.items():
         collection = Collection.objects.filter(name=name).first()
-        enqueue_run(index_objects, members, collection=collection)
+        if collection is not None:
+            settle_documents(collection, members)
+        labelled = [[entry.label, pk] for entry, pk in members]
+        enqueue_run(index_objects, labelled, collection=collection)
+
+
+def _remove_now(entry: HostIndex, pk: Any, collection: Collection | None) -> None:
+    """Remove the object's document in this transaction, recorded as a run, if it has one."""
+    if collection is not None and has_document(entry, pk):
+        enqueue_run(remove_object, entry.label, pk, collection=collection, sync=True)
 
 
 class _Pending:
@@ -191,8 +210,6 @@ def _deleted(sender: type[models.Model], instance: models.Model, **_: Any) -> No
     # Deleting a row of any class deletes (and signals) its rows of every other class:
     # the registered table's own signal is the one to act on.
     for entry, how in related(sender):
-        if how != "same":
-            continue
-        collection = Collection.objects.filter(name=entry.collection).first()
-        if collection is not None and has_document(entry, instance.pk):
-            enqueue_run(remove_object, entry.label, json_value(instance.pk), collection=collection)
+        if how == "same":
+            collection = Collection.objects.filter(name=entry.collection).first()
+            _remove_now(entry, json_value(instance.pk), collection)

@@ -119,7 +119,7 @@ def extract_graph(
 def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Index a registered host object (see :mod:`retrieval.host_models`)."""
     from retrieval.services.ingestion.collections import get_or_create_collection
-    from retrieval.services.ingestion.host_registry import registration
+    from retrieval.services.ingestion.host_registry import registration, settle
     from retrieval.services.ingestion.ingest import ingest
 
     def work(run: IndexRun) -> None:
@@ -128,16 +128,16 @@ def index_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
             raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection, _ = get_or_create_collection(entry.collection)
         _label(run, collection)
-        obj = entry.get(object_pk)
-        if obj is None or not entry.wants(obj):
-            _remove(run, collection, entry.external_id(object_pk))
+        external_id = entry.external_id(object_pk)
+        obj, removed = settle(collection, entry, object_pk)
+        if obj is None:
+            _removed(run, external_id if removed else None)
             return
-        seen_by = entry.visibility_of(obj)
-        if seen_by is not None:  # first, so it holds even if rendering the text fails
-            collection.documents.filter(external_id=entry.external_id(object_pk)).update(
-                access=seen_by.stored()
-            )
         ingest(collection, [entry.source(obj)], total=1, run=run)
+        # What was read before a change that committed while this embedded is not kept.
+        if settle(collection, entry, object_pk, after_writers=True)[1]:
+            run.options = {**run.options, "removed": external_id}
+            run.save(update_fields=["options"])
 
     _execute(run_id, work)
 
@@ -161,7 +161,7 @@ def index_objects(objects: list[list[Any]], *, run_id: int) -> None:
 
 def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
     """Remove a deleted (or no longer wanted) host object's document and chunks."""
-    from retrieval.services.ingestion.host_registry import registration
+    from retrieval.services.ingestion.host_registry import delete_documents, registration
 
     def work(run: IndexRun) -> None:
         entry = registration(model_label)
@@ -169,7 +169,12 @@ def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
             raise RetrievalError(f"{model_label} is not registered with retrieval.host_models")
         collection = Collection.objects.filter(name=entry.collection).first()
         _label(run, collection)
-        _remove(run, collection, entry.external_id(object_pk))
+        external_id = entry.external_id(object_pk)
+        deleted = 0
+        if collection is not None:
+            documents = collection.documents.filter(external_id=external_id)
+            deleted = delete_documents(collection, documents)
+        _removed(run, external_id if deleted else None)
 
     _execute(run_id, work)
 
@@ -241,17 +246,9 @@ def _label(run: IndexRun, collection: Collection | None) -> None:
         run.save(update_fields=["collection"])
 
 
-def _remove(run: IndexRun, collection: Collection | None, external_id: str) -> None:
-    deleted = 0
-    if collection is not None:
-        deleted, _ = Document.objects.filter(
-            collection=collection, external_id=external_id
-        ).delete()
-        if deleted and collection.external_index:
-            from retrieval.services.indexes import outbox
-
-            outbox.schedule_drain()
+def _removed(run: IndexRun, external_id: str | None) -> None:
+    """Finish a run that removed the document ``external_id`` (``None``: there was none)."""
     run.documents_total = run.documents_done = 1
-    run.options = {**run.options, "removed": external_id if deleted else None}
+    run.options = {**run.options, "removed": external_id}
     run.save(update_fields=["options"])
     runs.finish_run(run)

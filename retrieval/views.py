@@ -2,13 +2,15 @@
 
 It requires a signed-in user unless ``RETRIEVAL["SEARCH_PAGE_PUBLIC"]`` is True, and
 lists and searches only what the visitor's :class:`Scope` may see. Visitors are sent
-to the site's ``LOGIN_URL`` when it names a view of the site, else to the app's own
-sign-in page (:class:`LoginView`, with its own template), so a site with no login
-view or ``registration/login.html`` still works.
+to the site's ``LOGIN_URL`` when it names a view of the site (not a catch-all such as
+Wagtail's page serving), else to the app's own sign-in page (:class:`LoginView`, with
+its own template), so a site with no login view or ``registration/login.html`` still
+works.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,7 +86,12 @@ def cross_site(request: HttpRequest) -> bool:
 
 
 def login_url() -> str:
-    """Return the site's ``LOGIN_URL`` if a view of the site answers it, else the app's."""
+    """Return the site's ``LOGIN_URL`` if a view of the site answers it, else the app's.
+
+    A catch-all pattern (Wagtail's page serving, a single-page app's) resolves every
+    path and answers Django's default ``/accounts/login/`` with a 404: a path counts as
+    answered only when a sibling that cannot exist does not resolve to the same pattern.
+    """
     try:
         url = resolve_url(settings.LOGIN_URL)
     except NoReverseMatch:
@@ -92,8 +99,18 @@ def login_url() -> str:
     parts = urlsplit(url)
     if parts.netloc:  # another host: the site knows what it does
         return url
+    return url if _answered(parts.path) else reverse("retrieval:login")
+
+
+def _answered(path: str) -> bool:
+    """True if a pattern of its own (not a catch-all) resolves ``path``."""
     try:
-        resolve(parts.path)
+        match = resolve(path)
     except Resolver404:
-        return reverse("retrieval:login")
-    return url
+        return False
+    sibling = f"{path.rstrip('/').rpartition('/')[0]}/{uuid.uuid4().hex}/"
+    try:
+        other = resolve(sibling)
+    except Resolver404:
+        return True
+    return (other.func, other.route) != (match.func, match.route)

@@ -74,6 +74,23 @@ class CancellingEmbedder(KeywordEmbedder):
         return super().embed_batch(texts)
 
 
+class InterruptingEmbedder(KeywordEmbedder):
+    """A keyword embedder that calls ``interrupt`` (a dotted path) on its ``interrupt_on_call``-th
+    call, as an editor changing the site while a worker embeds would."""
+
+    def __init__(self, interrupt: str, interrupt_on_call: int = 1, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.interrupt = interrupt
+        self.interrupt_on_call = interrupt_on_call
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if self.calls + 1 == self.interrupt_on_call:
+            from django.utils.module_loading import import_string
+
+            import_string(self.interrupt)()
+        return super().embed_batch(texts)
+
+
 class WindowEmbedder(KeywordEmbedder):
     """A keyword embedder that reads only ``window`` tokens of a text: its words, plus two."""
 

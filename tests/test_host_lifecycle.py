@@ -20,9 +20,11 @@ from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion import host_registry
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.query.search import search
 from retrieval.services.registry import embedders
 from retrieval.services.visibility import Visibility
+from retrieval.tasks import index_object
 from tests.host_app.models import Entry, Story, StoryProxy
 from tests.scope.conftest import QUERY  # noqa: F401  (before faces: their import order)
 from tests.scope.faces import SEARCH_FACES, legs, search_face_params
@@ -273,3 +275,74 @@ def test_a_story_restricted_later_is_hidden_at_once(audiences):
     story.save()
     assert shown(str(found("north", user=audiences["reader"]))) == {"markmembers"}
     assert story_document(story).access == [f"group:{Group.objects.get().pk}"]
+
+
+# Who may see a story never waits for a worker (issue 60).
+
+
+def test_on_a_queue_with_no_worker_restricted_unpublished_and_deleted_stories_are_hidden_at_once(
+    keyword_settings, retrieval_settings, django_capture_on_commit_callbacks
+):
+    """With the README's queue and its worker down, a story restricted, unpublished or
+    deleted stayed found by anonymous readers until the worker ran."""
+    from django_q.models import OrmQ
+
+    titles = ("restricted", "unpublished", "deleted", "edited")
+    stories = {t: Story.objects.create(title=t, slug=t, body="<p>North.</p>") for t in titles}
+    keys = {t: f"host_app.story:{story.pk}" for t, story in stories.items()}
+    anonymous = AnonymousUser()
+    assert found("north", user=anonymous) == set(titles)
+    retrieval_settings(TASKS_SYNC=False)  # django-q2's ORM broker, and no qcluster running
+    with django_capture_on_commit_callbacks(execute=True):
+        stories["restricted"].audience = "members"
+        stories["restricted"].save()
+        entry = Entry.objects.get(pk=stories["unpublished"].pk)
+        entry.published = False
+        entry.save()
+        stories["deleted"].delete()
+        stories["edited"].body = "<p>North and east.</p>"
+        stories["edited"].save()
+    assert found("north", user=anonymous) == {"edited"}
+    reader = get_user_model().objects.create_user(username="reader", password="x")
+    assert found("north", user=reader) == {"restricted", "edited"}
+    # Only the embedding waits for the worker: queued, not run.
+    assert found("east", user=anonymous, retriever="bm25") == set()
+    queued = sorted(tuple(task.task["args"]) for task in OrmQ.objects.all())
+    assert queued == [
+        ("host_app.story", stories["restricted"].pk),
+        ("host_app.story", stories["edited"].pk),
+    ]
+    assert IndexRun.objects.filter(status=IndexRun.Status.QUEUED).count() == 2
+    removals = IndexRun.objects.filter(task="remove_object", status=IndexRun.Status.SUCCEEDED)
+    assert sorted(run.options["removed"] for run in removals) == sorted(
+        [keys["unpublished"], keys["deleted"]]
+    )
+
+
+def unpublish_the_stories() -> None:
+    """What an editor does while the worker embeds (tests.embedders.InterruptingEmbedder)."""
+    for entry in Entry.objects.filter(published=True):
+        entry.published = False
+        entry.save()
+
+
+def test_a_story_unpublished_while_the_worker_embeds_it_is_not_written_back(
+    keyword_settings, retrieval_settings
+):
+    """The worker read the story before the change: its write restored the document that
+    the change had removed, unless it checks again once written."""
+    story = Story.objects.create(title="Going north", slug="north", body="<p>North.</p>")
+    retrieval_settings(
+        EMBEDDERS={
+            "default": {
+                "BACKEND": "tests.embedders.InterruptingEmbedder",
+                "OPTIONS": {"interrupt": "tests.test_host_lifecycle.unpublish_the_stories"},
+            }
+        }
+    )
+    Story.objects.filter(pk=story.pk).update(body="<p>North and up.</p>")  # to be embedded
+    run = enqueue_run(index_object, "host_app.story", story.pk, sync=True)
+    assert not Entry.objects.get(pk=story.pk).published  # unpublished while it embedded
+    assert story_document(story) is None
+    assert found("north") == set()
+    assert run.options["removed"] == f"host_app.story:{story.pk}"

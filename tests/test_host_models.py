@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
 from django.db import transaction
 
 from retrieval import host_models
 from retrieval.models import Collection, Document, IndexRun
 from retrieval.services.access import Scope
+from retrieval.services.ingestion import host_registry
 from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.query.search import search
 from retrieval.tasks import reindex_collection
@@ -123,3 +125,38 @@ def test_the_registry_is_service_code_and_the_import_circle_is_gone():
     assert importers == []
     assert host_models.registration("host_app.article") is hosts.registration("host_app.article")
     assert host_models.register.__module__ == "retrieval.host_models"
+
+
+def stale_host_documents() -> list[str]:
+    from django.core import checks
+
+    return [m.msg for m in checks.run_checks(databases=["default"]) if m.id == "retrieval.W022"]
+
+
+def test_documents_of_an_unregistered_model_are_reported_and_removed_by_the_backfill(
+    keyword_settings,
+):
+    """Issue 60: documents of a model no longer registered stayed found, never updated
+    again; the backfill looked only at registered models."""
+    article = Article.objects.create(title="Going north", body="Up north.")
+    upload = Collection.objects.get(name="blog").documents.create(
+        external_id="notes:1",
+        title="Notes",
+        content="Notes.",
+        metadata={"object": {"model": "host_app.article"}},
+    )  # not a host object's document: its external id is not the model's
+    assert stale_host_documents() == []
+    entry = host_models.registration("host_app.article")
+    host_models.unregister(Article)
+    try:
+        Article.objects.filter(pk=article.pk).update(published=False)
+        article.delete()  # no longer followed
+        assert search("north", collection="blog", retriever="bm25", scope=Scope.ALL)
+        (warning,) = stale_host_documents()
+        assert "'blog' holds 1 documents" in warning and "host_app.article" in warning
+        call_command("retrieval_reindex", "--collection", "blog", "--sync")
+        assert list(Document.objects.values_list("external_id", flat=True)) == [upload.external_id]
+        assert not search("north", collection="blog", retriever="bm25", scope=Scope.ALL)
+        assert stale_host_documents() == []
+    finally:
+        host_registry.add(entry)

@@ -279,3 +279,69 @@ def test_w002_a_page_type_registered_without_a_condition_is_a_warning():
         assert "ArticlePage" in warning.msg and "retrieval.contrib.wagtail" in warning.hint
     finally:
         host_registry.add(entry)
+
+
+def test_on_a_queue_with_no_worker_unpublished_restricted_and_deleted_pages_are_hidden_at_once(
+    section, people, retrieval_settings, django_capture_on_commit_callbacks
+):
+    """Issue 60: with the README's queue and its worker busy or down, an unpublished or
+    newly restricted page stayed findable by anonymous users until the worker ran."""
+    from django_q.models import OrmQ
+    from wagtail.models import Page, PageViewRestriction
+
+    from retrieval.models import IndexRun
+
+    titles = ("Unpublished", "Restricted", "Deleted", "Kept")
+    pages = {
+        title: publish(draft(section, title=title, slug=title.lower(), body="<p>North.</p>"))
+        for title in titles
+    }
+    assert found("north") == set(titles)
+    retrieval_settings(TASKS_SYNC=False)  # django-q2's ORM broker, and no qcluster running
+    with django_capture_on_commit_callbacks(execute=True):
+        Page.objects.get(pk=pages["Unpublished"].pk).unpublish()
+        PageViewRestriction.objects.create(
+            page=pages["Restricted"], restriction_type=PageViewRestriction.LOGIN
+        )
+        pages["Deleted"].delete()
+    for leg in LEGS:
+        assert found("north", people["anonymous"], leg) == {"Kept"}, leg
+        assert found("north", people["reader"], leg) == {"Kept", "Restricted"}, leg
+    # Only indexing waits for the worker: queued, not run; the removals ran in the saves.
+    queued = {task.task["func"].rpartition(".")[2] for task in OrmQ.objects.all()}
+    assert "index_objects" in queued and queued <= {"index_object", "index_objects"}
+    removed = IndexRun.objects.filter(task="remove_object", status=IndexRun.Status.SUCCEEDED)
+    assert removed.count() == 2
+
+
+def test_documents_of_page_types_no_longer_indexed_are_reported_and_removed_by_the_backfill(
+    section, people
+):
+    """Issue 60: after narrowing WAGTAIL_PAGE_MODELS, an unpublished page of a type left
+    out was still found by anonymous users; the backfill looked at registered types only."""
+    from django.core import checks
+    from wagtail.models import Page
+
+    from retrieval import host_models
+    from retrieval.services.ingestion import host_registry
+
+    def stale() -> list[str]:
+        messages = checks.run_checks(databases=["default"])
+        return [m.msg for m in messages if m.id == "retrieval.W022"]
+
+    publish(draft(section, model=NewsPage, title="Harbour news", slug="harbour", body="<p>N.</p>"))
+    article = publish(draft(section, title="Route", slug="route", body="<p>North.</p>"))
+    assert stale() == []
+    entry = host_models.registration("wagtail_site.articlepage")
+    host_models.unregister(ArticlePage)  # WAGTAIL_PAGE_MODELS narrowed to news pages
+    try:
+        Page.objects.get(pk=article.pk).unpublish()
+        assert found("north") == {"Route"}  # no longer followed: still found
+        (warning,) = stale()
+        assert "'pages'" in warning and "wagtail_site.articlepage" in warning
+        call_command("retrieval_reindex", "--collection", "pages", "--sync")
+        assert found("north") == set()
+        assert {d.title for d in Document.objects.all()} == {"Harbour news"}
+        assert stale() == []
+    finally:
+        host_registry.add(entry)

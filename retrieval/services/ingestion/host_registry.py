@@ -4,19 +4,22 @@ Sites register models through :func:`retrieval.host_models.register`, which also
 the save/delete signals; this module holds the registrations and renders an object as
 the :class:`~retrieval.services.ingestion.ingest.Source` of its document (external id
 ``"<app_label>.<model>:<pk>"``): its text (markup reduced to text), title, metadata (with
-its URL) and who may see it (:mod:`retrieval.services.visibility`). It imports nothing
-above the service layer.
+its URL) and who may see it (:mod:`retrieval.services.visibility`). Who may see a
+document is applied at once (:func:`settle`: a cheap write the web process makes in the
+host's transaction); only the embedding waits for a worker. It imports nothing above the
+service layer.
 """
 
 from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
+from django.apps import apps
+from django.db import models, transaction
 from django.db.models import Q
 from django.template import Context, Engine
 
@@ -66,9 +69,11 @@ class HostIndex:
         queryset = self.model._default_manager.all()
         return queryset.filter(self.condition) if isinstance(self.condition, Q) else queryset
 
-    def get(self, pk: Any) -> models.Model | None:
-        """Return the object ``pk`` as this registration's model, or ``None``."""
-        return self.model._default_manager.filter(pk=pk).first()
+    def get(self, pk: Any, *, lock: bool = False) -> models.Model | None:
+        """Return the object ``pk`` as this registration's model, or ``None``; ``lock``
+        reads its rows ``FOR UPDATE`` (inside a transaction)."""
+        objects = self.model._default_manager.filter(pk=pk)
+        return (objects.select_for_update() if lock else objects).first()
 
     def wants(self, obj: models.Model) -> bool:
         """True if ``obj`` is to be indexed (its stored row, for a ``Q`` condition)."""
@@ -101,6 +106,10 @@ class HostIndex:
         value = _value(obj, spec)
         return None if value is None else str(value)
 
+    def object_of(self, obj: models.Model) -> dict[str, Any]:
+        """Whose document it is: ``metadata["object"]`` of every host object's document."""
+        return {"model": self.label, "pk": json_value(obj.pk)}
+
     def source(self, obj: models.Model) -> Source:
         """Render ``obj`` as the source of its document."""
         text = _text(obj, self.text)
@@ -112,7 +121,7 @@ class HostIndex:
         url = self.url_of(obj)
         if url is not None:
             metadata["url"] = url
-        metadata["object"] = {"model": self.label, "pk": json_value(obj.pk)}
+        metadata["object"] = self.object_of(obj)
         seen_by = self.visibility_of(obj)
         return Source.from_text(
             text,
@@ -193,13 +202,69 @@ def source_for_document(document: Document) -> Source | None:
     return entry.source(obj)
 
 
+def settle(
+    collection: Collection, entry: HostIndex, pk: Any, *, after_writers: bool = False
+) -> tuple[models.Model | None, bool]:
+    """Apply now who may see the object ``pk``'s document in ``collection``.
+
+    A gone object, or one its condition no longer keeps, loses its document and chunks;
+    a kept one's document takes its visibility. Return the object if it is to be
+    indexed, and whether a document was removed. A read and a write: the web process
+    does it in the host's transaction, so hiding never waits for a worker.
+
+    ``after_writers`` first waits for any transaction changing the object's rows to end
+    (a worker checking again after its write, which may have restored what such a
+    transaction hid), holding no lock while it writes, so it cannot deadlock with one.
+    """
+    if after_writers:
+        with transaction.atomic():
+            entry.get(pk, lock=True)
+    obj = entry.get(pk)
+    if obj is None or not entry.wants(obj):
+        documents = collection.documents.filter(external_id=entry.external_id(pk))
+        return None, delete_documents(collection, documents) > 0
+    store_visibility(collection, entry, obj)
+    return obj, False
+
+
+def store_visibility(collection: Collection, entry: HostIndex, obj: models.Model) -> None:
+    """Store who may see ``obj`` on its document in ``collection`` (its chunks follow)."""
+    seen_by = entry.visibility_of(obj)
+    if seen_by is not None:
+        documents = collection.documents.filter(external_id=entry.external_id(obj.pk))
+        documents.update(access=seen_by.stored())
+
+
+def settle_documents(collection: Collection, objects: Iterable[tuple[HostIndex, Any]]) -> None:
+    """:func:`settle` those of the registered objects ``(entry, pk)`` that have a document."""
+    wanted = {entry.external_id(json_value(pk)): (entry, pk) for entry, pk in objects}
+    indexed = collection.documents.filter(external_id__in=list(wanted))
+    for external_id in indexed.values_list("external_id", flat=True):
+        settle(collection, *wanted[external_id])
+
+
+def delete_documents(collection: Collection, documents: models.QuerySet) -> int:
+    """Delete ``documents`` of ``collection`` and their chunks; return how many documents.
+
+    An external index follows through the outbox (triggers record the chunk deletes).
+    """
+    deleted = documents.delete()[1].get(Document._meta.label, 0)
+    if deleted and collection.external_index:
+        from retrieval.services.indexes import outbox
+
+        outbox.schedule_drain()
+    return deleted
+
+
 def index_objects(
     collection: Collection, objects: list[tuple[str, Any]], *, run: IndexRun
 ) -> IndexRun:
     """Index registered objects ``(model label, pk)`` of ``collection`` again, recording
     into ``run``; those gone or no longer wanted lose their documents (a section's pages
-    after a move, a slug change or a new view restriction)."""
+    after a move, a slug change or a new view restriction). Each is settled again once
+    written, so a change committed meanwhile wins over what was read before it."""
     removed: list[str] = []
+    written: list[tuple[HostIndex, Any]] = []
 
     def sources() -> Iterator[Source]:
         for label, pk in objects:
@@ -209,25 +274,32 @@ def index_objects(
                 run.documents_failed += 1
                 run.errors.append({"document": f"{label}:{pk}", "error": "not registered here"})
                 continue
-            external_id = entry.external_id(pk)
-            documents = collection.documents.filter(external_id=external_id)
-            obj = entry.get(pk)
-            if obj is None or not entry.wants(obj):
-                if documents.delete()[0]:
-                    removed.append(external_id)
+            obj, was_removed = settle(collection, entry, pk)
+            if obj is None:
+                if was_removed:
+                    removed.append(entry.external_id(pk))
                 run.documents_done += 1
                 continue
-            seen_by = entry.visibility_of(obj)
-            if seen_by is not None:  # first, so it holds even if rendering the text fails
-                documents.update(access=seen_by.stored())
+            written.append((entry, pk))
             yield entry.source(obj)
 
     run.options = {**run.options, "removed": removed}
-    return ingest(collection, sources(), total=len(objects), run=run)
+    ingest(collection, sources(), total=len(objects), run=run)
+    again = [
+        entry.external_id(pk)
+        for entry, pk in written
+        if settle(collection, entry, pk, after_writers=True)[1]
+    ]
+    if again:
+        run.options = {**run.options, "removed": removed + again}
+        run.save(update_fields=["options"])
+    return run
 
 
 def sync_host_documents(collection: Collection) -> None:
-    """Add pending documents for registered objects the collection lacks; drop the gone ones."""
+    """Add pending documents for registered objects the collection lacks; drop the gone ones
+    and those of models no longer registered into it."""
+    delete_documents(collection, unregistered_documents(collection))
     for entry in registrations(collection.name):
         prefix = f"{entry.label}:"
         wanted = {
@@ -246,6 +318,7 @@ def sync_host_documents(collection: Collection) -> None:
                     collection=collection,
                     external_id=key,
                     title=str(obj)[:1000],
+                    metadata={"object": entry.object_of(obj)},
                     # nobody, until indexing says who may see it
                     access=None if entry.visibility is None else [],
                 )
@@ -256,11 +329,29 @@ def sync_host_documents(collection: Collection) -> None:
         )
         gone = known - set(wanted)
         if gone:
-            collection.documents.filter(external_id__in=gone).delete()
-            if collection.external_index:
-                from retrieval.services.indexes import outbox
+            delete_documents(collection, collection.documents.filter(external_id__in=gone))
 
-                outbox.schedule_drain()
+
+def unregistered_documents(collection: Collection | None = None) -> models.QuerySet:
+    """Return the documents of host objects whose model is no longer registered into their
+    collection (a narrowed ``WAGTAIL_PAGE_MODELS``, an unregistered model): no save
+    updates or hides them any more.
+
+    A host object's document names its model twice, in its external id and in
+    ``metadata["object"]`` (the metadata's GIN index finds each installed model's).
+    """
+    stale = Q(pk__in=[])
+    for model in apps.get_models():
+        label = model._meta.label_lower
+        theirs = Q(
+            metadata__contains={"object": {"model": label}}, external_id__startswith=f"{label}:"
+        )
+        entry = registration(label)
+        if entry is not None:
+            theirs &= ~Q(collection__name=entry.collection)
+        stale |= theirs
+    documents = Document.objects.filter(stale)
+    return documents if collection is None else documents.filter(collection=collection)
 
 
 _engine = Engine()
