@@ -5,6 +5,9 @@ that no schema generator can read (a Wagtail view, a plain DRF ``AutoSchema``) m
 ``/api/schema/`` a 500. These describe the routes of :mod:`retrieval.api.urls` only,
 under the prefix the request came through, and the UI loads Swagger's files from
 ``drf_spectacular_sidecar`` (no CDN) whatever the site's ``SPECTACULAR_SETTINGS`` say.
+Both views are routes of the API too, so they carry drf-spectacular's schema class
+themselves: a site with no ``REST_FRAMEWORK`` setting has DRF's own as its default, which
+drf-spectacular refuses (a 500).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from django.apps import apps
 from django.urls import include, path
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.settings import patched_settings
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
@@ -25,6 +29,7 @@ class SchemaView(SpectacularAPIView):
     """The OpenAPI 3 schema of the app's API."""
 
     custom_settings = {"TITLE": TITLE}
+    schema = AutoSchema()
 
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         mounted = request.path_info.lstrip("/")
@@ -38,6 +43,7 @@ class SwaggerView(SpectacularSwaggerView):
     """Swagger UI for :class:`SchemaView`, from local static files when the sidecar is installed."""
 
     title = TITLE
+    schema = AutoSchema()
 
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         local = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
