@@ -15,9 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.http import HttpResponse
 from django.urls import include, path
+from django.views import View
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.settings import patched_settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,6 +35,7 @@ class SchemaView(SpectacularAPIView):
     custom_settings = {"TITLE": TITLE}
     schema = AutoSchema()
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})  # as drf-spectacular's own view
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         mounted = request.path_info.lstrip("/")
         # The prefix the site mounted the API under: this path less this view's own route.
@@ -45,7 +50,13 @@ class SwaggerView(SpectacularSwaggerView):
     title = TITLE
     schema = AutoSchema()
 
+    @extend_schema(exclude=True)  # an HTML page, not an API operation
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         local = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
         with patched_settings(local if apps.is_installed("drf_spectacular_sidecar") else None):
             return super().get(request, *args, **kwargs)
+
+    def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Django's answer (the allowed methods): DRF's is metadata for a renderer, and this
+        # page has only an HTML template's.
+        return View.options(self, request, *args, **kwargs)

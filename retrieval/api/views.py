@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -138,7 +139,9 @@ class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelVie
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         collection = self.get_object()
         self.scope.authorize("change", Collection, collection)
-        if request.data.get("name", collection.name) != collection.name:
+        # A body that is no object is the serializer's 400 below.
+        data = request.data if isinstance(request.data, Mapping) else {}
+        if data.get("name", collection.name) != collection.name:
             self.scope.authorize_creation()  # names are site-wide, like at creation
         return super().update(request, *args, **kwargs)
 

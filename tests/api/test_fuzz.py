@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import schemathesis
@@ -11,6 +12,7 @@ from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 
 from retrieval.services.ingestion.collections import get_or_create_collection
@@ -59,3 +61,28 @@ def credentials(keyword_settings) -> dict[str, str]:
 )
 def test_no_request_gets_a_server_error(case, credentials):
     case.call_and_validate(headers=credentials, checks=[not_a_server_error])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PATCH", "/api/collections/atlas/", [None, None]),
+        ("PUT", "/api/collections/atlas/", [None, None]),
+        ("POST", "/api/tools/call/", {"collection": "", "name": {}, "arguments": None}),
+        ("OPTIONS", "/api/docs/", None),
+    ],
+)
+def test_requests_the_fuzzer_turned_into_server_errors_are_answered(
+    method, path, body, credentials
+):
+    # A superuser: one who may change the collection gets past the authorization (the
+    # credentials fixture makes the collection atlas).
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_superuser("root", password="x"))
+    response = client.generic(
+        method, path, json.dumps(body) if body is not None else "", "application/json"
+    )
+    if body is None:  # OPTIONS of the HTML page: the methods it allows
+        assert response.status_code == 200 and "GET" in response["Allow"]
+    else:
+        assert response.status_code == 400, response.content[:300]
