@@ -15,7 +15,7 @@ from django.core import checks
 from django.core.cache import caches
 
 from retrieval.exceptions import LLMError
-from retrieval.services.llms.answers import answer_token_bound, parse_answer
+from retrieval.services.llms.answers import answer_token_bound, excerpt, parse_answer
 from retrieval.services.query.tracing import LLMCall, current_trace
 
 Message = Mapping[str, str]
@@ -117,7 +117,7 @@ class BaseLLM(ABC):
                         0,
                         ms,
                         attempts=attempts[0],
-                        error=str(e),
+                        error=excerpt(str(e)),
                         prompt_estimate=prompt_estimate,
                     )
                 )
@@ -218,7 +218,7 @@ class BaseLLM(ABC):
             )
         repair = [
             *messages,
-            {"role": "assistant", "content": answer.text},
+            {"role": "assistant", "content": excerpt(answer.text)},
             {
                 "role": "user",
                 "content": f"That answer is not valid: {problem}. Reply again with only a "
@@ -260,12 +260,12 @@ def json_problem(text: str, schema: Mapping[str, Any]) -> str | None:
     try:  # validated as the model wrote it: cleaning may empty a string it may not be
         data = parse_answer(strip_code_fence(text), cleaned=False)
     except (TypeError, ValueError, RecursionError) as e:
-        return f"not JSON ({e})"
+        return excerpt(f"not JSON ({e})")
     try:
         jsonschema.validate(data, schema)
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "the top level"
-        return f"at {where}: {e.message}"
+        return excerpt(f"at {where}: {e.message}")  # the message quotes the answer
     return None
 
 

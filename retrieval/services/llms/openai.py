@@ -13,7 +13,7 @@ from django.core import checks
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.clients.openai import build_client, resolve_api_key
-from retrieval.services.llms.answers import clean
+from retrieval.services.llms.answers import clean, excerpt
 from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
 from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
 
@@ -183,11 +183,13 @@ class OpenAIChatLLM(BaseLLM):
                 if not retry or time.monotonic() + pause >= deadline:
                     raise LLMError(
                         f"{self._name()} failed (max_retries={self.max_retries}) after "
-                        f"{attempts[0]} attempt(s): {e}"
+                        f"{attempts[0]} attempt(s): {excerpt(str(e))}"
                     ) from e
                 time.sleep(pause)
             except (AttributeError, IndexError, TypeError, ValueError) as e:
-                raise LLMError(f"{self._name()} returned a malformed answer: {e}") from e
+                raise LLMError(
+                    f"{self._name()} returned a malformed answer: {excerpt(str(e))}"
+                ) from e
         usage = getattr(response, "usage", None)
         return LLMAnswer(
             text=text,

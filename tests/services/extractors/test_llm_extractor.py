@@ -12,6 +12,7 @@ from retrieval.services.extractors.llm import LLMTripleExtractor
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.llms.answers import ANSWER_CHARS
 from tests.openai_server import OpenAIServer, characters
 from tests.services.llms.schemas import longest, schema_of
 
@@ -150,3 +151,37 @@ def test_confidences_out_of_range_are_clamped_not_failed(llm_server):
     (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes and a letter."])
     assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0), ("a letter", 0.0)]
     assert len(llm_server.requests_to("/v1/chat/completions")) == 1
+
+
+def test_a_confidence_too_large_for_a_float_is_clamped(llm_server):
+    # A valid JSON number of 400 digits: float() of it raised OverflowError and the
+    # whole chunk failed.
+    triple = {"subject": "Ada", "predicate": "wrote", "object": "the Notes"}
+    answer = f'{{"triples": [{json.dumps(triple)[:-1]}, "confidence": {"9" * 400}}}]}}'
+    llm_server.queue_chat(answer)
+    (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes."])
+    assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0)]
+
+
+def test_an_oversized_answer_is_cut_in_the_repair_and_in_every_chunks_error(
+    llm_server, keyword_settings, retrieval_settings
+):
+    # A server that ignores max_tokens: 200,000 characters in a subject (too long for the
+    # schema). Its whole text went into the repair prompt and each chunk's error.
+    retrieval_settings(
+        EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}}
+    )
+    collection, _ = get_or_create_collection("flood")
+    ingest(
+        collection,
+        [Source.from_text(f"{name} met Charles.", external_id=name) for name in ("Ada", "Grace")],
+    )
+    huge = {"subject": "x" * 200_000, "predicate": "is", "object": "y", "confidence": 1}
+    llm_server.queue_chat(*[json.dumps({"triples": [huge]})] * 4)
+    run = extract_graph(collection, extractor="llm")
+    assert run.documents_failed == 2
+    limit = ANSWER_CHARS + 100  # the cut text and what is said around it
+    assert all(len(error["error"]) < limit for error in run.errors), run.errors[0]["error"][:300]
+    assert "after one repair" in run.errors[0]["error"]
+    repair = llm_server.requests_to("/v1/chat/completions")[1].body["messages"]
+    assert len(repair[-2]["content"]) < limit  # the answer shown back to the model
