@@ -59,6 +59,9 @@ class BaseLLM(ABC):
     #: Django cache alias for identical calls (``None``: no cache), and its lifetime.
     cache: str | None = None
     cache_timeout: int = 24 * 3600
+    #: Tokens the model reads and writes in one call, prompt and answer together
+    #: (``None``: unknown, no prompt is fitted to it).
+    context_window: int | None = None
 
     def complete(
         self,
@@ -170,6 +173,20 @@ class BaseLLM(ABC):
 
     def _connect(self) -> None:  # noqa: B027 (optional hook)
         """Do the slow set-up (imports, clients) before the call's deadline starts."""
+
+    def overrun(
+        self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None
+    ) -> int:
+        """Return by how many tokens ``messages`` and the answer they ask for overrun the
+        context window (0 or less: they fit), counted as the budget counts them.
+
+        The answer is the schema's bound for a JSON call, else the LLM's ``max_tokens``.
+        """
+        if self.context_window is None:
+            return 0
+        bound = answer_token_bound(json_schema) if json_schema is not None else None
+        request = self._prepare(messages, json_schema, bound)
+        return self._estimate(request) + request["max_tokens"] - self.context_window
 
     def _estimate(self, request: dict[str, Any]) -> int:
         """Return how many prompt tokens ``request`` will cost (the budget's estimate)."""
