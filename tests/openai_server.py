@@ -289,8 +289,13 @@ def counted_reply(
     prompt = server.template_tokens + sum(
         count(str(m.get("content") or "")) + server.message_tokens for m in body["messages"]
     )
+    window = server.context_window
+    if window is not None and prompt >= window:  # as llama-cpp-python answers
+        return error_reply(400, f"Requested tokens ({prompt}) exceed context window of {window}")
     content = str(message.get("content") or "")
     limit = body.get("max_tokens")
+    if window is not None:  # the answer gets what the prompt leaves
+        limit = min(limit or window, window - prompt)
     if limit is not None and count(content) > limit:
         low, high = 0, len(content)  # the longest prefix within the limit
         while low < high:
@@ -342,6 +347,8 @@ class OpenAIServer:
         words and never cuts.
     :param template_tokens: with ``tokens``, what the chat template adds to each prompt
         (a default system message, the assistant header); ``message_tokens`` a message.
+    :param context_window: with ``tokens``, the model's context (a llama.cpp server's
+        ``--n_ctx``): a longer prompt is a 400, and an answer is cut where it fills it.
     """
 
     def __init__(
@@ -354,7 +361,9 @@ class OpenAIServer:
         tokens: Callable[[str], int] | None = None,
         template_tokens: int = 0,
         message_tokens: int = 0,
+        context_window: int | None = None,
     ) -> None:
+        self.context_window = context_window
         self.strict_messages = strict_messages
         self.tokens = tokens
         self.template_tokens = template_tokens

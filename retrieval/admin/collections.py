@@ -234,6 +234,13 @@ class CollectionAdmin(ScopedAdminMixin, admin.ModelAdmin):
             fixed += ["name", "slug"]  # site-wide keys: renamed only by who may create
         return [*fixed, "model_name", "dimensions", "created_at", "updated_at"]
 
+    def get_prepopulated_fields(self, request: HttpRequest, obj: Any = None) -> dict:
+        # A read-only slug is not in the form, and Django fails the page on a prepopulated
+        # field it cannot find.
+        if "slug" in self.get_readonly_fields(request, obj):
+            return {}
+        return super().get_prepopulated_fields(request, obj)
+
     @admin.display(description="Index status")
     def index_status(self, collection: Collection) -> str:
         """The index backend, its pending outbox operations and their last error, and the

@@ -5,6 +5,9 @@ that no schema generator can read (a Wagtail view, a plain DRF ``AutoSchema``) m
 ``/api/schema/`` a 500. These describe the routes of :mod:`retrieval.api.urls` only,
 under the prefix the request came through, and the UI loads Swagger's files from
 ``drf_spectacular_sidecar`` (no CDN) whatever the site's ``SPECTACULAR_SETTINGS`` say.
+Both views are routes of the API too, so they carry drf-spectacular's schema class
+themselves: a site with no ``REST_FRAMEWORK`` setting has DRF's own as its default, which
+drf-spectacular refuses (a 500).
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.http import HttpResponse
 from django.urls import include, path
+from django.views import View
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.settings import patched_settings
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
@@ -33,8 +40,9 @@ class SchemaView(SpectacularAPIView):
     """The OpenAPI 3 schema of the app's API."""
 
     custom_settings = {"TITLE": TITLE, "ENUM_NAME_OVERRIDES": ENUM_NAME_OVERRIDES}
+    schema = AutoSchema()
 
-    @extend_schema(exclude=True)
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})  # as drf-spectacular's own view
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         mounted = request.path_info.lstrip("/")
         # The prefix the site mounted the API under: this path less this view's own route.
@@ -47,9 +55,15 @@ class SwaggerView(SpectacularSwaggerView):
     """Swagger UI for :class:`SchemaView`, from local static files when the sidecar is installed."""
 
     title = TITLE
+    schema = AutoSchema()
 
-    @extend_schema(exclude=True)
+    @extend_schema(exclude=True)  # an HTML page, not an API operation
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         local = {"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR"}
         with patched_settings(local if apps.is_installed("drf_spectacular_sidecar") else None):
             return super().get(request, *args, **kwargs)
+
+    def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Django's answer (the allowed methods): DRF's is metadata for a renderer, and this
+        # page has only an HTML template's.
+        return View.options(self, request, *args, **kwargs)

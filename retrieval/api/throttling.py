@@ -111,4 +111,5 @@ class ToolCallThrottleMixin(ScopedThrottleMixin):
     def throttle_scope(self) -> str | None:
         data = self.request.data
         name = data.get("name") if isinstance(data, Mapping) else None
-        return WRITE_SCOPE if name in WRITING_TOOLS else SEARCH_SCOPE
+        # Read before validation: a name of any JSON type (an object is unhashable).
+        return WRITE_SCOPE if isinstance(name, str) and name in WRITING_TOOLS else SEARCH_SCOPE

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from retrieval.models import Chunk, Collection, IndexRun
@@ -100,3 +102,26 @@ def test_extract_graph_action_runs_the_configured_extractor(admin_client, atlas,
     assert f"graph extraction, index run #{run.pk} succeeded" in response.content.decode()
     assert run.task == "extract_graph" and run.documents_done == Chunk.objects.count()
     assert graph_settings.seen  # the extractor read the chunks
+
+
+def test_an_editor_who_may_not_rename_sees_the_change_page_with_name_and_slug_read_only(
+    client, atlas
+):
+    # May change collections but not add them, so may not rename them (the slug is read-only).
+    editor = get_user_model().objects.create_user(username="editor", password="x", is_staff=True)
+    editor.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="retrieval", codename__in=["change_collection"]
+        )
+    )
+    client.force_login(editor)
+    url = reverse("admin:retrieval_collection_change", args=[atlas.pk])
+    page = client.get(url)
+    assert page.status_code == 200
+    assert 'name="slug"' not in page.content.decode() and "atlas" in page.content.decode()
+    saved = client.post(
+        url, {"name": "Renamed", "slug": "renamed", "description": "Maps.", "metadata": "{}"}
+    )
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    atlas.refresh_from_db()
+    assert (atlas.name, atlas.slug, atlas.description) == ("atlas", "atlas", "Maps.")

@@ -12,6 +12,8 @@ from typing import Any
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.llms.answers import valid_indices
+from retrieval.services.llms.base import Message
+from retrieval.services.llms.fitting import fit_passages, numbered
 from retrieval.services.registry import analyzers, llms
 from retrieval.services.types import RetrievalResult
 
@@ -38,10 +40,8 @@ MAX_ID = 999
 REASON_CHARS = 200
 
 
-def _passages(results: Sequence[RetrievalResult], chars: int = 700) -> str:
-    return "\n\n".join(
-        f"[{i}] {' '.join(r.chunk.content.split())[:chars]}" for i, r in enumerate(results)
-    )
+def _texts(results: Sequence[RetrievalResult], chars: int = 700) -> list[str]:
+    return [" ".join(r.chunk.content.split())[:chars] for r in results]
 
 
 class BaseSelector(ABC):
@@ -130,22 +130,24 @@ class LLMSelector(BaseSelector):
         self.llm = llm
 
     def select(self, query: str, candidates: Sequence[RetrievalResult], *, limit: int) -> Selection:
-        prompt = (
-            f"Question: {query}\n\nPassages:\n{_passages(candidates)}\n\n"
-            f"Choose at most {limit} passages needed to answer the question, by id."
-        )
-        try:
-            data = llms[self.llm].complete_json(
-                [{"role": "user", "content": prompt}],
-                schema=self.schema(limit),
-                purpose="select",
+        def build(passages: Sequence[str]) -> tuple[list[Message], dict[str, Any]]:
+            prompt = (
+                f"Question: {query}\n\nPassages:\n{numbered(passages)}\n\n"
+                f"Choose at most {limit} passages needed to answer the question, by id."
             )
+            return [{"role": "user", "content": prompt}], self.schema(limit)
+
+        llm = llms[self.llm]
+        try:
+            # Candidates come best first: those past what the model's context holds go.
+            fitted = fit_passages(llm, _texts(candidates), build, purpose="select")
+            data = llm.complete_json(fitted.messages, schema=fitted.schema, purpose="select")
         except BudgetExceeded:
             raise
         except LLMError as e:
             fallback = CoverageSelector().select(query, candidates, limit=limit)
             return Selection(fallback.results, f"model failed ({e}); {fallback.reason}")
-        ids, _ = valid_indices(data["selected"], len(candidates))
+        ids, _ = valid_indices(data["selected"], fitted.shown)
         return Selection(tuple(candidates[i] for i in ids[:limit]), data.get("reason", ""))
 
 
@@ -165,15 +167,18 @@ class LLMEvaluator(BaseEvaluator):
         self.llm = llm
 
     def evaluate(self, query: str, selection: Sequence[RetrievalResult]) -> Verdict:
-        prompt = (
-            f"Question: {query}\n\nPassages:\n{_passages(selection)}\n\n"
-            "How completely do these passages answer the question? Give a score from 0 "
-            "(nothing relevant) to 1 (fully answered) and a one-sentence reason."
-        )
-        try:
-            data = llms[self.llm].complete_json(
-                [{"role": "user", "content": prompt}], schema=self.SCHEMA, purpose="evaluate"
+        def build(passages: Sequence[str]) -> tuple[list[Message], dict[str, Any]]:
+            prompt = (
+                f"Question: {query}\n\nPassages:\n{numbered(passages)}\n\n"
+                "How completely do these passages answer the question? Give a score from 0 "
+                "(nothing relevant) to 1 (fully answered) and a one-sentence reason."
             )
+            return [{"role": "user", "content": prompt}], self.SCHEMA
+
+        llm = llms[self.llm]
+        try:
+            fitted = fit_passages(llm, _texts(selection), build, purpose="evaluate")
+            data = llm.complete_json(fitted.messages, schema=self.SCHEMA, purpose="evaluate")
         except BudgetExceeded:
             raise
         except LLMError as e:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from retrieval.services.extractors.base import BaseTripleExtractor, ExtractedTriple
+from retrieval.services.llms.answers import unit_interval
 from retrieval.services.llms.base import check_llm_alias
 from retrieval.services.registry import llms
 
@@ -91,7 +92,7 @@ class LLMTripleExtractor(BaseTripleExtractor):
                         " ".join(t["subject"].split()),
                         " ".join(t["predicate"].split()),
                         " ".join(t["object"].split()),
-                        min(1.0, max(0.0, float(t["confidence"]))),
+                        unit_interval(t["confidence"]),
                     )
                     for t in data["triples"]
                     if t["subject"].strip() and t["predicate"].strip() and t["object"].strip()

@@ -26,6 +26,7 @@ from retrieval.models import Chunk, Collection, Entity, GraphExtraction, IndexRu
 from retrieval.services.extractors.base import BaseTripleExtractor, ExtractedTriple
 from retrieval.services.graph.entities import alias_map, display_text, entity_key, prune_entities
 from retrieval.services.ingestion.runs import finish_run, save_progress
+from retrieval.services.llms.answers import excerpt
 from retrieval.services.registry import extractors
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,9 @@ class _GraphExtractor:
                 if isinstance(e, MissingDependencyError):
                     raise  # every batch would fail the same way: fail the run once
                 # one line per failing batch; the run records each chunk's reason
-                logger.warning("Triple extraction failed (%d chunks): %s", len(missing), e)
+                logger.warning(
+                    "Triple extraction failed (%d chunks): %s", len(missing), excerpt(str(e))
+                )
                 # Retry one text at a time, so only the culprit fails.
                 for chunk in missing if len(missing) > 1 else []:
                     try:
@@ -273,6 +276,7 @@ class _GraphExtractor:
         record = self.run_record
         record.documents_done += len(chunks)
         record.documents_failed += len(chunks)
+        reason = excerpt(reason)  # an exception may quote a model's whole answer
         for chunk in chunks:
             record.errors.append(
                 {"document": chunk.document.external_id, "chunk": chunk.index, "error": reason}

@@ -19,6 +19,10 @@ from typing import Any
 NUMBER_CHARS = 24
 #: Room for whitespace around the value and a closing newline.
 SLACK_CHARS = 16
+#: The most characters of a model's answer that go into a search query, a trace or an
+#: error message: a server that ignores ``max_tokens`` can answer 200,000 characters,
+#: which were searched as the query and copied into every failed chunk's error.
+ANSWER_CHARS = 2000
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -97,6 +101,19 @@ def clean(value: Any) -> Any:
     if isinstance(value, dict):
         return {clean(key): clean(item) for key, item in value.items()}
     return value
+
+
+def excerpt(text: str, limit: int = ANSWER_CHARS) -> str:
+    """Return ``text`` cut to ``limit`` characters, saying how long it was if it was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut from {len(text):,} characters]"
+
+
+def unit_interval(value: float) -> float:
+    """Return ``value`` clamped to [0, 1] as a float, compared before it is converted: an
+    integer of 400 digits (a valid JSON number) is too large for a float."""
+    return float(min(1.0, max(0.0, value)))
 
 
 def valid_indices(values: Iterable[Any], size: int) -> tuple[list[int], list[Any]]:

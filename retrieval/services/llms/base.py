@@ -15,7 +15,7 @@ from django.core import checks
 from django.core.cache import caches
 
 from retrieval.exceptions import LLMError
-from retrieval.services.llms.answers import answer_token_bound, parse_answer
+from retrieval.services.llms.answers import answer_token_bound, excerpt, parse_answer
 from retrieval.services.query.tracing import LLMCall, current_trace
 
 Message = Mapping[str, str]
@@ -59,6 +59,9 @@ class BaseLLM(ABC):
     #: Django cache alias for identical calls (``None``: no cache), and its lifetime.
     cache: str | None = None
     cache_timeout: int = 24 * 3600
+    #: Tokens the model reads and writes in one call, prompt and answer together
+    #: (``None``: unknown, no prompt is fitted to it).
+    context_window: int | None = None
 
     def complete(
         self,
@@ -117,7 +120,7 @@ class BaseLLM(ABC):
                         0,
                         ms,
                         attempts=attempts[0],
-                        error=str(e),
+                        error=excerpt(str(e)),
                         prompt_estimate=prompt_estimate,
                     )
                 )
@@ -171,6 +174,20 @@ class BaseLLM(ABC):
     def _connect(self) -> None:  # noqa: B027 (optional hook)
         """Do the slow set-up (imports, clients) before the call's deadline starts."""
 
+    def overrun(
+        self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None
+    ) -> int:
+        """Return by how many tokens ``messages`` and the answer they ask for overrun the
+        context window (0 or less: they fit), counted as the budget counts them.
+
+        The answer is the schema's bound for a JSON call, else the LLM's ``max_tokens``.
+        """
+        if self.context_window is None:
+            return 0
+        bound = answer_token_bound(json_schema) if json_schema is not None else None
+        request = self._prepare(messages, json_schema, bound)
+        return self._estimate(request) + request["max_tokens"] - self.context_window
+
     def _estimate(self, request: dict[str, Any]) -> int:
         """Return how many prompt tokens ``request`` will cost (the budget's estimate)."""
         from retrieval.services.clients.tokens import count_tokens
@@ -218,7 +235,7 @@ class BaseLLM(ABC):
             )
         repair = [
             *messages,
-            {"role": "assistant", "content": answer.text},
+            {"role": "assistant", "content": excerpt(answer.text)},
             {
                 "role": "user",
                 "content": f"That answer is not valid: {problem}. Reply again with only a "
@@ -260,12 +277,12 @@ def json_problem(text: str, schema: Mapping[str, Any]) -> str | None:
     try:  # validated as the model wrote it: cleaning may empty a string it may not be
         data = parse_answer(strip_code_fence(text), cleaned=False)
     except (TypeError, ValueError, RecursionError) as e:
-        return f"not JSON ({e})"
+        return excerpt(f"not JSON ({e})")
     try:
         jsonschema.validate(data, schema)
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "the top level"
-        return f"at {where}: {e.message}"
+        return excerpt(f"at {where}: {e.message}")  # the message quotes the answer
     return None
 
 

@@ -13,13 +13,17 @@ from django.core import checks
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.clients.openai import build_client, resolve_api_key
-from retrieval.services.llms.answers import clean
+from retrieval.services.llms.answers import clean, excerpt
 from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
 from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
 
 #: ``response_format`` modes: OpenAI's strict schema, plain JSON mode (the schema goes
 #: in the prompt), llama.cpp's schema-constrained JSON mode, or nothing.
 JSON_MODES = ("json_schema", "json_object", "llama_cpp", "none")
+#: The context of the smallest chat models a site is likely to serve (Llama 3 8B, SmolLM2):
+#: a server started with less (``--n_ctx 2048``) needs ``context_window`` set to it.
+DEFAULT_CONTEXT_WINDOW = 8192
+MIN_CONTEXT_WINDOW = 256
 
 
 class OpenAIChatLLM(BaseLLM):
@@ -41,6 +45,9 @@ class OpenAIChatLLM(BaseLLM):
     :param json_mode: how JSON is requested (see :data:`JSON_MODES`).
     :param cache: Django cache alias for identical calls, or ``None`` to disable.
     :param cache_timeout: seconds a cached answer lives.
+    :param context_window: tokens the served model takes in one call, prompt and answer
+        together (a llama.cpp server's ``--n_ctx``); prompts of passages are fitted to it
+        (:func:`~retrieval.services.llms.fitting.fit_passages`). ``None``: not fitted.
     """
 
     def __init__(
@@ -55,6 +62,7 @@ class OpenAIChatLLM(BaseLLM):
         json_mode: str = "json_object",
         cache: str | None = "default",
         cache_timeout: int = 24 * 3600,
+        context_window: int | None = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model id, e.g. 'gpt-4o-mini'.")
@@ -64,6 +72,13 @@ class OpenAIChatLLM(BaseLLM):
             raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}.")
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}.")
+        if context_window is not None and (
+            not isinstance(context_window, int) or context_window < MIN_CONTEXT_WINDOW
+        ):
+            raise ValueError(
+                f"context_window must be None or at least {MIN_CONTEXT_WINDOW} tokens, "
+                f"not {context_window!r}."
+            )
         if json_mode not in JSON_MODES:
             choices = ", ".join(JSON_MODES)
             raise ValueError(f"json_mode must be one of {choices}, not {json_mode!r}.")
@@ -77,6 +92,7 @@ class OpenAIChatLLM(BaseLLM):
         self.json_mode = json_mode
         self.cache = cache
         self.cache_timeout = cache_timeout
+        self.context_window = context_window
         self._client: Any = None
         self._lock = threading.Lock()
         self.prompt_estimator = PromptEstimator()
@@ -183,11 +199,13 @@ class OpenAIChatLLM(BaseLLM):
                 if not retry or time.monotonic() + pause >= deadline:
                     raise LLMError(
                         f"{self._name()} failed (max_retries={self.max_retries}) after "
-                        f"{attempts[0]} attempt(s): {e}"
+                        f"{attempts[0]} attempt(s): {excerpt(str(e))}"
                     ) from e
                 time.sleep(pause)
             except (AttributeError, IndexError, TypeError, ValueError) as e:
-                raise LLMError(f"{self._name()} returned a malformed answer: {e}") from e
+                raise LLMError(
+                    f"{self._name()} returned a malformed answer: {excerpt(str(e))}"
+                ) from e
         usage = getattr(response, "usage", None)
         return LLMAnswer(
             text=text,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from retrieval.exceptions import LLMError
 from retrieval.services.llms.answers import valid_indices
-from retrieval.services.llms.base import check_llm_alias
+from retrieval.services.llms.base import Message, check_llm_alias
+from retrieval.services.llms.fitting import fit_passages, numbered
 from retrieval.services.registry import llms
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
@@ -65,23 +67,26 @@ class LLMReranker(BaseReranker):
     def _scores(
         self, query: str, results: list[RetrievalResult]
     ) -> tuple[list[float], dict[str, object]]:
-        shown = results[: self.max_passages]
-        passages = "\n\n".join(
-            f"[{i}] {' '.join(r.chunk.content.split())[: self.passage_chars]}"
-            for i, r in enumerate(shown)
-        )
-        prompt = self.template.format(query=query, passages=passages)
+        texts = [
+            " ".join(r.chunk.content.split())[: self.passage_chars]
+            for r in results[: self.max_passages]
+        ]
+
+        def build(passages: Sequence[str]) -> tuple[list[Message], dict[str, Any]]:
+            prompt = self.template.format(query=query, passages=numbered(passages))
+            return [{"role": "user", "content": prompt}], ranking_schema(len(passages))
+
+        llm, shown = llms[self.llm], 0
         try:
-            data = llms[self.llm].complete_json(
-                [{"role": "user", "content": prompt}],
-                schema=ranking_schema(len(shown)),
-                purpose="rerank",
-            )
+            # Passages past what the model's context holds follow in their previous order.
+            fitted = fit_passages(llm, texts, build, purpose="rerank")
+            shown = fitted.shown
+            data = llm.complete_json(fitted.messages, schema=fitted.schema, purpose="rerank")
             ranking, error = data["ranking"], ""
         except LLMError as e:
             ranking, error = [], str(e)
         # 1.0 is a schema-valid integer; invented, repeated and out-of-range ids are ignored
-        valid, ignored = valid_indices(ranking, len(shown))
+        valid, ignored = valid_indices(ranking, shown)
         order = valid + [i for i in range(len(results)) if i not in valid]
         scores = [0.0] * len(results)
         for position, i in enumerate(order):

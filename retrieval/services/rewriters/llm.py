@@ -7,6 +7,7 @@ from typing import Any
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.models import Collection
 from retrieval.services.clients.tokens import count_tokens
+from retrieval.services.llms.answers import ANSWER_CHARS
 from retrieval.services.llms.base import check_llm_alias
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite, Turn, format_history
@@ -116,7 +117,8 @@ class LLMQueryRewriter(_LLMRewriter):
         # The query is the first line: models often explain it after a line break, and a
         # small one may go on until max_tokens, which only matters if it cut that line.
         first, newline, _ = answer.text.strip().partition("\n")
-        text = " ".join(first.split()).strip('"')
+        # A server that ignores max_tokens may answer a line of any length.
+        text = " ".join(first.split()).strip('"')[:ANSWER_CHARS]
         if not text:
             return self._fallback(query, "the model answered nothing")
         if answer.truncated and not newline:
@@ -215,7 +217,7 @@ class HyDEQueryRewriter(_LLMRewriter):
             answer = self._ask(query, history, context, purpose="hyde", max_tokens=HYDE_TOKENS)
         except LLMError as e:
             return self._fallback(query, e)
-        passage = answer.text.strip()
+        passage = answer.text.strip()[:ANSWER_CHARS]  # however long the server's answer
         if not passage:
             return self._fallback(query, "the model answered nothing")
         if answer.truncated and count_tokens(passage) < HYDE_TOKENS // 2:

@@ -12,6 +12,7 @@ from retrieval.services.extractors.llm import LLMTripleExtractor
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.llms.answers import ANSWER_CHARS
 from tests.openai_server import OpenAIServer, characters
 from tests.services.llms.schemas import longest, schema_of
 
@@ -63,9 +64,9 @@ def test_invalid_answers_are_repaired_once_then_fail(llm_server):
         LLMTripleExtractor(template="no placeholder")
 
 
-def test_extract_graph_calls_the_model_once_per_chunk(
-    llm_server, keyword_settings, retrieval_settings
-):
+@pytest.fixture
+def people(llm_server, keyword_settings, retrieval_settings):
+    """The extractor ``llm``, and a collection of two one-chunk documents."""
     retrieval_settings(
         EXTRACTORS={"llm": {"BACKEND": "retrieval.services.extractors.llm.LLMTripleExtractor"}}
     )
@@ -77,11 +78,15 @@ def test_extract_graph_calls_the_model_once_per_chunk(
             Source.from_text("Grace built Mark.", external_id="b"),
         ],
     )
+    return collection
+
+
+def test_extract_graph_calls_the_model_once_per_chunk(llm_server, people):
     llm_server.queue_chat(answer_for, answer_for)
-    run = extract_graph(collection, extractor="llm")
+    run = extract_graph(people, extractor="llm")
     assert run.status == IndexRun.Status.SUCCEEDED
     assert len(llm_server.requests_to("/v1/chat/completions")) == 2
-    pairs = sorted(Triple.objects.filter(collection=collection).values_list("subject", "object"))
+    pairs = sorted(Triple.objects.filter(collection=people).values_list("subject", "object"))
     assert pairs == [("Ada", "Charles"), ("Grace", "Mark")]
     assert all(t.chunk_id for t in Triple.objects.all())
 
@@ -150,3 +155,27 @@ def test_confidences_out_of_range_are_clamped_not_failed(llm_server):
     (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes and a letter."])
     assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0), ("a letter", 0.0)]
     assert len(llm_server.requests_to("/v1/chat/completions")) == 1
+
+
+def test_a_confidence_too_large_for_a_float_is_clamped(llm_server):
+    # A valid JSON number of 400 digits: float() of it raised OverflowError and the
+    # whole chunk failed.
+    triple = {"subject": "Ada", "predicate": "wrote", "object": "the Notes"}
+    answer = f'{{"triples": [{json.dumps(triple)[:-1]}, "confidence": {"9" * 400}}}]}}'
+    llm_server.queue_chat(answer)
+    (triples,) = LLMTripleExtractor().extract(["Ada wrote the Notes."])
+    assert [(t.object, t.confidence) for t in triples] == [("the Notes", 1.0)]
+
+
+def test_an_oversized_answer_is_cut_in_the_repair_and_in_every_chunks_error(llm_server, people):
+    # A server that ignores max_tokens: 200,000 characters in a subject (too long for the
+    # schema). Its whole text went into the repair prompt and each chunk's error.
+    huge = {"subject": "x" * 200_000, "predicate": "is", "object": "y", "confidence": 1}
+    llm_server.queue_chat(*[json.dumps({"triples": [huge]})] * 4)
+    run = extract_graph(people, extractor="llm")
+    assert run.documents_failed == 2
+    limit = ANSWER_CHARS + 100  # the cut text and what is said around it
+    assert all(len(error["error"]) < limit for error in run.errors), run.errors[0]["error"][:300]
+    assert "after one repair" in run.errors[0]["error"]
+    repair = llm_server.requests_to("/v1/chat/completions")[1].body["messages"]
+    assert len(repair[-2]["content"]) < limit  # the answer shown back to the model

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from retrieval.exceptions import BudgetExceeded, InvalidComponentError, LLMError
+from retrieval.services.llms.answers import ANSWER_CHARS
 from retrieval.services.llms.openai import OpenAIChatLLM
 from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import llms
-from tests.openai_server import delay_fault, malformed_json_fault, status_fault
+from tests.openai_server import delay_fault, error_reply, malformed_json_fault, status_fault
 
 SCORE = {
     "type": "object",
@@ -169,3 +170,14 @@ def test_answers_are_validated_as_written_and_cleaned_after(llm_server):
     llm_server.queue_chat('{"name": "\\u0000"}')
     assert llms["default"].complete_json([*ASK, ASK[0]], schema=schema) == {"name": ""}
     assert len(llm_server.requests_to(PATH)) == 2
+
+
+def test_a_servers_oversized_error_is_cut_in_the_error_and_the_trace(llm_server):
+    # A 400 whose message echoes 200,000 characters (a prompt, an answer).
+    llm_server.fail_next(lambda request, server: error_reply(400, "z" * 200_000), path=PATH)
+    llm = OpenAIChatLLM(model="m", base_url=llm_server.base_url, max_retries=0, cache=None)
+    with traced() as trace, pytest.raises(LLMError) as failed:
+        llm.complete(ASK)
+    assert "z" * 100 in str(failed.value) and len(str(failed.value)) < ANSWER_CHARS + 300
+    (call,) = trace.llm_calls
+    assert len(call.error) < ANSWER_CHARS + 300

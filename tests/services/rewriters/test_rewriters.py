@@ -7,6 +7,7 @@ import json
 import pytest
 
 from retrieval.services.access import Scope
+from retrieval.services.llms.answers import ANSWER_CHARS
 from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.query.search import search
 from retrieval.services.query.tracing import traced
@@ -261,3 +262,14 @@ def test_a_pipeline_reranks_rm3_with_the_turns_not_the_expansion(collection, ret
     assert set(RERANKED_WITH) == {"Tell me about the Eiffel Tower. its stairs?"}
     Pipeline.configured("p").run("Paris stairs", collection=collection)
     assert set(RERANKED_WITH) == {"Tell me about the Eiffel Tower. its stairs?", "Paris stairs"}
+
+
+@pytest.mark.parametrize("rewriter", [LLMQueryRewriter, HyDEQueryRewriter])
+def test_an_oversized_answer_is_cut_before_it_is_searched(llm_server, collection, rewriter):
+    # A server that ignores max_tokens answered one line of 200,000 characters, and it was
+    # taken whole as the search query.
+    llm_server.queue_chat("tower " * 40_000)
+    rewrite = rewriter().rewrite("How tall is it?", collection=collection)
+    assert not rewrite.fallback
+    assert all(len(query) <= ANSWER_CHARS for query in rewrite.queries)
+    assert rewrite.queries[-1].startswith("tower tower")
