@@ -231,7 +231,7 @@ def wait_for_http(url: str, process: subprocess.Popen, seconds: float = 120) -> 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"The server exited with {process.returncode} before answering.")
+            raise RuntimeError(f"The server exited with {process.returncode}: see its log.")
         try:
             if requests.get(url, timeout=5).status_code == 200:
                 return
@@ -580,15 +580,7 @@ def checks(journal: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]
             IndexRun.objects.values_list("status").annotate(n=Count("id")).order_by("status")
         ),
         "runs_left": [
-            {
-                "id": run.pk,
-                "status": run.status,
-                "task": run.task,
-                "message": run.message,
-                "heartbeat_at": str(run.heartbeat_at),
-                "options": run.options,
-            }
-            for run in IndexRun.objects.exclude(status="succeeded").order_by("pk")
+            run_left(run) for run in IndexRun.objects.exclude(status="succeeded").order_by("pk")
         ],
         "queue_held": [
             {
@@ -604,6 +596,27 @@ def checks(journal: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]
             for task in Task.objects.filter(success=False)
         ],
     }
+
+
+def run_left(run: Any) -> dict[str, Any]:
+    """A run that did not succeed, with the document it indexes (index_document's)."""
+    from retrieval.models import Document
+
+    beat = run.heartbeat_at or run.started_at or run.created_at
+    left = {
+        "id": run.pk,
+        "status": run.status,
+        "task": run.task,
+        "message": run.message,
+        "heartbeat": beat.timestamp(),
+        "document": "",
+    }
+    if run.task == "index_document":
+        document = Document.objects.filter(pk=run.options["args"][0]).first()
+        if document is not None:
+            chunks = document.chunks.count()
+            left["document"] = f"{document.external_id} ({document.status}, {chunks} chunks)"
+    return left
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -647,6 +660,7 @@ def main() -> None:
         serve_llm(args.serve_llm, args.llm_ms)
         return
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     data = Path(tempfile.mkdtemp(prefix="retrieval-load-data-"))
     logs = Path(tempfile.mkdtemp(prefix="retrieval-load-logs-"))
     env = {
@@ -709,6 +723,7 @@ def main() -> None:
         args.output.write_text(text + "\n")
         log(f"Report written to {args.output}; logs in {logs}.")
     finally:
+        log("Stopping what the run started ...")
         if sampler is not None:
             sampler.stopping.set()
         processes.stop_all()

@@ -21,6 +21,8 @@ from common import table
 FLAT_SHARE = 0.05
 FLAT_MB = 5.0
 MB = 1024 * 1024
+#: The start of a log record: a date (ours, django-q2's) or gunicorn's bracketed one.
+LOG_RECORD = re.compile(r"^\[?\d{4}-\d\d-\d\d |^Process ")
 SEARCHES = ("api bm25", "api dense", "api hybrid", "api llm", "page hybrid")
 
 
@@ -78,7 +80,7 @@ def report(
         errors(requests, faults, grace),
         timeline(requests, seconds),
         memory_tables(memory, seconds),
-        upload_checks(checks),
+        upload_checks(checks, t0, faults, grace),
         log_lines(logs),
     ]
     return "\n\n".join(sections)
@@ -249,7 +251,9 @@ def group_of(label: str) -> str:
     return re.sub(r" \d+$", "", label).split(" (")[0]
 
 
-def upload_checks(checks: dict[str, Any]) -> str:
+def upload_checks(
+    checks: dict[str, Any], t0: float, faults: list[dict[str, Any]], grace: float
+) -> str:
     uploads = checks["uploads"]
     accepted = [u for u in uploads if u["status"] in (201, 202)]
     good = [u for u in accepted if u["document_status"] == "indexed" and u["chunks"] > 0]
@@ -284,9 +288,14 @@ def upload_checks(checks: dict[str, Any]) -> str:
         where = f"present, {upload['document_status']}" if upload["present"] else "absent"
         lines.append(f"- Upload sent, never answered: {upload['external_id']}: {where}.")
     for run in checks["runs_left"]:
+        beat = run["heartbeat"] - t0
+        during = next(
+            (f["label"] for f in faults if f["start"] - 1 <= beat <= f["end"] + grace), ""
+        )
         lines.append(
-            f"- Run #{run['id']} {run['status']} ({run['task']} {run['options'].get('args')}, "
-            f"heartbeat {run['heartbeat_at']}): {run['message'][:300]}"
+            f"- Run #{run['id']} {run['status']}: {run['task']} of {run['document'] or '?'}; "
+            f"last sign of life at {beat:.1f} s{f' ({during})' if during else ''}. "
+            f"{run['message'][:300]}"
         )
     for row in checks["queue_held"]:
         lines.append(
@@ -313,17 +322,23 @@ def error_lines(text: str) -> list[str]:
     """The last exception of each traceback (chained ones count once) and each logged
     ERROR or CRITICAL, numbers masked."""
     found = []
-    in_traceback = False
+    state = "log"  # or "frames", "message" (the exception's lines), "after" (a blank line)
     last = ""  # an exception line, kept until we know no chained traceback follows
     for line in text.splitlines():
+        if state == "message" and LOG_RECORD.match(line):
+            state = "after"  # the log's next record: the message ended
         if line.startswith("Traceback (most recent call last)"):
-            in_traceback = True
-        elif in_traceback and not line.startswith((" ", "\t")):
-            in_traceback = False
-            last = line.strip()
+            state = "frames"
+        elif state == "frames":
+            if not line.startswith((" ", "\t")):
+                state, last = "message", line.strip()
+        elif state == "message":
+            if not line.strip():
+                state = "after"
         elif line.startswith(("During handling", "The above exception")):
-            last = ""  # the next traceback's exception stands for this one
+            state, last = "log", ""  # the next traceback's exception stands for this one
         elif line.strip():
+            state = "log"
             if last:
                 found.append(last)
                 last = ""
