@@ -35,6 +35,7 @@ import json
 import os
 import random
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -499,9 +500,11 @@ def start_cluster(processes: Processes) -> subprocess.Popen:
 # --- afterwards ------------------------------------------------------------------------------
 
 
-def drain(seconds: float) -> float:
+def drain(seconds: float, settled: float = 30) -> float:
     """Wait until no run is queued or running and the queue holds nothing it could still
-    hand out, at most ``seconds``; return how long it took."""
+    hand out, at most ``seconds``; or until the queue holds nothing to hand out and the
+    runs left have not moved for ``settled`` seconds (their worker is gone). Return how
+    long it took."""
     from django.db import connections
     from django.utils import timezone
     from django_q.models import OrmQ
@@ -509,12 +512,16 @@ def drain(seconds: float) -> float:
     from retrieval.models import IndexRun
 
     connections.close_all()  # the restart closed this process's connection
-    start = time.monotonic()
+    start = last_move = time.monotonic()
+    seen = None
     while time.monotonic() - start < seconds:
-        active = IndexRun.objects.filter(status__in=["queued", "running"]).exists()
-        deliverable = OrmQ.objects.filter(lock__lte=timezone.now()).exists()
-        if not active and not deliverable:
-            break
+        active = IndexRun.objects.filter(status__in=["queued", "running"]).order_by("pk")
+        now = list(active.values_list("pk", "status", "heartbeat_at"))
+        if now != seen:
+            seen, last_move = now, time.monotonic()
+        if not OrmQ.objects.filter(lock__lte=timezone.now()).exists():
+            if not now or time.monotonic() - last_move > settled:
+                break
         time.sleep(2)
     return time.monotonic() - start
 
@@ -704,20 +711,21 @@ def main() -> None:
         from common import machine
         from load_report import report
 
-        text = report(
-            args=args,
-            machine=machine(),
-            t0=t0,
-            requests=read_jsonl(logs / "requests.jsonl"),
-            alone=alone,
-            faults=faults,
-            memory=sampler.samples,
-            checks=results,
-            drained=drained,
-            locust_exit=locust_exit,
-            logs=logs,
-            grace=GRACE,
-        )
+        run = {
+            "command": " ".join(["python bench/load.py", *map(shlex.quote, sys.argv[1:])]),
+            "options": {k: v for k, v in vars(args).items() if isinstance(v, int | float)},
+            "machine": machine(),
+            "t0": t0,
+            "alone": alone,
+            "faults": faults,
+            "memory": sampler.samples,
+            "checks": results,
+            "drained": drained,
+            "locust_exit": locust_exit,
+            "grace": GRACE,
+        }
+        (logs / "run.json").write_text(json.dumps(run, default=str))
+        text = report(logs)
         print(text)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text + "\n")

@@ -4,14 +4,15 @@ checks after the run, and what the servers' logs say about each error."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import shlex
 import statistics
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from common import table
@@ -56,56 +57,41 @@ def cause(request: dict[str, Any], faults: list[dict[str, Any]], grace: float) -
     return "unexplained"
 
 
-def report(
-    *,
-    args: Any,
-    machine: str,
-    t0: float,
-    requests: list[dict[str, Any]],
-    alone: dict[str, list[float]],
-    faults: list[dict[str, Any]],
-    memory: list[dict[str, Any]],
-    checks: dict[str, Any],
-    drained: float,
-    locust_exit: int,
-    logs: Path,
-    grace: float,
-) -> str:
-    seconds = args.minutes * 60
+def report(logs: Path) -> str:
+    """Return the report of the run whose logs are in ``logs`` (``run.json`` and the rest)."""
+    run = json.loads((logs / "run.json").read_text())
+    options = SimpleNamespace(**run["options"])
+    t0, faults, grace = run["t0"], run["faults"], run["grace"]
+    seconds = options.minutes * 60
+    requests = [json.loads(line) for line in (logs / "requests.jsonl").open() if line.strip()]
     for request in requests:
         request["at"] = request["t"] - t0
     sections = [
-        header(args, machine, t0, faults, locust_exit, drained, len(requests)),
-        faces(requests, alone, seconds),
+        header(run, options, len(requests)),
+        faces(requests, run["alone"], seconds),
         errors(requests, faults, grace),
         timeline(requests, seconds),
-        memory_tables(memory, seconds),
-        upload_checks(checks, t0, faults, grace),
+        memory_tables(run["memory"], seconds, logs),
+        upload_checks(run["checks"], t0, faults, grace),
         log_lines(logs),
     ]
     return "\n\n".join(sections)
 
 
-def header(
-    args: Any,
-    machine: str,
-    t0: float,
-    faults: list[dict[str, Any]],
-    locust_exit: int,
-    drained: float,
-    n: int,
-) -> str:
-    command = " ".join(["python bench/load.py", *map(shlex.quote, sys.argv[1:])])
+def header(run: dict[str, Any], options: Any, n: int) -> str:
+    t0, faults, drained = run["t0"], run["faults"], run["drained"]
     lines = [
         "# Load run",
         "",
-        f"`{command}`",
+        f"`{run['command']}`",
         "",
-        f"- Machine: {machine}.",
-        f"- Served by gunicorn, {args.web_workers} sync workers; `manage.py qcluster` (django-q2, "
-        f"ORM broker, 1 worker); LLM stage answered after {args.llm_ms} ms by a local server.",
-        f"- {args.minutes:g} min; {args.readers} API readers, {args.page_readers} search-page "
-        f"readers, {args.editors} editors; {n} requests. Locust exited with {locust_exit} "
+        f"- Machine: {run['machine']}.",
+        f"- Served by gunicorn, {options.web_workers} sync workers; `manage.py qcluster` "
+        "(django-q2, ORM broker, 1 worker); the LLM stage answered after "
+        f"{options.llm_ms} ms by a local server.",
+        f"- {options.minutes:g} min; {options.readers} API readers, {options.page_readers} "
+        f"search-page readers, {options.editors} editors; {n} requests. Locust exited with "
+        f"{run['locust_exit']} "
         "(1 if any request failed).",
     ]
     lines += [
@@ -114,7 +100,10 @@ def header(
         f"{fault['runs']}), done at {fault['end']:.1f} s."
         for fault in faults
     ]
-    lines.append(f"- Afterwards the queue drained in {drained:.0f} s (bounded by --drain-timeout).")
+    lines.append(
+        f"- Afterwards {drained:.0f} s waiting for the queue to drain (until no run is left, or "
+        "the runs left stop moving for 30 s with nothing to hand out; at most --drain-timeout)."
+    )
     return "\n".join(lines)
 
 
@@ -189,7 +178,7 @@ def timeline(requests: list[dict[str, Any]], seconds: float) -> str:
     return "## Over time\n\n" + table(headers, rows)
 
 
-def memory_tables(samples: list[dict[str, Any]], seconds: float) -> str:
+def memory_tables(samples: list[dict[str, Any]], seconds: float, logs: Path) -> str:
     """The groups' memory per window, and each process's first window after warm-up
     against its last."""
     width = seconds / 10
@@ -214,23 +203,19 @@ def memory_tables(samples: list[dict[str, Any]], seconds: float) -> str:
             total = sum(statistics.median(v) for k, v in window.items() if group_of(k) == group)
             row.append(f"{total:.0f}" if total else "")
         rows.append(row)
-    names = {
-        "gunicorn": "web master", "gunicorn child": "web workers", "qcluster": "qcluster main",
-        "qcluster child": "qcluster others", "postgres": "PostgreSQL (PSS)", "llm": "LLM server",
-        "locust": "Locust",
-    }  # fmt: skip
     flat_rows = []
+    roles = cluster_roles(logs / "qcluster.log")
     for label in sorted({k for window in windows for k in window}):
         present = [(n, statistics.median(w[label])) for n, w in enumerate(windows) if label in w]
         if len(present) < 3:
-            flat_rows.append([label, "", "", "", "too few windows to tell"])
+            flat_rows.append([shown(label, roles), "", "", "", "too few windows to tell"])
             continue
         (first_n, first), (last_n, last) = present[1], present[-1]
         change = last - first
         flat = abs(change) <= max(FLAT_MB, FLAT_SHARE * first)
         flat_rows.append(
             [
-                label,
+                shown(label, roles),
                 f"{first:.0f} (window {first_n + 1})",
                 f"{last:.0f} (window {last_n + 1})",
                 f"{change:+.0f}",
@@ -240,7 +225,9 @@ def memory_tables(samples: list[dict[str, Any]], seconds: float) -> str:
     return (
         "## Memory\n\nMB, the median of the 10 s samples in each tenth of the run (RSS, summed "
         "over a group; PostgreSQL: PSS summed over the postmaster and its children).\n\n"
-        + table(["window", *(names[g] for g in groups)], rows)
+        + table(
+            ["window", *(GROUPS[g] + ("s" if g.endswith("child") else "") for g in groups)], rows
+        )
         + f"\n\nEach process: its second window (the first after its warm-up) against its last; "
         f"flat if within {FLAT_SHARE:.0%} or {FLAT_MB:g} MB.\n\n"
         + table(["process", "after warm-up", "last", "change", "verdict"], flat_rows)
@@ -248,7 +235,38 @@ def memory_tables(samples: list[dict[str, Any]], seconds: float) -> str:
 
 
 def group_of(label: str) -> str:
-    return re.sub(r" \d+$", "", label).split(" (")[0]
+    return label.rpartition(" ")[0]
+
+
+#: How each group of processes is named in the report.
+GROUPS = {
+    "gunicorn": "web master", "gunicorn child": "web worker", "qcluster": "qcluster main",
+    "qcluster child": "qcluster process", "postgres": "PostgreSQL (PSS)", "llm": "LLM server",
+    "locust": "Locust",
+}  # fmt: skip
+
+
+def shown(label: str, roles: dict[str, str]) -> str:
+    """A process's name in the report: its group's, or its role in the cluster, and pid."""
+    group, _, pid = label.rpartition(" ")
+    name = roles.get(pid, "") if group == "qcluster child" else ""
+    return f"{'qcluster ' + name if name else GROUPS[group]} {pid}"
+
+
+def cluster_roles(log: Path) -> dict[str, str]:
+    """Each django-q2 process's role by pid, as the cluster's log announces them."""
+    patterns = {
+        "worker": r"ready for work at (\d+)",
+        "monitor": r"monitoring at (\d+)",
+        "pusher": r"pushing tasks at (\d+)",
+        "sentinel": r"^\S+ \S+ (\d+) INFO django-q: Process-\w+ guarding cluster",
+    }
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return {
+        pid: role
+        for role, pattern in patterns.items()
+        for pid in re.findall(pattern, text, re.MULTILINE)
+    }
 
 
 def upload_checks(
@@ -280,9 +298,9 @@ def upload_checks(
         )
     for upload in refused:
         where = f"present, {upload['document_status']}" if upload["present"] else "absent"
+        text = " ".join(re.sub(r"<[^>]+>", " ", upload["error"]).split())  # an HTML page's
         lines.append(
-            f"- Upload answered {upload['status']}: {upload['external_id']}: {where}. "
-            f"{upload['error'][:200]}"
+            f"- Upload answered {upload['status']}: {upload['external_id']}: {where}. {text[:200]}"
         )
     for upload in unanswered:
         where = f"present, {upload['document_status']}" if upload["present"] else "absent"
@@ -347,3 +365,7 @@ def error_lines(text: str) -> list[str]:
     if last:
         found.append(last)
     return [re.sub(r"\d+", "N", line) for line in found]
+
+
+if __name__ == "__main__":  # python bench/load_report.py LOGS: the report of that run again
+    print(report(Path(sys.argv[1])))
