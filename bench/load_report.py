@@ -225,9 +225,7 @@ def memory_tables(samples: list[dict[str, Any]], seconds: float, logs: Path) -> 
     return (
         "## Memory\n\nMB, the median of the 10 s samples in each tenth of the run (RSS, summed "
         "over a group; PostgreSQL: PSS summed over the postmaster and its children).\n\n"
-        + table(
-            ["window", *(GROUPS[g] + ("s" if g.endswith("child") else "") for g in groups)], rows
-        )
+        + table(["window", *(COLUMNS.get(g, GROUPS[g]) for g in groups)], rows)
         + f"\n\nEach process: its second window (the first after its warm-up) against its last; "
         f"flat if within {FLAT_SHARE:.0%} or {FLAT_MB:g} MB.\n\n"
         + table(["process", "after warm-up", "last", "change", "verdict"], flat_rows)
@@ -244,6 +242,7 @@ GROUPS = {
     "qcluster child": "qcluster process", "postgres": "PostgreSQL (PSS)", "llm": "LLM server",
     "locust": "Locust",
 }  # fmt: skip
+COLUMNS = {"gunicorn child": "web workers", "qcluster child": "qcluster others"}
 
 
 def shown(label: str, roles: dict[str, str]) -> str:
