@@ -419,7 +419,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--llm-ms", type=int, default=100, help="the LLM server's answer time")
     parser.add_argument("--baseline", type=int, default=50, help="requests per face alone")
-    parser.add_argument("--drain-timeout", type=float, default=180)
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        help="RETRIEVAL['RUN_HEARTBEAT_TIMEOUT'] of the site (default: the app's, 300 s)",
+    )
+    parser.add_argument(
+        "--drain-timeout", type=float, default=480, help="seconds the queue is given afterwards"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     parser.add_argument(
         "--output", type=Path, default=BENCH / "results" / "load-run1.txt", help="the report"
@@ -447,6 +454,8 @@ def main() -> None:
             f"RETRIEVAL_THROTTLE_{scope}": "off" for scope in ("SEARCH", "UPLOAD", "WRITE", "GRAPH")
         },
     }
+    if args.heartbeat_timeout:
+        env["LOAD_RUN_HEARTBEAT_TIMEOUT"] = str(args.heartbeat_timeout)
     processes = Processes(logs, env)
     sampler = None
     log(f"Data in {data}; logs in {logs}.")
@@ -474,10 +483,13 @@ def main() -> None:
         from common import machine
         from load_report import report
 
+        from retrieval.conf import retrieval_settings
+
         run = {
             "command": " ".join(["python bench/load.py", *map(shlex.quote, sys.argv[1:])]),
             "options": {k: v for k, v in vars(args).items() if isinstance(v, int | float)},
             "machine": machine(),
+            "heartbeat": retrieval_settings.RUN_HEARTBEAT_TIMEOUT,
             "t0": t0,
             "alone": alone,
             "faults": faults,

@@ -88,7 +88,7 @@ def header(run: dict[str, Any], options: Any, n: int) -> str:
         f"- Machine: {run['machine']}.",
         f"- Served by gunicorn, {options.web_workers} sync workers; `manage.py qcluster` "
         "(django-q2, ORM broker, 1 worker); the LLM stage answered after "
-        f"{options.llm_ms} ms by a local server.",
+        f"{options.llm_ms} ms by a local server; RUN_HEARTBEAT_TIMEOUT {run['heartbeat']} s.",
         f"- {options.minutes:g} min; {options.readers} API readers, {options.page_readers} "
         f"search-page readers, {options.editors} editors; {n} requests. Locust exited with "
         f"{run['locust_exit']} "
@@ -102,7 +102,8 @@ def header(run: dict[str, Any], options: Any, n: int) -> str:
     ]
     lines.append(
         f"- Afterwards {drained:.0f} s waiting for the queue to drain (until no run is left, or "
-        "the runs left stop moving for 30 s with nothing to hand out; at most --drain-timeout)."
+        "nothing is left to hand out and the runs left showed no sign of life for the heartbeat "
+        "timeout plus 120 s; at most --drain-timeout)."
     )
     return "\n".join(lines)
 
@@ -316,7 +317,8 @@ def upload_checks(
         )
     for row in checks["queue_held"]:
         lines.append(
-            f"- Queue row {row['id']} ({row['name']}) locked for {row['locked_for_s']} s more."
+            f"- Queue row {row['id']} ({row['name']}, the run {row['run']}) locked for "
+            f"{row['locked_for_s']} s more."
         )
     for failure in checks["task_failures"]:
         lines.append(f"- django-q2 task failed: {failure['name']}: {failure['result']}")

@@ -43,6 +43,8 @@ RETRIEVAL = {
     "PIPELINES": {"default": {}, "llm": {"rewriter": "standalone"}},
     "TASKS_SYNC": False,  # every upload and reindex goes through `manage.py qcluster`
 }
+if os.environ.get("LOAD_RUN_HEARTBEAT_TIMEOUT"):  # shorter, to see a dead worker's run resumed
+    RETRIEVAL["RUN_HEARTBEAT_TIMEOUT"] = float(os.environ["LOAD_RUN_HEARTBEAT_TIMEOUT"])
 
 # Without DEBUG Django sends a 500's traceback to ADMINS only: write it to stderr, so
 # the orchestrator can tell each server error's cause from the logs.

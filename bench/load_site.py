@@ -98,27 +98,33 @@ def busy_worker(seconds: float) -> None:
         time.sleep(0.05)
 
 
-def drain(seconds: float, settled: float = 30) -> float:
+def drain(seconds: float, grace: float = 120) -> float:
     """Wait until no run is queued or running and the queue holds nothing it could still
-    hand out, at most ``seconds``; or until the queue holds nothing to hand out and the
-    runs left have not moved for ``settled`` seconds (their worker is gone). Return how
-    long it took."""
+    hand out, at most ``seconds``; or until the queue holds nothing to hand out and every
+    run left showed no sign of life for ``RUN_HEARTBEAT_TIMEOUT`` plus ``grace`` seconds
+    (the app's sweep, every minute, should have resumed it by then). Return how long it took.
+    """
     from django.db import connections
     from django.utils import timezone
     from django_q.models import OrmQ
 
+    from retrieval.conf import retrieval_settings
     from retrieval.models import IndexRun
 
     connections.close_all()  # the restart closed this process's connection
-    start = last_move = time.monotonic()
-    seen = None
+    given_up = float(retrieval_settings.RUN_HEARTBEAT_TIMEOUT) + grace
+    start = time.monotonic()
     while time.monotonic() - start < seconds:
-        active = IndexRun.objects.filter(status__in=["queued", "running"]).order_by("pk")
-        now = list(active.values_list("pk", "status", "heartbeat_at"))
-        if now != seen:
-            seen, last_move = now, time.monotonic()
         if not OrmQ.objects.filter(lock__lte=timezone.now()).exists():
-            if not now or time.monotonic() - last_move > settled:
+            now = timezone.now()
+            active = IndexRun.objects.filter(status__in=["queued", "running"])
+            signs = [
+                beat or begun or made
+                for beat, begun, made in active.values_list(
+                    "heartbeat_at", "started_at", "created_at"
+                )
+            ]
+            if all((now - sign).total_seconds() > given_up for sign in signs):
                 break
         time.sleep(2)
     return time.monotonic() - start
@@ -190,9 +196,9 @@ def checks(journal: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]
         "queue_held": [
             {
                 "id": row.pk,
-                "lock": str(row.lock),
                 "name": row.task.get("name", ""),
                 "locked_for_s": round((row.lock - timezone.now()).total_seconds()),
+                "run": run_status(row.task.get("kwargs", {}).get("run_id")),
             }
             for row in OrmQ.objects.all()
         ],
@@ -201,6 +207,12 @@ def checks(journal: list[dict[str, Any]], env: dict[str, str]) -> dict[str, Any]
             for task in Task.objects.filter(success=False)
         ],
     }
+
+
+def run_status(run_id: int | None) -> str:
+    from retrieval.models import IndexRun
+
+    return IndexRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "?"
 
 
 def run_left(run: Any) -> dict[str, Any]:
