@@ -14,15 +14,16 @@ uploads indexed on the workers, no throttling), and ``manage.py qcluster``. Each
 is first timed alone, one request at a time. Then Locust (``locustfile.py``, headless, in
 its own process: its gevent patching stays out of here) runs readers searching through the
 API (bm25, dense, hybrid, the ``llm`` pipeline) and the HTML search page, and editors
-uploading Markdown files, asking reindexes and following their runs. At 30% of the run,
-once an index run is running (or 30 s later), the qcluster's process group is killed
-(SIGKILL) and a new cluster started; at 60% PostgreSQL is restarted (``pg_ctl restart -m
-fast``). Every 10 s the memory of each process is read. Afterwards the queue is given up to
-``--drain-timeout`` seconds to finish, and the report (``load_report.py``) gives each
-face's throughput and latency beside its latency alone, the errors by kind and by the
-fault they fall in, the memory over time, and the checks: each accepted upload present
-once, indexed, with chunks; the index outbox empty; ``retrieval_sync_index --check`` clean;
-no run left queued or running; the servers' errors from their logs.
+uploading Markdown files, asking reindexes and following their runs. At 30% of the run
+the qcluster's process group is killed (SIGKILL) and a new cluster started; at 60%
+PostgreSQL is restarted (``pg_ctl restart -m fast``); each once an index run is running (or
+30 s later), so that it strikes one. Every 10 s the memory of each process is read.
+Afterwards the queue is given up to ``--drain-timeout`` seconds to finish, and the report
+(``load_report.py``) gives each face's throughput and latency beside its latency alone, the
+errors by kind and by the fault they fall in, the memory over time, and the checks: each
+accepted upload present once, indexed, with chunks; the index outbox empty;
+``retrieval_sync_index --check`` clean; no run left queued or running; the servers' errors
+from their logs.
 
 Everything started here is stopped on the way out (an error or Ctrl-C too), PostgreSQL
 included, and the data folder deleted unless ``--keep``. The logs stay in a folder whose
@@ -359,8 +360,7 @@ def run_load(
     while locust.poll() is None:
         if faults and time.time() - t0 >= faults[0][0]:
             _, label, fault = faults.pop(0)
-            if label.startswith("worker"):  # kill it at work: a run in progress, if any comes
-                busy_worker(seconds=30)
+            busy_worker(seconds=30)  # the fault strikes a run in progress, if one comes
             runs = runs_in_flight()
             start = time.time() - t0
             log(f"{start:6.1f} s: {label} ({runs}) ...")
