@@ -87,14 +87,21 @@ def runs_in_flight() -> str:
 
 
 def busy_worker(seconds: float) -> None:
-    """Wait until an index run is running, at most ``seconds``."""
+    """Wait until an index run is running on a live worker (a heartbeat in the last 2 s),
+    at most ``seconds``."""
+    from datetime import timedelta
+
     from django.db import connections
+    from django.utils import timezone
 
     from retrieval.models import IndexRun
 
     connections.close_all()
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not IndexRun.objects.filter(status="running").exists():
+    while time.monotonic() < deadline:
+        fresh = timezone.now() - timedelta(seconds=2)
+        if IndexRun.objects.filter(status="running", heartbeat_at__gte=fresh).exists():
+            return
         time.sleep(0.05)
 
 
