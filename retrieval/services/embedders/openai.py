@@ -120,6 +120,10 @@ class OpenAIEmbedder(BaseEmbedder):
             vectors = vectors / np.maximum(norms, 1e-12)
         return vectors.astype(np.float32, copy=False)
 
+    def warm(self) -> None:
+        """Import ``openai`` and build the client (about 2 s in a cold process); send nothing."""
+        self._get_client()
+
     def check(self) -> list[checks.CheckMessage]:
         if self._resolve_api_key() is not None:
             return []

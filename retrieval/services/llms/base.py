@@ -179,6 +179,10 @@ class BaseLLM(ABC):
     def _connect(self) -> None:  # noqa: B027 (optional hook)
         """Do the slow set-up (imports, clients) before the call's deadline starts."""
 
+    def warm(self) -> None:
+        """Do the slow set-up now, so no search waits for it; send nothing."""
+        self._connect()
+
     def overrun(
         self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None
     ) -> int:

@@ -156,7 +156,7 @@ def traced(budget: Budget | None = None) -> Iterator[QueryTrace]:
         yield existing
         return
     trace = QueryTrace(budget=budget or _default_budget())
-    seconds = _search_deadline()
+    seconds = search_deadline_setting()
     token = _current.set(trace)
     try:
         with deadline(seconds, f"the search's SEARCH_DEADLINE ({seconds} s)"):
@@ -221,7 +221,8 @@ def _default_budget() -> Budget:
     return Budget.from_setting(retrieval_settings.LLM_BUDGET)
 
 
-def _search_deadline() -> float | None:
+def search_deadline_setting() -> float | None:
+    """Return ``SEARCH_DEADLINE``, or raise ``ValueError`` naming what is wrong with it."""
     from retrieval.conf import retrieval_settings
 
     seconds = retrieval_settings.SEARCH_DEADLINE
