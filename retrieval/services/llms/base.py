@@ -47,9 +47,9 @@ class BaseLLM(ABC):
     charges the query's :class:`~retrieval.services.query.tracing.Budget` (a text answer's
     ``max_tokens`` cut to what is left; a JSON call not sent unless its whole
     ``max_tokens`` fits; the timeout cut to the seconds the budget and the search's
-    deadline leave) and records each call in
-    the query's trace. An implementation writes :meth:`_prepare` (the request) and
-    :meth:`_send` (the call), and may refine :meth:`_estimate` and :meth:`_observe`.
+    deadline leave) and records each call in the query's trace. An implementation
+    writes :meth:`_prepare` (the request) and :meth:`_send` (the call), and may refine
+    :meth:`_estimate` and :meth:`_observe`.
     """
 
     alias: str = ""
