@@ -319,6 +319,22 @@ def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list:
 
 
 @checks.register()
+def check_search_deadline(app_configs: Any = None, **kwargs: Any) -> list:
+    """Searches run under a deadline that is a positive number of seconds, or none."""
+    from .services.query.tracing import search_deadline_setting
+
+    try:
+        search_deadline_setting()
+    except ValueError as e:
+        return [
+            checks.Error(
+                str(e), hint="Seconds, e.g. 30; None for no deadline.", id="retrieval.E031"
+            )
+        ]
+    return []
+
+
+@checks.register()
 def check_search_database(app_configs: Any = None, **kwargs: Any) -> list:
     """Searches read from a DATABASES alias that exists."""
     from django.conf import settings

@@ -106,8 +106,16 @@ DEFAULTS: dict[str, Any] = {
     # leading candidate gets from each list at least this share of the list's best for the
     # document (0: off; chosen by bench/realdocs.py over four documentation sets).
     "FUSION": {"method": "relative_score", "k": 60, "document_floor": 0.8},
-    # The most LLM work one query may do; None lifts a limit.
-    "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": 60.0},
+    # Seconds one search may wait on remote services (the query's embedding, an external
+    # index, a rerank API, LLM calls): each call's timeout is cut to what is left of them,
+    # no retry starts past them, and a call with none left fails as unavailable (a hybrid
+    # or pipeline answers from its other legs). Counted from the search's start; local
+    # work (a local model, PostgreSQL) is not interrupted but counts. None: no deadline.
+    "SEARCH_DEADLINE": 30.0,
+    # The most LLM work one query may do; None lifts a limit. max_seconds bounds the LLM
+    # calls only (none is sent, or runs, past that many seconds from the search's start);
+    # None leaves them all of SEARCH_DEADLINE.
+    "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": None},
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",
     # Alias of the embedder given to collections created without one.

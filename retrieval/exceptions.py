@@ -38,6 +38,11 @@ class ServiceUnavailableError(RetrievalError):
     """
 
 
+class DeadlineExceeded(ServiceUnavailableError):
+    """A search's deadline (``SEARCH_DEADLINE``, or a service's share of it) passed before a
+    remote call could be made or answered."""
+
+
 class IndexUnavailableError(ServiceUnavailableError):
     """An external index engine did not answer a search (down, unreachable, or it failed).
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -174,3 +175,47 @@ class Engine:
         )
         vectors = re.findall(r"^milvus_proxy_search_vectors_count\{[^}]*\} (\S+)$", text, re.M)
         return int(sum(map(float, requests))), int(sum(map(float, vectors)))
+
+
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 in front of an engine's ``port`` that holds each piece of
+    the engine's answers ``delay`` seconds (0 at first): an engine that answers, slowly,
+    as one recovering does. Requests pass at once."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.delay = 0.0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = [self._listener]
+
+    def __enter__(self) -> SlowProxy:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for each in self._sockets:
+            each.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            engine = socket.create_connection(("127.0.0.1", self.target))
+            self._sockets += [client, engine]
+            threading.Thread(target=self._pump, args=(client, engine, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(engine, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, slow: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if slow and self.delay:
+                    time.sleep(self.delay)
+                sink.sendall(data)
+        except OSError:  # either side closed
+            pass
+        finally:
+            for each in (source, sink):
+                each.close()

@@ -218,6 +218,14 @@ def test_e030_search_database_that_names_no_alias(retrieval_settings):
     assert [m for m in checks.run_checks() if m.id == "retrieval.E030"] == []
 
 
+def test_e031_a_search_deadline_that_is_not_positive_seconds(retrieval_settings):
+    retrieval_settings(SEARCH_DEADLINE="30")
+    (message,) = [m for m in checks.run_checks() if m.id == "retrieval.E031"]
+    assert 'SEARCH_DEADLINE"] must be a positive number of seconds or None' in message.msg
+    retrieval_settings(SEARCH_DEADLINE=None)
+    assert [m for m in checks.run_checks() if m.id == "retrieval.E031"] == []
+
+
 def test_e018_an_unknown_setting_is_an_error_with_a_suggestion(retrieval_settings):
     """A misspelt key was silently ignored: the site ran on the default it meant to change."""
     retrieval_settings(DOCUMENT_ACESS="myapp.hooks.documents", FLAVOUR="mint")

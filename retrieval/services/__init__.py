@@ -32,6 +32,7 @@ _EXPORTS = {
     "update_collection": "retrieval.services.ingestion.collections",
     "Filters": "retrieval.services.query.filters",
     "RetrievalResult": "retrieval.services.types",
+    "warm_up": "retrieval.services.warmup",
 }
 
 __all__ = sorted(_EXPORTS)

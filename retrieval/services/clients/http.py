@@ -3,7 +3,8 @@
 One POST with a timeout, retried with exponential backoff (or the server's
 ``Retry-After``) on connection errors, timeouts, 408, 409, 429 and 5xx; a service that
 still does not answer raises :class:`~retrieval.exceptions.ServiceUnavailableError`'s
-subclass the caller names, any other failure its plain error.
+subclass the caller names, any other failure its plain error. Within a search, every
+attempt and wait stays within the search's deadline (:func:`remote_timeout`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from retrieval.exceptions import RetrievalError
+from retrieval.exceptions import DeadlineExceeded, RetrievalError
+from retrieval.services.query.tracing import current_deadline, remote_timeout
 
 __all__ = ["post_json"]
 
@@ -32,29 +34,24 @@ def post_json(
     max_retries: int,
     unavailable: Callable[[str], RetrievalError],
     failed: Callable[[str], RetrievalError],
-    deadline: float | None = None,
 ) -> Any:
     """POST ``body`` to ``url``; return the decoded JSON answer.
 
-    ``deadline`` (a ``time.monotonic()`` value) caps every attempt and the waits between
-    them: past it the call stops as unavailable.
+    The current deadline (a search's) caps every attempt and the waits between them:
+    past it the call stops as unavailable.
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     problem = ""
     for attempt in range(max_retries + 1):
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise unavailable(f"no time left in the query's budget ({problem or 'no answer'})")
+        try:
+            seconds = remote_timeout(timeout)
+        except DeadlineExceeded as e:
+            raise unavailable(f"{e} ({problem or 'nothing sent'})") from e
         retry_after: float | None = None
         try:
-            response = httpx.post(
-                url,
-                json=body,
-                headers=headers,
-                timeout=timeout if left is None else min(timeout, left),
-            )
+            response = httpx.post(url, json=body, headers=headers, timeout=seconds)
         except httpx.TimeoutException as e:
-            problem = f"timed out after {timeout} s: {e}"
+            problem = f"timed out after {seconds:g} s: {e}"
         except httpx.TransportError as e:
             problem = f"{type(e).__name__}: {e}"
         else:
@@ -70,7 +67,8 @@ def post_json(
             retry_after = float(header) if header.isdigit() else None
         if attempt < max_retries:
             wait = min(MAX_BACKOFF, retry_after if retry_after is not None else 0.25 * 2**attempt)
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            limit = current_deadline()
+            if limit is not None:
+                wait = min(wait, max(0.0, limit.left()))
             time.sleep(wait)
     raise unavailable(f"did not answer after {max_retries + 1} attempts: {problem}")

@@ -33,3 +33,29 @@ def build_client(
             "for a local OpenAI-compatible server without auth, pass its base_url."
         )
     return openai.OpenAI(base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout)
+
+
+def retry_pause(error: Exception, attempt: int) -> float | None:
+    """Return seconds to wait before retrying after ``error``, or ``None`` if it is final.
+
+    Connection errors, 408, 409, 429 and 5xx are retried (the server's ``retry-after``
+    honoured, else 0.5 s doubling per attempt, at most 8 s), as the ``openai`` client does.
+    """
+    import openai
+
+    if isinstance(error, openai.APIConnectionError):
+        return min(8.0, 0.5 * 2 ** (attempt - 1))
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    status = error.status_code
+    if status not in (408, 409, 429) and status < 500:
+        return None
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if 0 < value <= 60:
+            return value
+    return min(8.0, 0.5 * 2 ** (attempt - 1))

@@ -72,6 +72,10 @@ class BaseEmbedder(ABC):
         """Return how many of the model's tokens each text is, special tokens included."""
         raise NotImplementedError(f"{type(self).__name__} does not count its tokens.")
 
+    def warm(self) -> None:  # noqa: B027 (optional hook)
+        """Load now what the first query would load (a model, a client), so no search
+        waits for it (:func:`~retrieval.services.warmup.warm_up`)."""
+
     def check(self) -> list:
         """Return Django check messages about this embedder's configuration."""
         return []

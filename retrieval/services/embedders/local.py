@@ -105,6 +105,10 @@ class LocalEmbedder(BaseEmbedder):
         """Several queries in one batch (queries have no prefix of their own here)."""
         return self.embed_batch(texts)
 
+    def warm(self) -> None:
+        """Load the tokenizer and the sessions, and run one query through them."""
+        self.embed_query("warm up")
+
     @property
     def max_input_tokens(self) -> int:
         return self.max_length

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,12 +12,14 @@ import numpy as np
 from django.core import checks
 
 from retrieval.exceptions import (
+    DeadlineExceeded,
     DimensionMismatchError,
     EmbeddingError,
     EmbeddingUnavailableError,
 )
-from retrieval.services.clients.openai import build_client, resolve_api_key
+from retrieval.services.clients.openai import build_client, resolve_api_key, retry_pause
 from retrieval.services.embedders.base import BaseEmbedder
+from retrieval.services.query.tracing import current_deadline, remote_timeout
 
 #: Output lengths of OpenAI's models, so :attr:`OpenAIEmbedder.dimension` needs no request.
 KNOWN_DIMENSIONS = {
@@ -37,9 +40,10 @@ class OpenAIEmbedder(BaseEmbedder):
         ``base_url`` is set (local servers without auth).
     :param dimensions: vector length; asked of the server when ``send_dimensions``.
     :param batch_size: texts sent in one request.
-    :param max_retries: retries of the client on 408/409/429/5xx, connection errors
-        and timeouts, with exponential backoff (or the server's ``Retry-After``).
-    :param timeout: seconds to wait for one response.
+    :param max_retries: retries on 408/409/429/5xx, connection errors and timeouts, with
+        exponential backoff (or the server's ``Retry-After``).
+    :param timeout: seconds to wait for one response. Within a search, every attempt and
+        wait stays within the search's deadline (``SEARCH_DEADLINE``).
     :param send_dimensions: send ``dimensions`` in requests; by default only for
         ``text-embedding-3*`` models with ``dimensions`` set, since most other
         servers reject the parameter.
@@ -116,6 +120,10 @@ class OpenAIEmbedder(BaseEmbedder):
             vectors = vectors / np.maximum(norms, 1e-12)
         return vectors.astype(np.float32, copy=False)
 
+    def warm(self) -> None:
+        """Import ``openai`` and build the client (about 2 s in a cold process); send nothing."""
+        self._get_client()
+
     def check(self) -> list[checks.CheckMessage]:
         if self._resolve_api_key() is not None:
             return []
@@ -149,9 +157,29 @@ class OpenAIEmbedder(BaseEmbedder):
             component="OpenAIEmbedder",
             base_url=self.base_url,
             api_key=self.api_key,
-            max_retries=self.max_retries,
+            max_retries=0,  # retried by _create, within the search's deadline
             timeout=self.timeout,
         )
+
+    def _create(self, client: Any, params: dict[str, Any]) -> Any:
+        """Ask for the embeddings, retrying as ``max_retries`` allows; each attempt and
+        pause within the current deadline (a search's), none started past it."""
+        import openai
+
+        attempt = 0
+        while True:
+            attempt += 1
+            seconds = remote_timeout(self.timeout)
+            try:
+                return client.with_options(timeout=seconds).embeddings.create(**params)
+            except openai.OpenAIError as e:
+                pause = retry_pause(e, attempt)
+                if attempt > self.max_retries or pause is None:
+                    raise
+                limit = current_deadline()
+                if limit is not None and pause >= limit.left():
+                    raise DeadlineExceeded(f"no time left: {limit.what} has passed ({e})") from e
+                time.sleep(pause)
 
     def _request(self, texts: list[str]) -> np.ndarray:
         """Return the vectors of one batch in input order, checking their count and length."""
@@ -162,9 +190,11 @@ class OpenAIEmbedder(BaseEmbedder):
         if self.send_dimensions:
             params["dimensions"] = self.dimensions
         try:
-            response = client.embeddings.create(**params)
+            response = self._create(client, params)
             items = sorted(response.data, key=lambda item: item.index)
             vectors = [item.embedding for item in items]
+        except DeadlineExceeded as e:
+            raise EmbeddingUnavailableError(f"{self._where()} did not answer: {e}") from e
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e:
             raise EmbeddingUnavailableError(
                 f"{self._where()} did not answer (max_retries={self.max_retries}): {e}"

@@ -1,7 +1,7 @@
 """Chroma as an external index, through ``chromadb.HttpClient`` (a ``chroma run`` server).
 
-OPTIONS: ``host`` and ``port`` of the server (``ssl``, ``headers``, ``timeout`` in seconds
-per request, default 10, optional), or
+OPTIONS: ``host`` and ``port`` of the server (``ssl``, ``headers``, ``timeout``: seconds a
+search may wait for the server, connecting included, default 10, optional), or
 ``path`` for an embedded PersistentClient (one process only: it is not
 process-safe). Needs ``pip install "django-retrieval[chroma]"``.
 
@@ -22,6 +22,7 @@ from retrieval.models import Collection
 from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
 from retrieval.services.query.filters import Filters
+from retrieval.services.query.tracing import remote_timeout
 
 SCALARS = (str, int, float, bool)
 #: Ids Chroma returns per page when listing a space.
@@ -37,14 +38,15 @@ def bounded_http_client(
     answering would hold every search forever. Its first request, made while it is
     built, is preceded by a heartbeat within ``seconds``; then the timeout is set on
     its session, a private attribute: if a release moves it, fail loudly rather than
-    run unbounded.
+    run unbounded. Each request's timeout is then cut to what the caller's deadline
+    (a search's) leaves, by a request hook run on the caller's thread.
     """
     import chromadb
     import httpx  # chromadb's own HTTP library
 
     scheme = "https" if ssl else "http"
     url = f"{scheme}://{host}:{port}/api/v2/heartbeat"
-    httpx.get(url, headers=headers, timeout=seconds).raise_for_status()
+    httpx.get(url, headers=headers, timeout=remote_timeout(seconds)).raise_for_status()
     client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers)
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is None or not hasattr(session, "timeout"):
@@ -53,6 +55,12 @@ def bounded_http_client(
             "its requests. Pin chromadb to a 1.5 release."
         )
     session.timeout = httpx.Timeout(seconds)
+
+    def within_deadline(request: httpx.Request) -> None:
+        request.extensions["timeout"] = httpx.Timeout(remote_timeout(seconds)).as_dict()
+
+    hooks = session.event_hooks
+    session.event_hooks = {**hooks, "request": [*hooks.get("request", []), within_deadline]}
     return client
 
 

@@ -37,6 +37,7 @@ from retrieval.services.query.filters import (
     estimated_rows_each,
     queryset_sql,
 )
+from retrieval.services.query.tracing import current_deadline, deadline, remote_timeout
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.
@@ -78,8 +79,9 @@ class ExternalIndex(BaseIndex):
         #: where over-fetching by the share keeps the open search's recall; below a few
         #: percent the engines scan the allowed vectors exactly. 1: always the filter.
         self.prefilter_share = float(prefilter_share)
-        #: Seconds to wait for the engine's answer: a search of an engine that stopped
-        #: answering (frozen, or cut off by the network) fails instead of hanging.
+        #: Seconds a search may wait for the engine, connecting, loading and every request
+        #: included (and within the search's SEARCH_DEADLINE): a search of an engine that
+        #: stopped answering (frozen, or cut off by the network) fails instead of hanging.
         self.timeout = float(timeout)
 
     # Engine primitives ------------------------------------------------------
@@ -273,14 +275,16 @@ class ExternalIndex(BaseIndex):
         if engine_filters is EMPTY:
             return [[] for _ in vectors]
         name = self._space(collection)
-        ranked = (
-            self._rank_in_engine(
-                name, vectors, collection, fetch, top_k, filters, engine_filters,
-                score_threshold, hints,
-            )
-            if name
-            else [[] for _ in vectors]
-        )  # fmt: skip
+        # Connecting, loading the space and every widening request share one timeout.
+        with deadline(self.timeout, f"the timeout of index {self.alias!r} ({self.timeout:g} s)"):
+            ranked = (
+                self._rank_in_engine(
+                    name, vectors, collection, fetch, top_k, filters, engine_filters,
+                    score_threshold, hints,
+                )
+                if name
+                else [[] for _ in vectors]
+            )  # fmt: skip
         if IndexOperation.Kind.WRITE not in waiting:
             return ranked
         merged = []
@@ -377,10 +381,19 @@ class ExternalIndex(BaseIndex):
             return call()
         except Exception as e:  # the engine's own errors, whatever its client raises
             self.reset()
+            limit = current_deadline()
+            passed = ""
+            if limit is not None and limit.left() <= 0:  # the deadline cut the request short
+                passed = f" (no time left: {limit.what} has passed)"
             raise IndexUnavailableError(
                 f"Index {self.alias!r} ({type(self).__name__}) did not answer the search "
-                f"of collection {collection.name!r}: {e.__class__.__name__}: {e}"
+                f"of collection {collection.name!r}: {e.__class__.__name__}: {e}{passed}"
             ) from e
+
+    def _seconds(self) -> float:
+        """Return the seconds the next engine request may take: ``timeout``, cut to what
+        the search's deadline (and this engine's share of it) leaves."""
+        return remote_timeout(self.timeout)
 
     def _search_many(
         self,

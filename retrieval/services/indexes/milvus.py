@@ -2,12 +2,13 @@
 
 OPTIONS: ``uri`` (a Milvus server or cluster URL; for Milvus Lite a local file path,
 or ``http://127.0.0.1:PORT`` of ``milvus-lite server`` when several processes share
-it), optional ``token``, ``db_name``, ``timeout`` (seconds to connect, load a space or
-search; default 10), the vector index (``index_type`` "HNSW" with ``index_params``
-``{"M": 16, "efConstruction": 64}``, and ``ef``, HNSW's search breadth, 100 unless a
-search's ``ef_search`` hint says more), ``consistency_level`` of searches ("Bounded")
-and ``build_timeout`` (seconds a rebuild waits for the server to index the new space
-before it switches to it; default 600). Needs ``pip install "django-retrieval[milvus]"``.
+it), optional ``token``, ``db_name``, ``timeout`` (seconds a search may wait for the
+server, connecting and loading the space included; default 10), the vector index
+(``index_type`` "HNSW" with ``index_params`` ``{"M": 16, "efConstruction": 64}``, and
+``ef``, HNSW's search breadth, 100 unless a search's ``ef_search`` hint says more),
+``consistency_level`` of searches ("Bounded") and ``build_timeout`` (seconds a rebuild
+waits for the server to index the new space before it switches to it; default 600).
+Needs ``pip install "django-retrieval[milvus]"``.
 
 Servers: Milvus 2.3.5 or later (:data:`MIN_SERVER`; tested on the 2.3.5 standalone server
 and on Milvus Lite 3.2), checked by ``manage.py check --database default``
@@ -116,7 +117,7 @@ class MilvusIndex(ExternalIndex):
                 token=self.token,
                 db_name=self.db_name,
                 grpc_options=self.grpc_options,
-                timeout=self.timeout,  # to connect
+                timeout=self._seconds(),  # to connect
                 dedicated=True,  # a shared connection keeps the options of whoever opened it
             )
         return self._client
@@ -180,7 +181,7 @@ class MilvusIndex(ExternalIndex):
 
     def server_version(self) -> str:
         """Return the version the server reports (``v2.3.5-lite``, ``milvus_lite-3.2.2`` ...)."""
-        return str(self.client.get_server_version(timeout=self.timeout))
+        return str(self.client.get_server_version(timeout=self._seconds()))
 
     def _create(self, name: str, dimensions: int) -> None:
         from pymilvus import DataType
@@ -212,7 +213,7 @@ class MilvusIndex(ExternalIndex):
 
     def _ready(self, name: str):
         if name not in self._loaded:
-            self.client.load_collection(name, timeout=self.timeout)
+            self.client.load_collection(name, timeout=self._seconds())
             self._loaded.add(name)
         return self.client
 
@@ -272,7 +273,7 @@ class MilvusIndex(ExternalIndex):
             output_fields=["id"],
             limit=limit,
             consistency_level="Strong",
-            timeout=self.timeout,
+            timeout=self._seconds(),
         )
         return [int(row["id"]) for row in rows]
 
@@ -299,7 +300,7 @@ class MilvusIndex(ExternalIndex):
             filter=f"collection_id == {int(collection_id)}",
             output_fields=["count(*)"],
             consistency_level="Strong",
-            timeout=self.timeout,
+            timeout=self._seconds(),
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
@@ -362,7 +363,7 @@ class MilvusIndex(ExternalIndex):
             output_fields=["id"],
             search_params={"metric_type": "COSINE", "params": params},
             consistency_level=self.consistency_level,
-            timeout=self.timeout,
+            timeout=self._seconds(),
         )
         return [[(int(hit["id"]), float(hit["distance"])) for hit in hits] for hits in found]
 

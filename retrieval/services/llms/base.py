@@ -14,9 +14,9 @@ import jsonschema
 from django.core import checks
 from django.core.cache import caches
 
-from retrieval.exceptions import LLMError
+from retrieval.exceptions import BudgetExceeded, DeadlineExceeded, LLMError
 from retrieval.services.llms.answers import answer_token_bound, excerpt, parse_answer
-from retrieval.services.query.tracing import LLMCall, current_trace
+from retrieval.services.query.tracing import LLMCall, current_trace, remote_timeout
 
 Message = Mapping[str, str]
 
@@ -46,9 +46,10 @@ class BaseLLM(ABC):
     from the Django cache ``cache`` (never a blank, cut or invalid answer), checks and
     charges the query's :class:`~retrieval.services.query.tracing.Budget` (a text answer's
     ``max_tokens`` cut to what is left; a JSON call not sent unless its whole
-    ``max_tokens`` fits; the timeout cut to the seconds left) and records each call in
-    the query's trace. An implementation writes :meth:`_prepare` (the request) and
-    :meth:`_send` (the call), and may refine :meth:`_estimate` and :meth:`_observe`.
+    ``max_tokens`` fits; the timeout cut to the seconds the budget and the search's
+    deadline leave) and records each call in the query's trace. An implementation
+    writes :meth:`_prepare` (the request) and :meth:`_send` (the call), and may refine
+    :meth:`_estimate` and :meth:`_observe`.
     """
 
     alias: str = ""
@@ -105,6 +106,10 @@ class BaseLLM(ABC):
             seconds = trace.budget.remaining_seconds()
             if seconds is not None:
                 timeout = min(timeout, seconds)
+        try:
+            timeout = remote_timeout(timeout)
+        except DeadlineExceeded as e:
+            raise BudgetExceeded(f"{self.alias or type(self).__name__} not called: {e}") from e
         started = time.monotonic()
         attempts = [0]
         try:
@@ -173,6 +178,10 @@ class BaseLLM(ABC):
 
     def _connect(self) -> None:  # noqa: B027 (optional hook)
         """Do the slow set-up (imports, clients) before the call's deadline starts."""
+
+    def warm(self) -> None:
+        """Do the slow set-up now, so no search waits for it; send nothing."""
+        self._connect()
 
     def overrun(
         self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None

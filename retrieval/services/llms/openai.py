@@ -12,7 +12,7 @@ from typing import Any
 from django.core import checks
 
 from retrieval.exceptions import BudgetExceeded, LLMError
-from retrieval.services.clients.openai import build_client, resolve_api_key
+from retrieval.services.clients.openai import build_client, resolve_api_key, retry_pause
 from retrieval.services.llms.answers import clean, excerpt
 from retrieval.services.llms.base import BaseLLM, LLMAnswer, Message
 from retrieval.services.llms.prompts import PromptEstimator, count_prompt_tokens
@@ -34,9 +34,9 @@ class OpenAIChatLLM(BaseLLM):
         OpenAI-compatible endpoint); ``None`` means OpenAI itself.
     :param api_key: defaults to ``OPENAI_API_KEY``, then to a placeholder when ``base_url``
         is set.
-    :param timeout: seconds for one call, retries included (capped by the query's remaining
-        budget). A local server needs prompt tokens / its prompt speed plus answer tokens /
-        its generation speed.
+    :param timeout: seconds for one call, retries included (capped by what the search's
+        deadline and ``LLM_BUDGET`` ``max_seconds`` leave). A local server needs prompt
+        tokens / its prompt speed plus answer tokens / its generation speed.
     :param max_retries: the client's retries, with exponential backoff, on 408/409/429/5xx,
         connection errors and timeouts.
     :param temperature: sampling temperature (0 keeps answers repeatable and cacheable).
@@ -190,11 +190,11 @@ class OpenAIChatLLM(BaseLLM):
                     f"attempt(s)) on a prompt of ~{prompt_estimate} tokens and up to "
                     f"{params['max_tokens']} answer tokens: {e}. A local server needs about "
                     "prompt tokens / its prompt speed + answer tokens / its generation speed: "
-                    "raise the LLM's timeout (and LLM_BUDGET max_seconds) or send less "
-                    "(e.g. the LLM reranker's max_passages and passage_chars)."
+                    "raise the LLM's timeout (and SEARCH_DEADLINE, LLM_BUDGET max_seconds) or "
+                    "send less (e.g. the LLM reranker's max_passages and passage_chars)."
                 ) from e
             except openai.OpenAIError as e:
-                pause = _retry_pause(e, attempts[0])
+                pause = retry_pause(e, attempts[0])
                 retry = attempts[0] <= self.max_retries and pause is not None
                 if not retry or time.monotonic() + pause >= deadline:
                     raise LLMError(
@@ -234,29 +234,3 @@ class OpenAIChatLLM(BaseLLM):
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
     """Return the app's own count of ``messages`` (before any server's chat template)."""
     return count_prompt_tokens(messages)
-
-
-def _retry_pause(error: Exception, attempt: int) -> float | None:
-    """Return seconds to wait before retrying after ``error``, or ``None`` if it is final.
-
-    Connection errors, 408, 409, 429 and 5xx are retried (the server's ``retry-after``
-    honoured, else 0.5 s doubling per attempt, at most 8 s), as the ``openai`` client does.
-    """
-    import openai
-
-    if isinstance(error, openai.APIConnectionError):
-        return min(8.0, 0.5 * 2 ** (attempt - 1))
-    if not isinstance(error, openai.APIStatusError):
-        return None
-    status = error.status_code
-    if status not in (408, 409, 429) and status < 500:
-        return None
-    headers = error.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            value = float(headers.get(name, "")) * scale
-        except ValueError:
-            continue
-        if 0 < value <= 60:
-            return value
-    return min(8.0, 0.5 * 2 ** (attempt - 1))

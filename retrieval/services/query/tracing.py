@@ -1,9 +1,12 @@
-"""One query's trace and LLM budget, carried by a context variable.
+"""One query's trace, LLM budget and deadline, carried by context variables.
 
 :func:`traced` opens a :class:`QueryTrace` for a search; every stage that runs
 inside it (a rewriter, an agentic round, an LLM call) records into the same trace
-and charges the same :class:`Budget`, without the trace being passed around.
-Worker threads see it when started through :func:`run_in_context`.
+and charges the same :class:`Budget`, without the trace being passed around. It also
+sets the search's :class:`Deadline` (``SEARCH_DEADLINE``): every remote call of the
+search cuts its timeout to what is left (:func:`remote_timeout`), and a service may
+narrow it to its own share (:func:`deadline`). Worker threads see both when started
+through :func:`run_in_context`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from retrieval.exceptions import BudgetExceeded
+from retrieval.exceptions import BudgetExceeded, DeadlineExceeded
 
 T = TypeVar("T")
 
 _current: contextvars.ContextVar[QueryTrace | None] = contextvars.ContextVar(
     "retrieval_query_trace", default=None
+)
+_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "retrieval_deadline", default=None
 )
 
 
@@ -143,17 +149,64 @@ def current_trace() -> QueryTrace | None:
 
 @contextmanager
 def traced(budget: Budget | None = None) -> Iterator[QueryTrace]:
-    """Open a trace for one query, or join the one already open (nested searches)."""
+    """Open a trace for one query, under the ``SEARCH_DEADLINE``, or join the one already
+    open (nested searches share its budget and its deadline)."""
     existing = _current.get()
     if existing is not None:
         yield existing
         return
     trace = QueryTrace(budget=budget or _default_budget())
+    seconds = search_deadline_setting()
     token = _current.set(trace)
     try:
-        yield trace
+        with deadline(seconds, f"the search's SEARCH_DEADLINE ({seconds} s)"):
+            yield trace
     finally:
         _current.reset(token)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the remote calls under it must be done (a ``time.monotonic()`` value), and
+    what set it, for the error that says so."""
+
+    at: float
+    what: str
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
+def current_deadline() -> Deadline | None:
+    """Return the deadline remote calls are under, if any (the narrowest one set)."""
+    return _deadline.get()
+
+
+@contextmanager
+def deadline(seconds: float | None, what: str) -> Iterator[Deadline | None]:
+    """Give the remote calls inside at most ``seconds`` more (``None``: no new limit),
+    never past a deadline already set; ``what`` names it in errors."""
+    outer = _deadline.get()
+    if seconds is None or (outer is not None and outer.left() <= seconds):
+        yield outer
+        return
+    token = _deadline.set(Deadline(time.monotonic() + seconds, what))
+    try:
+        yield _deadline.get()
+    finally:
+        _deadline.reset(token)
+
+
+def remote_timeout(timeout: float) -> float:
+    """Return the seconds a remote call (one attempt) may wait: ``timeout`` cut to what the
+    current deadline leaves. Raise :class:`DeadlineExceeded` when nothing is left."""
+    current = _deadline.get()
+    if current is None:
+        return timeout
+    left = current.left()
+    if left <= 0:
+        raise DeadlineExceeded(f"no time left: {current.what} has passed")
+    return min(timeout, left)
 
 
 def run_in_context(function: Callable[..., T]) -> Callable[..., T]:
@@ -166,3 +219,18 @@ def _default_budget() -> Budget:
     from retrieval.conf import retrieval_settings
 
     return Budget.from_setting(retrieval_settings.LLM_BUDGET)
+
+
+def search_deadline_setting() -> float | None:
+    """Return ``SEARCH_DEADLINE``, or raise ``ValueError`` naming what is wrong with it."""
+    from retrieval.conf import retrieval_settings
+
+    seconds = retrieval_settings.SEARCH_DEADLINE
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+    ):
+        raise ValueError(
+            f'RETRIEVAL["SEARCH_DEADLINE"] must be a positive number of seconds or None, '
+            f"not {seconds!r}."
+        )
+    return seconds

@@ -9,12 +9,10 @@ passage's index and relevance score: ``{"results": [{"index", "relevance_score"}
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from retrieval.exceptions import RetrievalError, ServiceUnavailableError
 from retrieval.services.clients.http import post_json
-from retrieval.services.query.tracing import current_trace
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
 
@@ -29,8 +27,8 @@ class APIReranker(BaseReranker):
     OPTIONS: ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``), ``model``, ``api_key``,
     ``timeout`` (seconds), ``top_n`` (the most scores to ask for; None: all),
     ``max_retries``, ``path`` ("/rerank"), ``protocol`` ("cohere" or "tei"),
-    ``max_candidates``. The request stays within the query's time budget
-    (``LLM_BUDGET.max_seconds``); a service that fails or does not answer keeps the
+    ``max_candidates``. The request stays within the search's deadline
+    (``SEARCH_DEADLINE``); a service that fails or does not answer keeps the
     candidates' order, and the trace says why.
     """
 
@@ -95,8 +93,6 @@ class APIReranker(BaseReranker):
             body["top_n"] = min(self.top_n or len(texts), len(texts))
             if self.model:
                 body["model"] = self.model
-        trace = current_trace()
-        seconds = trace.budget.remaining_seconds() if trace is not None else None
         answer = post_json(
             self.url,
             body,
@@ -105,7 +101,6 @@ class APIReranker(BaseReranker):
             max_retries=self.max_retries,
             unavailable=lambda problem: ServiceUnavailableError(f"{self.url} {problem}"),
             failed=lambda problem: RetrievalError(f"{self.url} {problem}"),
-            deadline=None if seconds is None else time.monotonic() + seconds,
         )
         items = answer.get("results") if isinstance(answer, dict) else answer
         if not isinstance(items, list):

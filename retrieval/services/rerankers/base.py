@@ -70,6 +70,9 @@ class BaseReranker(ABC):
     ) -> tuple[list[float], dict[str, object]]:
         """Return a new score per result (higher is better) and details for the trace."""
 
+    def warm(self) -> None:  # noqa: B027 (optional hook)
+        """Load now what the first rerank would load (a model), so no search waits for it."""
+
     def check(self) -> list:
         return []
 

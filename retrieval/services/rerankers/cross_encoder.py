@@ -97,6 +97,9 @@ class CrossEncoderReranker(BaseReranker):
         scores = scored + [floor - 1.0 - i for i in range(unscored)]
         return scores, {"scored": len(scored), "unscored": unscored}
 
+    def warm(self) -> None:
+        self._load()
+
     def _run_batch(self, query: str, texts: list[str]) -> np.ndarray:
         tokenizer, session = self._load()
         encodings = tokenizer.encode_batch([(query, text) for text in texts])

@@ -72,8 +72,7 @@ def test_rate_limit_is_retried(openai_server: OpenAIServer) -> None:
     openai_server.fail_next(status_fault(429), status_fault(429))
     vectors = make_embedder(openai_server).embed_batch(["hello world"])
     np.testing.assert_allclose(vectors, expected_vectors(["hello world"]), atol=1e-6)
-    retry_counts = [r.headers["x-stainless-retry-count"] for r in embedding_requests(openai_server)]
-    assert retry_counts == ["0", "1", "2"]
+    assert len(embedding_requests(openai_server)) == 3
 
 
 def test_persistent_server_error_raises_after_retries(openai_server: OpenAIServer) -> None:

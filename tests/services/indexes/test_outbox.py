@@ -26,8 +26,16 @@ from retrieval.services.indexes.milvus import MilvusIndex
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from tests.engines import free_port
+from tests.engines import SlowProxy, free_port
 from tests.services.indexes.conftest import BACKENDS, EXTERNAL, engine_for
+from tests.services.test_search_deadline import (
+    DEADLINE,
+    MARGIN,
+    PASSED,
+    search_within,
+    unavailable,
+    within,
+)
 
 TEXTS = {
     "n": "north",
@@ -300,3 +308,63 @@ def test_a_drain_tries_a_failing_collection_once_whatever_its_pending_operations
     assert (result.applied, result.failed, len(result.errors)) == (0, 3, 1)
     attempts = IndexOperation.objects.values_list("attempts", flat=True)
     assert sorted(attempts) == [1, 1, 1]  # so each waits the first backoff (2 s), not 2**3
+
+
+def compass_on(retrieval_settings, backend: str, options: dict, **settings):
+    """Index TEXTS in collection "compass" on index "ext" (``backend`` with ``options``);
+    return "north"'s exact ranking and a dense search of "north" (its chunk ids)."""
+    retrieval_settings(INDEXES={"ext": {"BACKEND": backend, "OPTIONS": options}}, **settings)
+    collection, _ = get_or_create_collection("compass", index="ext")
+    ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
+
+    def dense() -> list[int]:
+        found = search("north", collection=collection, retriever="dense", scope=Scope.ALL)
+        return [r.chunk.pk for r in found]
+
+    return exact_ranking(collection, "north", 10), dense
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frozen_engine_ends_the_search_at_the_searchs_deadline(engine, retrieval_settings):
+    # The index's own timeout would hold each search 30 s; the search's deadline ends it.
+    options = {**engine.options, "timeout": 30}
+    expected, dense = compass_on(
+        retrieval_settings, BACKENDS[engine.kind], options, SEARCH_DEADLINE=DEADLINE
+    )
+    assert dense() == expected  # connected (and the space loaded) before the engine freezes
+    group = os.getpgid(engine.process.pid)
+    os.killpg(group, signal.SIGSTOP)
+    thaw = threading.Timer(45, os.killpg, (group, signal.SIGCONT))
+    thaw.start()
+    try:
+        # The search's request, then (the failure closed the connection) connecting again.
+        for _ in range(2):
+            failure = within(DEADLINE + MARGIN, dense)
+            assert unavailable(failure, IndexUnavailableError, PASSED), failure
+        hybrid = search_within(Collection.objects.get(name="compass"), retriever="hybrid")
+        assert hybrid and PASSED in hybrid[0].metadata["failed_legs"]["dense"]
+    finally:
+        thaw.cancel()
+        os.killpg(group, signal.SIGCONT)
+    assert dense() == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_engines_requests_share_its_timeout(
+    engines, tmp_path_factory, keyword_settings, retrieval_settings
+):
+    # A Chroma search is two requests (the space, then the query): each answers within the
+    # index's timeout, both do not, and the search fails after the timeout, not the sum.
+    engine = engine_for(engines, "chroma", tmp_path_factory)
+    with SlowProxy(engine.port) as proxy:
+        options = {"host": "127.0.0.1", "port": proxy.port, "timeout": 1.2}
+        expected, dense = compass_on(
+            retrieval_settings, BACKENDS["chroma"], options, TASKS_SYNC=True
+        )
+        assert dense() == expected  # connected
+        proxy.delay = 0.8
+        failure = within(1.2 + MARGIN, dense)
+        reason = "no time left: the timeout of index 'ext' (1.2 s) has passed"
+        assert unavailable(failure, IndexUnavailableError, reason), failure
+        proxy.delay = 0
+        assert dense() == expected

@@ -60,11 +60,23 @@ def test_errors_are_retried_then_the_order_is_kept_with_the_reason(server, resul
     assert ids(bad) == ids(results)  # refused: nothing listens there
 
 
-def test_no_call_once_the_querys_time_budget_is_spent(server, results):  # noqa: F811
-    with traced(budget=Budget(max_seconds=1e-9)) as trace:
+def test_no_call_once_the_searchs_deadline_has_passed(
+    server,
+    results,  # noqa: F811
+    retrieval_settings,
+):
+    retrieval_settings(SEARCH_DEADLINE=1e-9)
+    with traced() as trace:
         kept = APIReranker(base_url=server.base_url).rerank("volcanoes", results)
     assert ids(kept) == ids(results) and not server.requests_to("/v1/rerank")
-    assert "no time left" in trace.events[0]["error"]
+    assert "no time left: the search's SEARCH_DEADLINE" in trace.events[0]["error"]
+
+
+def test_the_llm_budget_leaves_the_service_alone(server, results):  # noqa: F811
+    # Not an LLM: LLM_BUDGET's seconds are the LLM calls' share, not the reranker's.
+    with traced(budget=Budget(max_seconds=1e-9)):
+        reranked = APIReranker(base_url=server.base_url).rerank("volcanoes", results)
+    assert ids(reranked)[0] == "b" and server.requests_to("/v1/rerank")
 
 
 @pytest.mark.parametrize(
