@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils.text import slugify
 from drf_spectacular.openapi import AutoSchema
@@ -57,6 +58,8 @@ from retrieval.tasks import index_document
 from . import parsers, serializers
 from .throttling import UploadThrottleMixin, WriteThrottleMixin
 
+logger = logging.getLogger(__name__)
+
 
 class Pagination(PageNumberPagination):
     page_size = 50
@@ -84,6 +87,11 @@ class RetrievalAPIMixin:
             exc = PermissionDenied(str(exc))
         elif isinstance(exc, CollectionNotFound):
             exc = NotFound({"collection": [str(exc)]})
+        elif isinstance(exc, OperationalError | InterfaceError):
+            # The database restarting, failing over or out of connections: a client may
+            # retry, as a load balancer does. Logged, since no 500 traceback will be.
+            logger.warning("The database did not answer %s: %s", self.request.path, exc)
+            exc = DatabaseUnavailable()
         return super().handle_exception(exc)
 
     #: Path from this view's rows to their document (``"pk"`` for documents), or None
@@ -395,6 +403,13 @@ class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The index run is not in a state that allows this."
     default_code = "conflict"
+
+
+class DatabaseUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database did not answer. Try again shortly."
+    default_code = "database_unavailable"
+    wait = 5  # seconds: DRF's handler sends it as Retry-After
 
 
 class PayloadTooLarge(APIException):

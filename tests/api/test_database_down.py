@@ -1,0 +1,44 @@
+"""While the database restarts or fails over, the API answers 503 with Retry-After, not 500."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.processes import database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cut_off(db_connection) -> None:
+    """End the server side of ``db_connection``, as a restart of PostgreSQL does."""
+    db_connection.ensure_connection()
+    pid = db_connection.connection.info.backend_pid
+    with psycopg.connect(database_url(db_connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("get", "/api/collections/", None),
+        ("post", "/api/search/", {"collection": "atlas", "query": "north"}),
+    ],
+)
+def test_a_request_the_database_drops_is_a_503_to_retry(
+    client, django_user_model, keyword_settings, method, path, body
+):
+    from tests.conftest import collection_of
+
+    collection_of("atlas", {"n": "North is up."})
+    client.force_login(django_user_model.objects.create_user(username="reader"))
+    cut_off(connection)
+    response = getattr(client, method)(path, body, content_type="application/json")
+    assert response.status_code == 503, response.content
+    assert response.json()["detail"] == "The database did not answer. Try again shortly."
+    assert response["Retry-After"] == "5"
+    # At the end of a request Django closes a connection that failed (the test client
+    # skips that); the next request then has a new one and is answered.
+    connection.close_if_unusable_or_obsolete()
+    assert getattr(client, method)(path, body, content_type="application/json").status_code == 200
