@@ -141,6 +141,17 @@ class EvalRun(models.Model):
 class QueryTrace(models.Model):
     """One search as it happened: what ran, each stage's candidates, and what came back."""
 
+    class Source(models.TextChoices):
+        """Which face ran the search: analytics count readers' faces, not editors'."""
+
+        PAGE = "page", "Search page"
+        API = "api", "API"
+        TOOL = "tool", "Tool call"
+        PLAYGROUND = "playground", "Playground"
+        EVALUATION = "evaluation", "Evaluation"
+        COMMAND = "command", "Command"
+        PYTHON = "python", "Python"
+
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     query = models.TextField()
     user = models.ForeignKey(
@@ -165,6 +176,9 @@ class QueryTrace(models.Model):
     result_count = models.PositiveIntegerField(default=0)
     results = models.JSONField(default=list, blank=True)
     trace = models.JSONField(default=dict, blank=True)
+    source = models.CharField(
+        max_length=20, choices=Source.choices, default=Source.PYTHON, db_default=Source.PYTHON
+    )
     # What search analytics group by: the query lower-cased, its spaces collapsed, cut
     # to 200 characters; computed by PostgreSQL, so raw inserts get it too.
     query_key = models.GeneratedField(
@@ -177,22 +191,23 @@ class QueryTrace(models.Model):
         ordering = ["-created_at"]
         indexes = [
             # Every figure of the dashboard and of search analytics reads a collection's
-            # traces of a period from this index alone (an index-only scan) ...
+            # traces of a period from this index alone (an index-only scan); the source is
+            # included so that leaving editors' searches out reads no table row ...
             models.Index(
                 fields=["collection", "created_at"],
-                include=["query_key", "result_count", "ms"],
+                include=["query_key", "result_count", "ms", "source"],
                 name="retrieval_trace_report_idx",
             ),
             # ... or, for staff who see only their own traces, from this one.
             models.Index(
                 fields=["user", "collection", "created_at"],
-                include=["query_key", "result_count", "ms"],
+                include=["query_key", "result_count", "ms", "source"],
                 name="retrieval_trace_user_idx",
             ),
             # Searches that found nothing, a small share: their queries without the rest.
             models.Index(
                 fields=["collection", "created_at"],
-                include=["query_key"],
+                include=["query_key", "source"],
                 condition=models.Q(result_count=0),
                 name="retrieval_trace_empty_idx",
             ),

@@ -35,8 +35,9 @@ class SearchView(TemplateView):
         return super().dispatch(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .models import QueryTrace
         from .services.access import Scope
-        from .services.quality.search_log import untraced
+        from .services.quality.search_log import traced_as, untraced
         from .services.query.search import search
 
         context = super().get_context_data(**kwargs)
@@ -49,7 +50,7 @@ class SearchView(TemplateView):
         results, error = [], ""
         if query and selected:
             try:
-                with untraced(cross_site(self.request)):
+                with traced_as(QueryTrace.Source.PAGE), untraced(cross_site(self.request)):
                     results = search(query, collection=selected, scope=scope, top_k=10)
             except (RetrievalError, ValueError) as e:
                 error = str(e)

@@ -33,6 +33,8 @@ from .charts import latency_svg, volume_svg
 #: The periods the trace list, the dashboard and search analytics offer: value -> days.
 PERIODS = {"1d": 1, "7d": 7, "30d": 30, "90d": 90}
 DEFAULT_PERIOD = "7d"
+#: The trace list's choice of readers' searches: every source but editors'.
+READERS = "readers"
 
 
 def period_label(days: int) -> str:
@@ -43,6 +45,11 @@ class AnalyticsForm(forms.Form):
     collection = forms.ModelChoiceField(queryset=Collection.objects.none(), empty_label=None)
     period = forms.ChoiceField(
         choices=[(value, period_label(days)) for value, days in PERIODS.items()]
+    )
+    editors = forms.BooleanField(
+        label="Include editors' searches",
+        required=False,
+        help_text="The playground's and evaluations' searches, left out of readers' traffic.",
     )
 
     def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
@@ -70,6 +77,7 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
     data = {
         "collection": request.GET.get("collection") or first or "",
         "period": request.GET.get("period") or DEFAULT_PERIOD,
+        "editors": request.GET.get("editors") or "",
     }
     form = AnalyticsForm(data, scope=scope)
     report = None
@@ -79,6 +87,7 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
             form.cleaned_data["collection"],
             scope=scope,
             since=timezone.now() - timedelta(days=PERIODS[period]),
+            editors=form.cleaned_data["editors"],
         )
         export = request.GET.get("export")
         if export in EXPORTS:
@@ -94,7 +103,7 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
     }
     if report is not None:
         period = form.cleaned_data["period"]
-        actions = _RowActions(report.collection, period, scope)
+        actions = _RowActions(report.collection, period, scope, report.editors)
         context |= {
             "period": period,
             "period_label": period_label(PERIODS[period]),
@@ -108,13 +117,12 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
                 if report.negative_feedback is not None
                 else None
             ),
-            "traces_url": _url(
-                "admin:retrieval_querytrace_changelist",
-                collection__id__exact=report.collection.pk,
-                period=period,
-            ),
+            "traces_url": actions.traces_url(),
             "export_url": _url(
-                "admin:retrieval_search_analytics", collection=report.collection.pk, period=period
+                "admin:retrieval_search_analytics",
+                collection=report.collection.pk,
+                period=period,
+                **({"editors": "on"} if report.editors else {}),
             ),
         }
     return TemplateResponse(request, "retrieval/admin/querytrace/analytics.html", context)
@@ -123,10 +131,21 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
 class _RowActions:
     """The links of a query's row: its traces, the playground, a golden set, a promotion."""
 
-    def __init__(self, collection: Collection, period: str, scope: Scope) -> None:
-        self.collection, self.period = collection, period
+    def __init__(self, collection: Collection, period: str, scope: Scope, editors: bool) -> None:
+        self.collection, self.period, self.editors = collection, period, editors
         self.may_add_query = scope.sees_quality and scope.may_write("add", EvalQuery, collection)
         self.may_promote = scope.may_write("add", Promotion, collection)
+
+    def traces_url(self, **params: Any) -> str:
+        """Return the trace list of the report's searches (readers' only, unless editors')."""
+        source = {} if self.editors else {"source": READERS}
+        return _url(
+            "admin:retrieval_querytrace_changelist",
+            collection__id__exact=self.collection.pk,
+            period=self.period,
+            **source,
+            **params,
+        )
 
     def rows(self, rows: Iterable[QueryRow]) -> list[dict[str, Any]]:
         return [{"row": row, "links": self.links(row.query)} for row in rows]
@@ -134,12 +153,7 @@ class _RowActions:
     def links(self, query: str) -> dict[str, str]:
         pk = self.collection.pk
         links = {
-            "traces": _url(
-                "admin:retrieval_querytrace_changelist",
-                collection__id__exact=pk,
-                period=self.period,
-                q=query,
-            ),
+            "traces": self.traces_url(q=query),
             "playground": _url("admin:retrieval_playground", collection=pk, query=query),
         }
         if self.may_add_query:

@@ -35,6 +35,7 @@ from retrieval.models import (
 from retrieval.services.access import Scope
 from retrieval.services.quality.dashboard import CollectionFigures, collection_figures
 
+from .analytics import READERS
 from .base import scope_of
 from .charts import sparkline_svg
 
@@ -281,19 +282,19 @@ def _search_figures(figures: CollectionFigures, pk: int) -> list[Figure]:
             "searches_day",
             "last 24 h",
             str(searches.day),
-            _url(traces, collection__id__exact=pk, period="1d"),
+            _url(traces, collection__id__exact=pk, source=READERS, period="1d"),
         ),
         Figure(
             "searches_week",
             "last 7 d",
             str(searches.week),
-            _url(traces, collection__id__exact=pk, period="7d"),
+            _url(traces, collection__id__exact=pk, source=READERS, period="7d"),
         ),
         Figure(
             "empty_rate",
             "found nothing (7 d)",
             "—" if rate is None else f"{rate:.1%}",
-            _url(traces, collection__id__exact=pk, period="7d", empty="yes"),
+            _url(traces, collection__id__exact=pk, source=READERS, period="7d", empty="yes"),
             "" if rate is None else "bad" if rate >= 0.2 else "warn" if rate >= 0.05 else "good",
         ),
         Figure(

@@ -14,9 +14,9 @@ from django.template.response import TemplateResponse
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
-from retrieval.models import Collection
+from retrieval.models import Collection, QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.quality.search_log import untraced
+from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
 from retrieval.services.types import RetrievalResult
@@ -93,7 +93,7 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     columns: list[Column] = []
     if bound:
         if form.is_valid():
-            with untraced(cross_site(request)):
+            with traced_as(QueryTrace.Source.PLAYGROUND), untraced(cross_site(request)):
                 columns = _compare(form.cleaned_data, scope)
             for column in columns:
                 if column.error:

@@ -22,8 +22,9 @@ from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Chunk, QueryTrace
+from retrieval.services.quality.analytics import readers_only
 
-from .analytics import PERIODS, period_label, search_analytics_view
+from .analytics import PERIODS, READERS, period_label, search_analytics_view
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 from .goldens import MEDIA
 from .playground import PIPELINE_PREFIX, searcher_choices
@@ -73,6 +74,24 @@ class EmptyFilter(admin.SimpleListFilter):
             return queryset.filter(result_count=0)
         if self.value() == "no":
             return queryset.filter(result_count__gt=0)
+        return queryset
+
+
+class SourceFilter(admin.SimpleListFilter):
+    """The face a search came from, or readers' searches: all but editors' (the
+    dashboard's and analytics' figures link here with ``readers``)."""
+
+    title = "source"
+    parameter_name = "source"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(READERS, "readers' searches"), *QueryTrace.Source.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == READERS:
+            return readers_only(queryset)
+        if self.value() in QueryTrace.Source.values:
+            return queryset.filter(source=self.value())
         return queryset
 
 
@@ -156,8 +175,23 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     """Traces of the collections the user may see; staff whom ``DOCUMENT_ACCESS``
     restricts see only their own (another user's results may name hidden documents)."""
 
-    list_display = ["created_at", "query", "collection", "pipeline", "result_count", "ms_label"]
-    list_filter = [COLLECTION_FILTER, PeriodFilter, "pipeline", SlowFilter, EmptyFilter]
+    list_display = [
+        "created_at",
+        "query",
+        "collection",
+        "source",
+        "pipeline",
+        "result_count",
+        "ms_label",
+    ]
+    list_filter = [
+        COLLECTION_FILTER,
+        PeriodFilter,
+        SourceFilter,
+        "pipeline",
+        SlowFilter,
+        EmptyFilter,
+    ]
     list_select_related = ["collection"]
     search_fields = ["query"]
     date_hierarchy = "created_at"

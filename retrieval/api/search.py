@@ -13,7 +13,8 @@ from rest_framework.views import APIView
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidFilterError, RetrievalError, ServiceUnavailableError
-from retrieval.models import Collection
+from retrieval.models import Collection, QueryTrace
+from retrieval.services.quality.search_log import traced_as
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search, search_batch
 from retrieval.services.registry import rerankers, retrievers, rewriters
@@ -253,12 +254,13 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         serializer, collection = _validated(self, SearchSerializer, request)
         data = serializer.validated_data
         try:
-            results = search(
-                data["query"],
-                collection=collection,
-                scope=self.scope,
-                **serializer.search_options(),
-            )
+            with traced_as(QueryTrace.Source.API):
+                results = search(
+                    data["query"],
+                    collection=collection,
+                    scope=self.scope,
+                    **serializer.search_options(),
+                )
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
         return Response(_answer(results))
@@ -275,12 +277,13 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         serializer, collection = _validated(self, BatchSearchSerializer, request)
         data = serializer.validated_data
         try:
-            batches = search_batch(
-                data["queries"],
-                collection=collection,
-                scope=self.scope,
-                **serializer.search_options(),
-            )
+            with traced_as(QueryTrace.Source.API):
+                batches = search_batch(
+                    data["queries"],
+                    collection=collection,
+                    scope=self.scope,
+                    **serializer.search_options(),
+                )
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
         answers = [

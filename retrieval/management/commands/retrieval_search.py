@@ -9,7 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.exceptions import RetrievalError
+from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
+from retrieval.services.quality.search_log import traced_as
 from retrieval.services.query.pipelines import retriever_alias
 from retrieval.services.query.search import search
 from retrieval.services.rewriters.base import normalize_history
@@ -47,18 +49,19 @@ class Command(BaseCommand):
         history = parse_history(options["history"]) if options["history"] else None
         try:
             collection = Scope.ALL.collection(options["collection"])
-            results = search(
-                options["query"],
-                collection=collection,
-                pipeline=options["pipeline"],
-                retriever=options["retriever"],
-                top_k=options["top_k"],
-                filters=filters,
-                history=history,
-                rewriter=options["rewriter"],
-                reranker=options["reranker"],
-                scope=Scope.ALL,  # a command acts for no user
-            )
+            with traced_as(QueryTrace.Source.COMMAND):
+                results = search(
+                    options["query"],
+                    collection=collection,
+                    pipeline=options["pipeline"],
+                    retriever=options["retriever"],
+                    top_k=options["top_k"],
+                    filters=filters,
+                    history=history,
+                    rewriter=options["rewriter"],
+                    reranker=options["reranker"],
+                    scope=Scope.ALL,  # a command acts for no user
+                )
         except (RetrievalError, ValueError) as e:
             raise CommandError(str(e)) from e
         alias = options["pipeline"] or retriever_alias(collection, options["retriever"])

@@ -3,13 +3,14 @@
 Everything is computed by PostgreSQL from :class:`~retrieval.models.QueryTrace` rows,
 grouped by their ``query_key`` (the query lower-cased, spaces collapsed). The queries
 read a collection's traces of a period from the index ``retrieval_trace_report_idx``
-(collection, time; query key, result count, milliseconds and user included), so they
-never touch the traces' stored results; searches that found nothing come from a
-partial index of their own. What a user is shown follows the access policy
-(:meth:`~retrieval.services.access.Scope.restrict_traces`): the traces of collections
-they see, only their own under a document restriction. Negative feedback comes from
-the votes of ``POST /api/feedback/`` (judgments of grade 0), which, like golden sets,
-are closed to users restricted to some documents.
+(collection, time; query key, result count, milliseconds, user and source included), so
+they never touch the traces' stored results; searches that found nothing come from a
+partial index of their own. Readers' searches count, editors' (the playground's,
+evaluations') only when asked for: testing a pipeline is not traffic. What a user is
+shown follows the access policy (:meth:`~retrieval.services.access.Scope.restrict_traces`):
+the traces of collections they see, only their own under a document restriction.
+Negative feedback comes from the votes of ``POST /api/feedback/`` (judgments of grade
+0), which, like golden sets, are closed to users restricted to some documents.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "QueryRow",
     "SearchReport",
     "period_traces",
+    "readers_only",
     "search_report",
 ]
 
@@ -38,6 +40,8 @@ __all__ = [
 DEFAULT_LIMIT = 20
 #: Periods of at most this long are charted by the hour, longer ones by the day.
 HOURLY_UP_TO = timedelta(days=2)
+#: The sources of editors' searches, left out of the figures unless asked for.
+EDITORS = (QueryTrace.Source.PLAYGROUND, QueryTrace.Source.EVALUATION)
 
 
 class Percentile(Aggregate):
@@ -101,6 +105,7 @@ class SearchReport:
     negative_feedback: list[QueryRow] | None = None
     series: list[Bucket] = field(default_factory=list)
     only_own: bool = False  # the user sees only their own traces
+    editors: bool = False  # editors' searches are counted
 
     @property
     def empty_rate(self) -> float:
@@ -108,13 +113,27 @@ class SearchReport:
 
 
 def period_traces(
-    collection: Collection, *, scope: Scope, since: datetime, until: datetime
+    collection: Collection,
+    *,
+    scope: Scope,
+    since: datetime,
+    until: datetime,
+    editors: bool = False,
 ) -> QuerySet:
-    """Return the traces of ``collection`` in ``[since, until)`` that ``scope`` may see."""
+    """Return the traces of ``collection`` in ``[since, until)`` that ``scope`` may see,
+    editors' searches only if ``editors``."""
     traces = QueryTrace.objects.filter(
         collection=collection, created_at__gte=since, created_at__lt=until
     )
+    if not editors:
+        traces = readers_only(traces)
     return scope.restrict_traces(traces).order_by()
+
+
+def readers_only(traces: QuerySet) -> QuerySet:
+    """Leave out editors' searches: ``source`` is in the trace indexes, so this is read
+    from them too (an index-only scan still)."""
+    return traces.exclude(source__in=EDITORS)
 
 
 def search_report(
@@ -124,6 +143,7 @@ def search_report(
     since: datetime,
     until: datetime | None = None,
     limit: int = DEFAULT_LIMIT,
+    editors: bool = False,
 ) -> SearchReport:
     """Return what the traces of ``collection`` in ``[since, until)`` say.
 
@@ -131,12 +151,13 @@ def search_report(
         raises :class:`~retrieval.exceptions.CollectionNotFound` like a missing one.
     :param until: the end of the period (default now).
     :param limit: rows of each list (top, no results, slowest, negative feedback).
+    :param editors: count editors' searches (the playground's, evaluations') too.
     """
     target = scope.collection(collection)
     until = until or timezone.now()
     if since >= until:
         raise ValueError("since must come before until.")
-    traces = period_traces(target, scope=scope, since=since, until=until)
+    traces = period_traces(target, scope=scope, since=since, until=until, editors=editors)
     totals = traces.aggregate(
         searches=Count("*"),
         empty=Count("created_at", filter=Q(result_count=0)),
@@ -163,6 +184,7 @@ def search_report(
         ),
         series=series(traces, since=since, until=until, step=step),
         only_own=not scope.sees_quality,
+        editors=editors,
     )
 
 

@@ -2,7 +2,7 @@
 
 Is everything indexed and in sync (documents, failed ones, chunks, the index backend's
 pending operations and last error, the last index run)? Which searches find nothing,
-how fast are they (traces of the last 24 hours and 7 days)? Is search getting worse
+how fast are they (readers' traces of the last 24 hours and 7 days)? Is search getting worse
 (the latest evaluation's nDCG@10 and the runs before it)? Which documents are
 promoted? Each part follows the access
 policy: counts of what the user may read, their own traces and runs only under a
@@ -33,7 +33,7 @@ from retrieval.models import (
 )
 from retrieval.services.access import Scope
 from retrieval.services.indexes import outbox
-from retrieval.services.quality.analytics import Percentile
+from retrieval.services.quality.analytics import Percentile, readers_only
 from retrieval.services.registry import indexes
 
 __all__ = [
@@ -258,7 +258,7 @@ def _searches(ids: list[int], scope: Scope, now: datetime) -> dict[int, SearchFi
     week, day = now - timedelta(days=7), now - timedelta(days=1)
     traces = QueryTrace.objects.filter(collection__in=ids, created_at__gte=week, created_at__lt=now)
     rows = (
-        scope.restrict_traces(traces)
+        scope.restrict_traces(readers_only(traces))
         .order_by()
         .values("collection_id")
         .annotate(

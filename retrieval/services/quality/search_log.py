@@ -1,7 +1,9 @@
 """Keep searches as :class:`~retrieval.models.QueryTrace` rows, sampled, and prune old ones.
 
 :func:`record_search` is called once by :func:`retrieval.services.query.search.search`, so
-every face (API, search page, admin playground, commands, tools) is traced alike.
+every face (API, search page, admin playground, commands, tools) is traced alike; each
+face names itself with :func:`traced_as`, kept as the trace's ``source`` (a direct call
+is ``python``), so analytics can leave editors' searches out.
 ``RETRIEVAL["TRACE_SAMPLE_RATE"]`` is the share kept (0 none, 1 all);
 ``TRACE_RETENTION_DAYS`` how long :func:`prune_traces` keeps them.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -41,6 +43,33 @@ def untraced(when: bool = True) -> Iterator[None]:
         yield
     finally:
         _untraced.reset(token)
+
+
+_source: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "retrieval_trace_source", default=QueryTrace.Source.PYTHON
+)
+
+
+@contextmanager
+def traced_as(source: str) -> Iterator[None]:
+    """Record the searches run inside as coming from ``source`` (a ``QueryTrace.Source``)."""
+    token = _source.set(QueryTrace.Source(source))
+    try:
+        yield
+    finally:
+        _source.reset(token)
+
+
+def carrying_source(function: Callable[[], Any]) -> Callable[[], Any]:
+    """Return ``function`` to run in another thread logged as searches are here (their
+    source, untraced or not): a new thread starts with the context variables' defaults."""
+    source, skip = _source.get(), _untraced.get()
+
+    def run() -> Any:
+        with traced_as(source), untraced(skip):
+            return function()
+
+    return run
 
 
 def sample_rate() -> float:
@@ -106,6 +135,7 @@ def record_search(
         "top_k": top_k,
         "ms": float(trace.get("ms") or 0.0),
         "result_count": len(results),
+        "source": _source.get(),
     }
     try:
         with transaction.atomic():

@@ -19,7 +19,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.access import Scope, resolve_scope
-from retrieval.services.quality.search_log import record_search
+from retrieval.services.quality.search_log import carrying_source, record_search
 from retrieval.services.query.databases import primary_if_unreachable
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import pack_context
@@ -174,7 +174,7 @@ def search_batch(
             connections.close_all()  # this thread's connections only
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="retrieval-batch") as pool:
-        for future in [pool.submit(worker) for _ in range(workers)]:
+        for future in [pool.submit(carrying_source(worker)) for _ in range(workers)]:
             future.result()
     for succeeded, value in outcomes:
         if not succeeded:

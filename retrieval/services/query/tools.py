@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalError
-from retrieval.models import Collection, Document
+from retrieval.models import Collection, Document, QueryTrace
 from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.quality.search_log import record_search
+from retrieval.services.quality.search_log import record_search, traced_as
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import retriever_alias
@@ -211,16 +211,17 @@ def retrieve_tool(
                 filters=parsed,
                 top_k=arguments["top_k"],
             )
-        record_search(  # a tool called inside an agent's search joins that search's trace
-            arguments["query"],
-            collection=target,
-            pipeline=f"tool {name}: {label}",
-            top_k=arguments["top_k"],
-            filters=filters,
-            results=results,
-            trace=trace.to_dict(),
-            user=allowed.user,
-        )
+        with traced_as(QueryTrace.Source.TOOL):
+            record_search(  # a tool called inside an agent's search joins that search's trace
+                arguments["query"],
+                collection=target,
+                pipeline=f"tool {name}: {label}",
+                top_k=arguments["top_k"],
+                filters=filters,
+                results=results,
+                trace=trace.to_dict(),
+                user=allowed.user,
+            )
         if max_tokens is None:
             return {"results": [_compact(result) for result in results]}
         packed = pack_context(results, max_tokens=max_tokens)
