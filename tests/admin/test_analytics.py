@@ -68,6 +68,35 @@ def test_the_page_reports_the_chosen_collection_and_period(atlas, root):
     assert [row.query for row in day.no_results] == ["=cmd|' /c calc'!a0"]
 
 
+def test_editors_playground_searches_count_only_when_asked_for(atlas, root, retrieval_settings):
+    """Testing a pipeline in the playground is not readers' traffic: its two searches
+    are traced as ``playground`` and left out of the figures unless editors' are asked for."""
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    client = signed_in(root)
+    compare = {"collection": atlas.pk, "query": "judged", "left": "bm25", "right": "dense"}
+    assert client.get(reverse("admin:retrieval_playground"), compare).status_code == 200
+    judged = QueryTrace.objects.filter(query="judged")
+    assert list(judged.values_list("source", flat=True)) == ["playground", "playground"]
+    readers = client.get(URL, {"collection": atlas.pk})
+    report = readers.context["report"]
+    assert report.searches == 5 and not report.editors
+    assert "judged" not in [row.query for row in report.top]
+    assert sum(bucket.searches for bucket in report.series) == 5
+    assert 'name="editors"' in readers.content.decode()
+    assert client.get(readers.context["traces_url"]).context["cl"].result_count == 5
+    every = client.get(URL, {"collection": atlas.pk, "editors": "on"})
+    report = every.context["report"]
+    assert report.searches == 7 and report.editors
+    assert ("judged", 2) in [(row.query, row.searches) for row in report.top]
+    assert sum(bucket.searches for bucket in report.series) == 7
+    assert client.get(every.context["traces_url"]).context["cl"].result_count == 7
+    assert "editors=on" in every.context["export_url"]
+    top = rows(client.get(URL, {"collection": atlas.pk, "editors": "on", "export": "top"}))
+    assert "judged" in [line[0] for line in top[1:]]
+    listed = client.get(reverse("admin:retrieval_querytrace_changelist"), {"source": "playground"})
+    assert listed.context["cl"].result_count == 2
+
+
 def test_each_table_downloads_as_csv_with_formulas_defused(atlas, root):
     client = signed_in(root)
     params = {"collection": atlas.pk, "period": "7d"}

@@ -31,7 +31,16 @@ def only_doc_a(user):
     return Q(external_id="a")
 
 
-def trace(collection, query: str, *, ms: float, ago: timedelta, results: int = 2, user=None):
+def trace(
+    collection,
+    query: str,
+    *,
+    ms: float,
+    ago: timedelta,
+    results: int = 2,
+    user=None,
+    source: str = QueryTrace.Source.API,
+):
     made = QueryTrace.objects.create(
         collection=collection,
         query=query,
@@ -39,6 +48,7 @@ def trace(collection, query: str, *, ms: float, ago: timedelta, results: int = 2
         ms=ms,
         result_count=results,
         user=user,
+        source=source,
     )
     QueryTrace.objects.filter(pk=made.pk).update(created_at=NOW - ago)
     return made
@@ -114,6 +124,27 @@ def test_a_report_counts_groups_and_orders_the_period_s_searches(searched):
     an_hour_ago = NOW - timedelta(hours=1)
     hour = next(b for b in limited.series if b.start <= an_hour_ago < b.start + timedelta(hours=1))
     assert (hour.searches, hour.empty, hour.p50, hour.p95) == (3, 0, 20, pytest.approx(29))
+
+
+def test_editors_searches_count_only_when_asked_for(searched):
+    """The playground's and evaluations' searches are editors' testing, not readers'
+    traffic: the report and the dashboard leave them out unless asked for."""
+    for source in ("playground", "evaluation"):
+        trace(searched, "judged", ms=2000, ago=timedelta(hours=1), results=0, source=source)
+    week = NOW - timedelta(days=7)
+    report = search_report(searched, scope=Scope.ALL, since=week, until=NOW)
+    assert (report.searches, report.empty, report.editors) == (7, 2, False)
+    shown = [r.query for r in report.top + report.no_results + report.slowest]
+    assert "judged" not in shown and sum(b.searches for b in report.series) == 7
+    every = search_report(searched, scope=Scope.ALL, since=week, until=NOW, editors=True)
+    assert (every.searches, every.empty, every.editors) == (9, 4, True)
+    assert ("judged", 2) in [(r.query, r.searches) for r in every.no_results]
+    assert every.slowest[0].query == "judged" and sum(b.searches for b in every.series) == 9
+    (figures,) = collection_figures(
+        scope=Scope.ALL, collections=[searched], parts={"searches"}, now=NOW
+    )
+    searches = figures.searches
+    assert (searches.day, searches.week, searches.empty) == (6, 7, 2)
 
 
 def test_a_document_restricted_user_sees_their_own_searches_and_no_feedback(
@@ -235,14 +266,15 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
             """
             INSERT INTO retrieval_querytrace
                 (created_at, query, user_id, collection_id, pipeline, top_k, filters, ms,
-                 llm_tokens, result_count, results, trace)
+                 llm_tokens, result_count, results, trace, source)
             SELECT now() - random() * interval '30 days',
                    'query ' || floor(exp(random() * ln(5000)))::int,
                    CASE WHEN i %% 50 = 0 THEN %s END,
                    (%s::bigint[])[1 + (i %% 20)], 'default', 10, '{}',
                    exp(random() * 5), 0,
                    CASE WHEN random() < 0.08 THEN 0 ELSE 10 END,
-                   %s::jsonb, '{}'
+                   %s::jsonb, '{}',
+                   CASE WHEN i %% 10 = 0 THEN 'playground' ELSE 'api' END
             FROM generate_series(1, %s) AS i
             """,
             [
@@ -261,9 +293,13 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
         search_report("c0", scope=Scope.for_user(root), since=week)
         collection_figures(scope=Scope.ALL, collections=collections[:5], parts={"searches"})
         search_report("c0", scope=own, since=week)
+        search_report("c0", scope=Scope.for_user(root), since=week, editors=True)
     statements = [q["sql"] for q in captured if "retrieval_querytrace" in q["sql"]]
-    # Totals, top, no results, slowest, series; the dashboard; the same five, own only.
-    assert len(statements) == 11
+    # Totals, top, no results, slowest, series; the dashboard; the same five, own only;
+    # the same five, editors' searches included. Readers' only is read from the indexes
+    # too: they include the source.
+    assert len(statements) == 16
+    assert "source" in statements[0] and "source" not in statements[11]
     for sql in statements:
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
@@ -274,7 +310,7 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
         for scan in on_traces:
             assert scan["Node Type"] == "Index Only Scan", (scan["Node Type"], sql)
             assert scan["Index Name"] in TRACE_INDEXES, (scan["Index Name"], sql)
-    for sql in statements[6:]:  # her own traces: the user index
+    for sql in statements[6:11]:  # her own traces: the user index
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
             assert "retrieval_trace_user_idx" in json.dumps(cursor.fetchone()[0]), sql

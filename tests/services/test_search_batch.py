@@ -6,9 +6,11 @@ import pytest
 from django.db import connections, transaction
 
 from retrieval.exceptions import RetrievalError
+from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search, search_batch
 from tests.retrievers import RendezvousRetriever
 
@@ -59,6 +61,22 @@ def test_the_same_answers_as_one_search_at_a_time(atlas):
     )
     assert [documents(b) for b in filtered] == [["w"], ["w"]]
     assert search_batch([], collection=atlas, scope=Scope.ALL) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_threads_trace_searches_as_their_caller_does(atlas, retrieval_settings):
+    """A new thread starts with the context variables' defaults: the caller's source (the
+    API's) and ``untraced`` must be carried over, or the traces would read ``python``."""
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    with traced_as("api"):
+        search_batch(["north", "east"], collection=atlas, max_workers=2, scope=Scope.ALL)
+    assert sorted(QueryTrace.objects.values_list("query", "source")) == [
+        ("east", "api"),
+        ("north", "api"),
+    ]
+    with untraced():
+        search_batch(["west", "up"], collection=atlas, max_workers=2, scope=Scope.ALL)
+    assert QueryTrace.objects.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)

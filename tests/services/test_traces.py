@@ -83,6 +83,15 @@ def python_facade(query: str):
 
 
 FACES = [search_api, search_batch_api, search_page, command, tool_api, python_facade]
+#: The source each face's traces name (analytics count readers' faces, not editors').
+SOURCES = {
+    "search_api": "api",
+    "search_batch_api": "api",
+    "search_page": "page",
+    "command": "command",
+    "tool_api": "tool",
+    "python_facade": "python",
+}
 
 
 @pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
@@ -95,6 +104,7 @@ def test_each_face_leaves_one_trace_at_rate_1_and_none_at_0(atlas, retrieval_set
     (trace,) = QueryTrace.objects.all()
     assert trace.query == "north river" and trace.collection == atlas
     assert trace.user == user  # the user the search ran for
+    assert trace.source == SOURCES[face.__name__]
     assert trace.results[0]["document"] == "river" and trace.result_count == len(trace.results)
 
 
@@ -106,6 +116,7 @@ def test_the_playground_leaves_one_trace_per_side(admin_client, atlas, retrieval
         "retriever:bm25",
         "retriever:dense",
     ]
+    assert set(QueryTrace.objects.values_list("source", flat=True)) == {"playground"}
 
 
 def test_a_trace_keeps_each_legs_candidates_scores_and_ranks(atlas, retrieval_settings):
