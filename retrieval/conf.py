@@ -32,6 +32,9 @@ DEFAULTS: dict[str, Any] = {
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
+        "csv": {"BACKEND": "retrieval.services.parsers.spreadsheet.CsvParser"},
+        # Needs the office extra; without it an .xlsx file is refused naming the extra.
+        "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
@@ -154,9 +157,14 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PDF_DECOMPRESSED_BYTES": 64 * 1024 * 1024,
     # Seconds parsing one file may take, checked between PDF pages; past it the file fails.
     "MAX_PARSE_SECONDS": 60,
-    # A golden-set zip imported in the admin: most members it may list, most bytes the
-    # members read from it may expand to, and the highest ratio of a member's size to
-    # its compressed size (zip bombs reach thousands; text compresses about 10 times).
+    # Most sheets a workbook may have, and most cells (rows × columns, all sheets together)
+    # a spreadsheet or CSV file may hold: checked from each sheet's declared dimension
+    # before it is read, and while reading. Past either the file fails, naming the limit.
+    "MAX_SHEETS": 100,
+    "MAX_TABLE_CELLS": 1_000_000,
+    # A golden-set zip imported in the admin, or an .xlsx workbook: most members it may
+    # list, most bytes the members read from it may expand to, and the highest ratio of a
+    # member's size to its compressed size (zip bombs reach thousands; text about 10 times).
     "MAX_ARCHIVE_MEMBERS": 1000,
     "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
     "MAX_ARCHIVE_RATIO": 100,

@@ -31,6 +31,11 @@ class UnsupportedFileType(ParseError):
     """No configured parser accepts this MIME type or file extension."""
 
 
+class ParserUnavailable(UnsupportedFileType):
+    """A parser reads this type of file, but its optional dependency is not installed; the
+    message names the extra to install."""
+
+
 class ServiceUnavailableError(RetrievalError):
     """A service the app calls did not answer (down, unreachable, timed out, overloaded).
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.exceptions import RetrievalError, UnsupportedFileType
+from retrieval.exceptions import ParserUnavailable, RetrievalError, UnsupportedFileType
 from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
 from retrieval.services.ingestion.collections import get_or_create_collection
@@ -138,6 +138,8 @@ def read_sources(
 def _parseable(path: Path) -> bool:
     try:
         parser_for(filename=path.name)
+    except ParserUnavailable:
+        return True  # tried, and reported failed naming the extra, rather than left out unsaid
     except UnsupportedFileType:
         return False
     return True

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import mimetypes
 
-from retrieval.exceptions import ParseError, UnsupportedFileType
+from retrieval.exceptions import ParseError, ParserUnavailable, UnsupportedFileType
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.registry import parsers
 from retrieval.services.types import ParsedDocument
 
 
 def parser_for(*, mime_type: str | None = None, filename: str | None = None) -> BaseParser:
-    """Return the first configured parser accepting this MIME type, else this file name."""
+    """Return the first configured parser accepting this MIME type, else this file name.
+
+    Raise ``ParserUnavailable`` (an ``UnsupportedFileType``) naming the extra to install
+    when that parser's optional dependency is missing.
+    """
+    parser = _accepting(mime_type=mime_type, filename=filename)
+    if reason := parser.unavailable():
+        raise ParserUnavailable(f"Cannot read {filename or 'this file'}: {reason}")
+    return parser
+
+
+def _accepting(*, mime_type: str | None, filename: str | None) -> BaseParser:
     configured: list[BaseParser] = [parsers[alias] for alias in parsers.configs()]
     if mime_type and mime_type != "application/octet-stream":
         for parser in configured:

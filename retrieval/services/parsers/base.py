@@ -31,6 +31,10 @@ class BaseParser(ABC):
             return True
         return False
 
+    def unavailable(self) -> str:
+        """Return why this parser cannot run here (a missing extra, naming it), else ``""``."""
+        return ""
+
     @property
     def default_mime_type(self) -> str:
         return self.mime_types[0] if self.mime_types else "application/octet-stream"

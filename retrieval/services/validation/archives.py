@@ -35,15 +35,9 @@ def extract(upload: IO[bytes] | Path, target: Path, *, wanted: Callable[[str], b
     member that cannot be read; ``zipfile.BadZipFile`` for what is not a zip. What was
     written before a failure stays in ``target``: extract into a temporary directory.
     """
-    max_members = int(retrieval_settings.MAX_ARCHIVE_MEMBERS)
     with zipfile.ZipFile(upload) as archive:
-        members = archive.infolist()
-        if len(members) > max_members:
-            raise ArchiveError(
-                f"The archive has {len(members)} members; the limit is {max_members} "
-                "(MAX_ARCHIVE_MEMBERS)."
-            )
-        chosen = [m for m in members if not m.is_dir() and wanted(m.filename)]
+        _check_member_count(archive)
+        chosen = [m for m in archive.infolist() if not m.is_dir() and wanted(m.filename)]
         budget = _Budget()
         budget.check_declared(chosen)
         paths = []
@@ -58,6 +52,30 @@ def extract(upload: IO[bytes] | Path, target: Path, *, wanted: Callable[[str], b
                     out.write(piece)
             paths.append(destination)
     return paths
+
+
+def check_declared(archive: zipfile.ZipFile) -> None:
+    """Raise :class:`ArchiveError` if ``archive`` as its directory declares it is over a limit,
+    or holds a member ``zipfile`` would read unbounded (bzip2, LZMA) or cannot read (encrypted).
+
+    For a reader that goes through ``zipfile`` (openpyxl does), the declared sizes are the
+    bound: ``zipfile`` stops reading a member at its declared size, whatever the data holds.
+    """
+    _check_member_count(archive)
+    members = [member for member in archive.infolist() if not member.is_dir()]
+    _Budget().check_declared(members)
+    for member in members:
+        _check_method(member)
+
+
+def _check_member_count(archive: zipfile.ZipFile) -> None:
+    max_members = int(retrieval_settings.MAX_ARCHIVE_MEMBERS)
+    members = archive.infolist()
+    if len(members) > max_members:
+        raise ArchiveError(
+            f"The archive has {len(members)} members; the limit is {max_members} "
+            "(MAX_ARCHIVE_MEMBERS)."
+        )
 
 
 class _Budget:
@@ -105,6 +123,11 @@ def _inside(target: Path, name: str) -> Path:
 
 
 def _opened(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> Any:
+    _check_method(member)
+    return archive.open(member)
+
+
+def _check_method(member: zipfile.ZipInfo) -> None:
     if member.flag_bits & 0x1:
         raise ArchiveError(f"{member.filename} is encrypted; upload an archive without a password.")
     # zipfile reads bzip2 and LZMA members without bounding what one read expands to.
@@ -113,7 +136,6 @@ def _opened(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> Any:
             f"{member.filename} is compressed with method {member.compress_type}; "
             "zip it again with the usual one (deflate)."
         )
-    return archive.open(member)
 
 
 def _read(source: IO[bytes], member: zipfile.ZipInfo) -> bytes:
