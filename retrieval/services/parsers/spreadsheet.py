@@ -61,9 +61,9 @@ class _Table:
         self.cells = 0  # rows × columns of the tables written before this one
 
     def check_declared(self, declared: int, what: str) -> None:
-        """Refuse a file whose tables declare more cells than the limit, before reading them."""
+        """Refuse tables declaring ``declared`` cells in all (``what`` says so), unread."""
         if declared > self.max_cells:
-            raise self._too_many(f"{what} declares {declared} cells (rows × columns)")
+            raise self._too_many(f"{what} (rows × columns)")
 
     def write(self, rows: Iterable[Sequence[Any]], *, heading_path: tuple[str, ...]) -> None:
         """Write one table as a section; its first row holding a value is the header.
@@ -74,7 +74,7 @@ class _Table:
         where = f"sheet {heading_path[-1]!r}" if heading_path else "the table"
         header: list[str] = []
         count = width = written = 0
-        for count, row in enumerate(rows, start=1):  # noqa: B007 (count is read after)
+        for count, row in enumerate(rows, start=1):
             width = max(width, len(row))
             # Counted as a rectangle, so that rows with no cells (a jump to row 10^9) count.
             if self.cells + count * max(width, 1) > self.max_cells:
@@ -280,5 +280,11 @@ def _check_sheets(sheets: list[Any], table: _Table) -> None:
     for sheet in sheets:
         if sheet.max_row and sheet.max_column:
             rows = sheet.max_row - sheet.min_row + 1
-            declared += rows * (sheet.max_column - sheet.min_column + 1)
-    table.check_declared(declared, "the workbook")
+            cells = rows * (sheet.max_column - sheet.min_column + 1)
+            declared += cells
+            table.check_declared(
+                declared,
+                f"sheet {sheet.title!r} declares {cells} cells"
+                if declared == cells
+                else f"its sheets up to {sheet.title!r} declare {declared} cells",
+            )
