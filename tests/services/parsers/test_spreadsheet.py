@@ -323,6 +323,19 @@ def test_the_admin_upload_indexes_a_workbook_and_a_csv(admin_client, table_setti
     assert_tables_chunked("sheets")
 
 
+@pytest_db
+def test_the_admin_upload_names_the_extra_without_openpyxl(admin_client, monkeypatch):
+    collection, _ = get_or_create_collection("Sheets")
+    monkeypatch.setitem(sys.modules, "openpyxl", None)
+    upload = SimpleUploadedFile("book.xlsx", workbook_sample(), XLSX)
+    response = admin_client.post(
+        reverse("admin:retrieval_document_add"), {"collection": collection.pk, "files": [upload]}
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "pip install &quot;django-retrieval[office]&quot;" in response.content.decode()
+    assert not Document.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_retrieval_ingest_indexes_a_folder_of_tables(table_settings, tmp_path, monkeypatch):
     folder = tmp_path / "tables"
