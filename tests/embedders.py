@@ -104,3 +104,21 @@ class WindowEmbedder(KeywordEmbedder):
 
     def count_input_tokens(self, texts: Sequence[str]) -> list[int]:
         return [len(text.split()) + 2 for text in texts]
+
+
+class ConnectionCuttingEmbedder(KeywordEmbedder):
+    """A keyword embedder that ends the server side of the database connection ``pid``
+    (``cut_pid``, set by the test) when it embeds: PostgreSQL going away in the middle of
+    a search, while the BM25 leg's query waits in psycopg's pipeline."""
+
+    cut_pid: int | None = None
+    cut_url: str = ""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        import psycopg
+
+        pid, ConnectionCuttingEmbedder.cut_pid = ConnectionCuttingEmbedder.cut_pid, None
+        if pid is not None:
+            with psycopg.connect(self.cut_url, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+        return super().embed_batch(texts)

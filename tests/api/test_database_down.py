@@ -42,3 +42,29 @@ def test_a_request_the_database_drops_is_a_503_to_retry(
     # skips that); the next request then has a new one and is answered.
     connection.close_if_unusable_or_obsolete()
     assert getattr(client, method)(path, body, content_type="application/json").status_code == 200
+
+
+def test_a_search_whose_connection_is_lost_in_the_bm25_pipeline_is_a_503(
+    client, django_user_model, keyword_settings, retrieval_settings
+):
+    """The connection ends while the BM25 leg's query waits in psycopg's pipeline and the
+    dense leg's query is embedded: leaving the pipeline raised psycopg's own error, which
+    no handler knew (the load bench's PostgreSQL restart: a 500)."""
+    from tests.conftest import collection_of
+    from tests.embedders import ConnectionCuttingEmbedder
+
+    collection_of("atlas", {"n": "North is up."})
+    client.force_login(django_user_model.objects.create_user(username="reader"))
+    retrieval_settings(
+        EMBEDDERS={"default": {"BACKEND": "tests.embedders.ConnectionCuttingEmbedder"}}
+    )
+    connection.ensure_connection()
+    ConnectionCuttingEmbedder.cut_pid = connection.connection.info.backend_pid
+    ConnectionCuttingEmbedder.cut_url = database_url(connection.settings_dict)
+    body = {"collection": "atlas", "query": "north", "retriever": "hybrid"}
+    response = client.post("/api/search/", body, content_type="application/json")
+    assert ConnectionCuttingEmbedder.cut_pid is None  # the cut happened, mid-search
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "5"
+    connection.close_if_unusable_or_obsolete()
+    assert client.post("/api/search/", body, content_type="application/json").status_code == 200

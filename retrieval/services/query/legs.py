@@ -285,7 +285,10 @@ def _pipeline(alias: str) -> Iterator[None]:
     if pipeline is None or not _pipeline_supported():
         yield
         return
-    with pipeline():
+    # Leaving the pipeline reads its last results: an error there (the server gone) is
+    # psycopg's own, wrapped as Django wraps every query's, so callers and the connection's
+    # end-of-request check see a database error.
+    with connection.wrap_database_errors, pipeline():
         yield
 
 
