@@ -13,12 +13,15 @@
 -- planner keeps statistics of (the extended statistics below, gathered by ANALYZE):
 -- retrieval_collection_access(c.collection_id, c.access) ?| ARRAY['42:public', ...]
 -- is estimated as that collection's share, and implies the collection. It is only
--- planned (EXPLAIN), never run: searches keep the indexed c.access ?| condition.
+-- planned (EXPLAIN), never run: searches keep the indexed c.access ?| condition. It is
+-- PARALLEL UNSAFE so that the parts of a scope, estimated together as one UNION ALL, are
+-- planned as one Append whose members' rows are read off it: on a large table a parallel
+-- plan (a Gather over per-worker estimates) sent one EXPLAIN per part instead.
 
 CREATE OR REPLACE FUNCTION retrieval_collection_access(collection_id bigint, access jsonb)
  RETURNS jsonb
  LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
+ IMMUTABLE PARALLEL UNSAFE
 AS $function$
 SELECT CASE
     WHEN jsonb_typeof(access) <> 'array' OR jsonb_array_length(access) = 0 THEN access
