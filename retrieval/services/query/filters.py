@@ -157,11 +157,9 @@ class Filters:
             params.extend(condition_params)
         return conditions, params
 
-    def estimate_query(
-        self, collection_id: int, extra: Sequence[str] = (), extra_params: Sequence[Any] = ()
-    ) -> tuple[str, list[Any]]:
-        """Return a query of the collection's chunks these filters (and ``extra``
-        conditions on ``c``) allow, to be planned for its estimated rows, never run.
+    def estimate_query(self, collection_id: int) -> tuple[str, list[Any]]:
+        """Return a query of the collection's chunks these filters allow, to be planned
+        for its estimated rows, never run.
 
         A reader's scope is written against its collection-prefixed tokens
         (``retrieval/sql/chunk_access_estimate.sql``), which the planner estimates from
@@ -170,15 +168,15 @@ class Filters:
         """
         if self.reader is None:
             conditions, params = self.sql("c", collection_id=collection_id)
-            return allowed_chunks(collection_id, [*conditions, *extra], [*params, *extra_params])
+            return allowed_chunks(collection_id, conditions, params)
         rest, params = replace(self, reader=None, documents_within=self.reader.others).sql(
             "c", collection_id=collection_id
         )
         tokens = [f"{collection_id}:{token}" for token in self.reader.tokens]
         where = " AND ".join(
-            ["retrieval_collection_access(c.collection_id, c.access) ?| %s", *rest, *extra]
+            ["retrieval_collection_access(c.collection_id, c.access) ?| %s", *rest]
         )
-        return f"SELECT 1 FROM retrieval_chunk c WHERE {where}", [tokens, *params, *extra_params]
+        return f"SELECT 1 FROM retrieval_chunk c WHERE {where}", [tokens, *params]
 
     def chunk_ids(self, collection_id: int) -> list[int]:
         """Return the ids of the collection's chunks these filters allow, in id order (the
