@@ -14,7 +14,7 @@ from retrieval.exceptions import UnsupportedFileType
 from retrieval.models import Collection, Document
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.documents import Upload, store_uploads
-from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.ingestion.parsing import parser_for_upload
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -63,7 +63,7 @@ class UploadForm(forms.Form):
                 )
                 continue
             try:
-                parser_for(mime_type=content_type(upload), filename=upload.name)
+                parser_for_upload(upload, mime_type=content_type(upload))
             except UnsupportedFileType as e:
                 errors.append(str(e))
         if errors:

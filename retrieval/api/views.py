@@ -49,7 +49,7 @@ from retrieval.services.ingestion.documents import (
     delete_documents,
     store_uploads,
 )
-from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.ingestion.parsing import parser_for_upload
 from retrieval.services.ingestion.reindexing import discard_new_document
 from retrieval.services.ingestion.runs import ACTIVE, cancel_run, enqueue_run, retry_run
 from retrieval.services.validation.storable import refuse_unstorable
@@ -393,7 +393,7 @@ def _checked_upload(upload: Any) -> tuple[str, Any, str | None]:
         upload.content_type if upload.content_type != "application/octet-stream" else None
     )
     try:
-        parser_for(mime_type=content_type, filename=upload.name)
+        parser_for_upload(upload, mime_type=content_type)
     except UnsupportedFileType as e:
         raise UnsupportedMediaType(content_type or upload.name, detail=str(e)) from e
     return upload.name, upload, content_type
