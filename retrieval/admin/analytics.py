@@ -26,6 +26,7 @@ from django.utils import timezone
 from retrieval.models import Collection, EvalQuery, Promotion
 from retrieval.services.access import Scope
 from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
+from retrieval.services.query.normalizing import key_of
 
 from .base import scope_of
 from .charts import latency_svg, volume_svg
@@ -153,7 +154,7 @@ class _RowActions:
     def links(self, query: str) -> dict[str, str]:
         pk = self.collection.pk
         links = {
-            "traces": self.traces_url(q=query),
+            "traces": self.traces_url(query_key=key_of(query)),
             "playground": _url("admin:retrieval_playground", collection=pk, query=query),
         }
         if self.may_add_query:

@@ -95,6 +95,23 @@ class SourceFilter(admin.SimpleListFilter):
         return queryset
 
 
+class QueryKeyFilter(admin.SimpleListFilter):
+    """One query by its analytics key (normal form), exactly: what a row of the search
+    analytics leads to. The search box matches substrings, so "north" would also list
+    "north pole". Not shown in the sidebar; the chosen key shows as the page's filter."""
+
+    title = "query"
+    parameter_name = "query_key"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(query_key=value) if value is not None else queryset
+
+
 def searcher_of(pipeline: str) -> str:
     """Return the playground's name for a trace's pipeline (``retriever:x`` -> ``x``)."""
     if pipeline.startswith("retriever:"):
@@ -191,6 +208,7 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
         "pipeline",
         SlowFilter,
         EmptyFilter,
+        QueryKeyFilter,
     ]
     list_select_related = ["collection"]
     search_fields = ["query"]

@@ -133,6 +133,8 @@ def test_negative_feedback_lists_the_queries_readers_voted_down(atlas, root):
 def test_a_query_row_leads_to_its_traces_the_playground_a_golden_set_and_a_promotion(atlas, root):
     client = signed_in(root)
     EvalSet.objects.create(name="gold", collection=atlas)
+    # Holds "north", but is another query: not among north's traces.
+    QueryTrace.objects.create(collection=atlas, query="North  Pole", pipeline="default")
     page = client.get(URL, {"collection": atlas.pk})
     north = next(item for item in page.context["top"] if item["row"].query == "north")
     links = north["links"]

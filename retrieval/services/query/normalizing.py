@@ -9,10 +9,19 @@ so the two sides are normalised by the same functions.
 
 from __future__ import annotations
 
+import re
+
 from django.db.models import BooleanField, Expression, F, Func, TextField, Value
 from django.db.models.functions import Left, Lower, Replace, Trim
 
-__all__ = ["QUERY_KEY_LENGTH", "like_pattern", "matches", "normalized", "query_key"]
+__all__ = [
+    "QUERY_KEY_LENGTH",
+    "key_of",
+    "like_pattern",
+    "matches",
+    "normalized",
+    "query_key",
+]
 
 #: Characters of a normalised query that analytics group by (longer ones are cut).
 QUERY_KEY_LENGTH = 200
@@ -35,6 +44,12 @@ def normalized(expression: Expression | str) -> Func:
 def query_key(field: str) -> Func:
     """Return the key analytics group a query by: its normal form, cut to 200 characters."""
     return Left(normalized(field), QUERY_KEY_LENGTH, output_field=TextField())
+
+
+def key_of(query: str) -> str:
+    """Return the key of ``query`` as :func:`query_key` computes it in SQL, in Python (for
+    a link to one query's traces); a key is its own key."""
+    return re.sub(r"\s+", " ", query.lower()).strip()[:QUERY_KEY_LENGTH]
 
 
 def like_pattern(field: str) -> Func:
