@@ -16,6 +16,9 @@ from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, scope_of, 
 
 #: Runs one progress request may ask about.
 MAX_RUNS_PER_POLL = 200
+#: What a run's counts count, by task: graph extraction reads chunks and writes triples.
+UNITS = {"graph": ("chunks", "triples")}
+DEFAULT_UNITS = ("documents", "chunks")
 
 
 def run_progress(run: IndexRun) -> dict[str, Any]:
@@ -30,6 +33,7 @@ def run_progress(run: IndexRun) -> dict[str, Any]:
         "skipped": run.documents_skipped,
         "failed": run.documents_failed,
         "chunks": run.chunks_written,
+        "units": list(UNITS.get(run.task, DEFAULT_UNITS)),
         "message": run.message,
         "active": run.status in (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING),
     }
@@ -51,6 +55,7 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     list_filter = ["status", "task", COLLECTION_FILTER]
     list_select_related = ["collection"]
     readonly_fields = ["error_table", "resumed_as"]
+    exclude = ["errors"]  # shown once, as the table of ``error_table``
 
     class Media:
         css = {"all": ["retrieval/admin/admin.css"]}
@@ -134,5 +139,7 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
 
 
 def progress_text(data: dict[str, Any]) -> str:
-    """Return ``"3 / 10 documents, 42 chunks"``; the script writes the same text."""
-    return f"{data['done']} / {data['total']} documents, {data['chunks']} chunks"
+    """Return ``"3 / 10 documents, 42 chunks"`` (a graph run's: chunks and triples); the
+    script writes the same text."""
+    read, written = data["units"]
+    return f"{data['done']} / {data['total']} {read}, {data['chunks']} {written}"

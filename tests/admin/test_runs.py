@@ -65,6 +65,17 @@ def test_a_failed_run_lists_its_errors(admin_client, atlas):
         reverse("admin:retrieval_indexrun_change", args=[run.pk])
     ).content.decode()
     assert "<td>bad.pdf</td><td>not a PDF</td>" in body
+    assert body.count(">Errors:<") == 1  # the table, not the JSON field again
+
+
+def test_a_graph_run_counts_chunks_read_and_triples_written(admin_client, atlas):
+    run = IndexRun.objects.create(
+        collection=atlas, task="graph", status="running", documents_total=9, chunks_written=4
+    )
+    body = admin_client.get(reverse("admin:retrieval_indexrun_changelist")).content.decode()
+    assert "0 / 9 chunks, 4 triples" in body
+    progress = admin_client.get(reverse(PROGRESS), {"ids": str(run.pk)}).json()["runs"][0]
+    assert progress["units"] == ["chunks", "triples"]
 
 
 def test_a_run_resumed_after_its_worker_stopped_links_its_resume_and_back(admin_client, atlas):

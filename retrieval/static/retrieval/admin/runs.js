@@ -4,7 +4,7 @@
   var INTERVAL = 1000;
 
   function text(run) {
-    return run.done + " / " + run.total + " documents, " + run.chunks + " chunks";
+    return run.done + " / " + run.total + " " + run.units[0] + ", " + run.chunks + " " + run.units[1];
   }
 
   function update(run) {
