@@ -4,6 +4,8 @@ Records the system writes (chunks, triples, runs) are read-only. Everything that
 starts indexing goes through :mod:`retrieval.admin.enqueue`.
 """
 
+from django.contrib import admin
+
 from . import (  # noqa: F401  (they register)
     chunks,
     collections,
@@ -16,3 +18,6 @@ from . import (  # noqa: F401  (they register)
     traces,
     triples,
 )
+from .index import list_screens
+
+list_screens(admin.site)
