@@ -23,12 +23,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from retrieval.models import Collection, EvalQuery, Promotion
+from retrieval.models import Collection, Promotion
 from retrieval.services.access import Scope
 from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
 from retrieval.services.query.normalizing import key_of
 
-from .base import scope_of
+from .base import EDIT_GOLDEN, scope_of
 from .charts import latency_svg, volume_svg
 
 #: The periods the trace list, the dashboard and search analytics offer: value -> days.
@@ -134,7 +134,7 @@ class _RowActions:
 
     def __init__(self, collection: Collection, period: str, scope: Scope, editors: bool) -> None:
         self.collection, self.period, self.editors = collection, period, editors
-        self.may_add_query = scope.sees_quality and scope.may_write("add", EvalQuery, collection)
+        self.may_add_query = scope.sees_quality and scope.may_write(*EDIT_GOLDEN, collection)
         self.may_promote = scope.may_write("add", Promotion, collection)
 
     def traces_url(self, **params: Any) -> str:

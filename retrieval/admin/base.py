@@ -202,3 +202,6 @@ class QualityScopedAdminMixin(ScopedAdminMixin):
 
 #: A collection filter listing only the collections of the rows shown (never hidden ones).
 COLLECTION_FILTER = ("collection", admin.RelatedOnlyFieldListFilter)
+#: Editing a golden set's content (adding a query, judging a result) is changing the set:
+#: one permission for both, so an editor offered the one is offered the other.
+EDIT_GOLDEN = ("change", EvalSet)

@@ -32,7 +32,7 @@ from retrieval.services.quality.eval_runs import create_eval_run
 from retrieval.services.quality.evaluation import DatasetError
 from retrieval.services.validation import archives
 
-from .base import COLLECTION_FILTER, QualityScopedAdminMixin, scope_of
+from .base import COLLECTION_FILTER, EDIT_GOLDEN, QualityScopedAdminMixin, scope_of
 from .charts import history_svg
 
 MEDIA = {"css": {"all": ["retrieval/admin/admin.css", "retrieval/admin/quality.css"]}}
@@ -187,7 +187,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
     def add_query_view(self, request: HttpRequest) -> HttpResponse:
         """Add a query (from search analytics) to a golden set, then judge it in the playground."""
         scope = scope_of(request)
-        writable = scope.writable_collections("add", EvalQuery)
+        writable = scope.writable_collections(*EDIT_GOLDEN)
         if not scope.sees_quality or not writable.exists():
             raise PermissionDenied
         sets = EvalSet.objects.filter(collection__in=writable).select_related("collection")
@@ -202,7 +202,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             eval_set, text = form.cleaned_data["eval_set"], form.cleaned_data["query"]
             try:
-                scope.authorize("add", EvalQuery, eval_set.collection)
+                scope.authorize(*EDIT_GOLDEN, eval_set.collection)
                 with transaction.atomic():
                     known = eval_set.queries.filter(text=text).first()
                     eval_query = known or goldens.query_for(eval_set, text)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 
+from retrieval.admin.base import EDIT_GOLDEN
 from retrieval.models import Chunk, Collection, EvalSet, Judgment
 from retrieval.services.access import Scope
 from retrieval.services.quality.goldens import target_of
@@ -24,7 +25,7 @@ def judge_buttons(
     # Golden sets are closed to staff restricted to some documents, and judging is a
     # write the access policy must allow.
     if collection and scope and scope.documents is None:
-        if scope.may_write("change", EvalSet, collection):
+        if scope.may_write(*EDIT_GOLDEN, collection):
             sets = list(EvalSet.objects.filter(collection=collection))
     judged = []
     for eval_set in sets:
