@@ -29,6 +29,7 @@ from retrieval.models import (
     EvalRun,
     EvalSet,
     IndexRun,
+    Judgment,
     Promotion,
     QueryTrace,
 )
@@ -346,12 +347,18 @@ def _quality_figures(figures: CollectionFigures) -> tuple[list[Figure], SafeStri
 
 
 def _eval_sets(scope: Scope, collections: list[Collection]) -> dict[int, list[EvalSet]]:
-    """The golden sets the user may evaluate, by collection."""
+    """The golden sets the user may evaluate, by collection: those with a query judged
+    relevant (an evaluation of any other fails: the feedback set of a new site is empty)."""
     if not scope.sees_quality or not collections:
         return {}
     writable = scope.may_write_each("change", EvalSet, collections)
+    judged = EvalSet.objects.filter(
+        collection__in=writable,
+        queries__judgments__status=Judgment.Status.ACCEPTED,
+        queries__judgments__grade__gt=0,
+    ).distinct()
     sets: dict[int, list[EvalSet]] = {}
-    for eval_set in EvalSet.objects.filter(collection__in=writable).order_by("name"):
+    for eval_set in judged.order_by("name"):
         sets.setdefault(eval_set.collection_id, []).append(eval_set)
     return sets
 

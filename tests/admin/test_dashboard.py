@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from retrieval.models import (
+    Chunk,
     Collection,
     Document,
     EvalRun,
@@ -27,6 +28,7 @@ from retrieval.models import (
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality.goldens import judge
 from tests.conftest import collection_of, editor
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +65,9 @@ def site(keyword_settings):
         QueryTrace.objects.filter(pk=made.pk).update(created_at=now - ago)
     QueryTrace.objects.create(collection=bestiary, query="wolf", pipeline="default", ms=3.0)
     gold = EvalSet.objects.create(name="gold", collection=atlas)
+    judge(gold, "north", Chunk.objects.filter(collection=atlas).first(), grade=1)
+    # Votes wait here; nothing judged yet, so it cannot be evaluated and is not offered.
+    EvalSet.objects.create(name="feedback", collection=atlas)
     for value in (0.5, 0.62):
         EvalRun.objects.create(
             eval_set=gold, pipeline="default", status="succeeded", metrics={"ndcg@10": value}
@@ -115,6 +120,8 @@ def test_a_superuser_sees_every_collection_s_figures_and_the_model_list(site):
     assert figure(atlas, "pending")[0] == "0" and figure(atlas, "backend")[0] == "PgvectorIndex"
     assert "1 document failed" in atlas
     assert {"reindex", "rebuild", "evaluate"} <= set(re.findall(r'data-action="(\w+)"', atlas))
+    evaluate = re.search(r'data-action="evaluate".*?</form>', atlas, re.S).group(0)
+    assert "Evaluate gold" in evaluate and "feedback" not in evaluate
     assert 'data-state="ok"' in shown[site["bestiary"].pk]
 
 
@@ -208,7 +215,8 @@ def test_an_action_posted_from_the_dashboard_comes_back_to_it(site):
     elsewhere = {**data, "next": "https://elsewhere.example/"}
     stays = client.post(reverse("admin:retrieval_collection_changelist"), elsewhere)
     assert stays.url == reverse("admin:retrieval_collection_changelist")
-    evaluate = {"action": "evaluate_sets", "_selected_action": EvalSet.objects.get().pk}
+    gold = EvalSet.objects.get(name="gold")
+    evaluate = {"action": "evaluate_sets", "_selected_action": gold.pk}
     form = client.post(reverse("admin:retrieval_evalset_changelist"), {**evaluate, "index": 0})
     assert form.status_code == 200 and "pipeline" in form.context["form"].fields
 
