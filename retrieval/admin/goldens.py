@@ -126,6 +126,7 @@ class EvalSetAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["name"]
     actions = [evaluate_sets, export_sets]
     readonly_fields = ["history", "created_at"]
+    change_list_template = "retrieval/admin/evalset/change_list.html"
     Media = type("Media", (), MEDIA)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

@@ -57,3 +57,10 @@ def test_who_may_change_sets_adds_a_query_and_judges_it(atlas, gold):
     )
     assert added.status_code == 302
     assert list(EvalQuery.objects.values_list("text", flat=True)) == ["north"]
+
+
+def test_the_golden_sets_list_links_the_beir_import_to_who_may_add_sets(atlas, gold):
+    link = f'href="{reverse("admin:retrieval_evalset_import")}"'
+    changelist = reverse("admin:retrieval_evalset_changelist")
+    assert link in staff("adder", "add_evalset").get(changelist).content.decode()
+    assert link not in staff("viewer").get(changelist).content.decode()
