@@ -30,7 +30,7 @@ from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 from retrieval.tasks import extract_graph, reembed_collection
 
 from .base import ScopedAdminMixin, scope_of
-from .enqueue import queue_reindex
+from .enqueue import queue_reindex, run_said
 from .playground import playground_view
 from .reindexing import confirm_reindex, reindex_confirmed
 
@@ -129,7 +129,7 @@ def reindex_collections(
     for collection in queryset:
         run = queue_reindex(collection, user=request.user)
         level = messages.ERROR if run.documents_failed else messages.SUCCESS
-        modeladmin.message_user(request, f"{collection}: {run.message}", level)
+        modeladmin.message_user(request, run_said(f"{collection}: index run #{run.pk}", run), level)
     return None
 
 

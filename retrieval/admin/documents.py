@@ -17,7 +17,7 @@ from retrieval.models import Document
 from retrieval.services.ingestion.documents import delete_documents
 
 from .base import COLLECTION_FILTER, ScopedAdminMixin, pretty_json, scope_of, status_badge
-from .enqueue import queue_indexing
+from .enqueue import queue_indexing, run_said
 from .highlight import segments
 from .reindexing import confirm_reindex, reindex_confirmed
 from .uploads import UploadForm
@@ -140,7 +140,7 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
         if reindex:
             for run in queue_indexing([obj], user=request.user):
                 level = messages.ERROR if run.documents_failed else messages.INFO
-                self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
+                self.message_user(request, run_said(f"Index run #{run.pk}", run), level)
 
     def add_view(
         self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None
@@ -164,7 +164,7 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
             self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
             for run in queue_indexing(documents, user=request.user):
                 level = messages.ERROR if run.documents_failed else messages.INFO
-                self.message_user(request, f"Index run #{run.pk}: {run.message}", level)
+                self.message_user(request, run_said(f"Index run #{run.pk}", run), level)
             return HttpResponseRedirect(reverse("admin:retrieval_document_changelist"))
         form = form or UploadForm(
             initial={"collection": request.GET.get("collection")}, scope=scope

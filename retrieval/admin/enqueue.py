@@ -35,3 +35,13 @@ def queue_indexing(documents: Iterable[Document], *, user: Any = None) -> list[I
 def queue_reindex(collection: Collection, *, user: Any = None) -> IndexRun:
     """Index every document of ``collection`` again."""
     return enqueue_run(reindex_collection, collection.pk, collection=collection, created_by=user)
+
+
+def run_said(subject: str, run: IndexRun) -> str:
+    """Return the message that tells an editor what became of ``run``: its own message, or
+    its state (a queued run has no message yet, and "Index run #5:" ended at the colon)."""
+    if run.message:
+        return f"{subject}: {run.message}"
+    state = run.get_status_display().lower()
+    waiting = " for a worker" if run.status == IndexRun.Status.QUEUED else ""
+    return f"{subject} {state}{waiting}."

@@ -102,3 +102,17 @@ def test_a_run_resumed_after_its_worker_stopped_links_its_resume_and_back(admin_
     dead_url = reverse("admin:retrieval_indexrun_change", args=[dead.pk])
     assert f'href="{dead_url}"' in resume_page
     assert f"Resumed run #{dead.pk} after its worker stopped." in resume_page
+
+
+def test_an_upload_queued_for_a_worker_says_so(admin_client, atlas, retrieval_settings):
+    from django.contrib.messages import get_messages
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    retrieval_settings(TASKS_SYNC=False)
+    upload = SimpleUploadedFile("north.txt", b"North is up.", "text/plain")
+    response = admin_client.post(
+        reverse("admin:retrieval_document_add"), {"collection": atlas.pk, "files": [upload]}
+    )
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    run = IndexRun.objects.latest("pk")
+    assert said == ["1 file(s) uploaded.", f"Index run #{run.pk} queued for a worker."]
