@@ -230,3 +230,22 @@ def test_an_ingest_leaves_nothing_pending_in_the_metadata_indexes(collection):
         for index in ("retrieval_chunk_metadata_gin", "retrieval_doc_metadata_gin"):
             cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
             assert cursor.fetchone()[0] == 0, index  # pending pages merged by this call: none
+
+
+def test_each_document_is_written_once_its_vectors_are_in(collection, retrieval_settings):
+    # Progress moves while a group embeds: a 10-document reindex showed 0 / 10 until its
+    # one group of documents was embedded, then 10 / 10.
+    from retrieval.services.registry import embedders
+
+    retrieval_settings(EMBED_BATCH_SIZE=1)
+    embedder = embedders[collection.embedder]
+    calls_when_written: list[int] = []
+    embedder.calls = 0
+    sources = [
+        Source.from_text(f"Note {i} of the north.", external_id=f"{i}.txt") for i in range(4)
+    ]
+    run = ingest(
+        collection, sources, on_result=lambda result: calls_when_written.append(embedder.calls)
+    )
+    assert run.documents_indexed == 4
+    assert calls_when_written == [1, 2, 3, 4]  # was [4, 4, 4, 4]

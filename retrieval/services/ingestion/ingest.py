@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -219,41 +220,51 @@ class _Indexer:
             self._flush()
 
     def _flush(self) -> None:
+        """Embed the pending documents' new chunks in shared batches, writing each document
+        as soon as its vectors are in, so that a run's progress moves while a long group
+        embeds (a 10-document reindex showed 0 / 10 until its one group was written)."""
         pending, self.pending = self.pending, []
         if not pending:
             return
-        new_rows = [
-            row
-            for p in pending
-            for row in p.rows
-            if (row.indexed_prefix, row.content)
-            not in self.stored_vectors.get(p.source.external_id, {})
-        ]
+        vectors: list[list[Any]] = []  # per document, its rows' stored vectors or None
+        texts: list[str] = []
+        for prepared in pending:
+            stored = self.stored_vectors.get(prepared.source.external_id, {})
+            document_vectors = [
+                stored.get((row.indexed_prefix, row.content)) for row in prepared.rows
+            ]
+            texts += [
+                row.indexed_text
+                for row, v in zip(prepared.rows, document_vectors, strict=True)
+                if v is None
+            ]
+            vectors.append(document_vectors)
+        missing = [sum(vector is None for vector in row) for row in vectors]
+        fresh: deque[Any] = deque()
+        done = 0
         try:
-            vectors = iter(self._embed([row.indexed_text for row in new_rows]))
+            for part in itertools.chain(self._embedded(texts), [()]):
+                fresh.extend(part)
+                ready = []
+                while done < len(pending) and missing[done] <= len(fresh):
+                    document_vectors = vectors[done]
+                    for i, vector in enumerate(document_vectors):
+                        if vector is None:
+                            document_vectors[i] = fresh.popleft()
+                    self.stored_vectors.pop(pending[done].source.external_id, None)
+                    ready.append((pending[done], document_vectors))
+                    done += 1
+                if ready:
+                    self._write(ready)
         except Exception as e:
-            if len(pending) == 1:
-                self._fail(pending[0].source, e)
+            rest = pending[done:]
+            if len(rest) == 1:
+                self._fail(rest[0].source, e)
                 return
             # Find the document the batch failed on; the others still get indexed.
-            for prepared in pending:
+            for prepared in rest:
                 self.pending = [prepared]
                 self._flush()
-            return
-        group = []
-        for prepared in pending:
-            stored = self.stored_vectors.pop(prepared.source.external_id, {})
-            group.append(
-                (
-                    prepared,
-                    [stored.get((row.indexed_prefix, row.content)) for row in prepared.rows],
-                )
-            )
-        for _, document_vectors in group:  # the embedded ones, in row order
-            for i, vector in enumerate(document_vectors):
-                if vector is None:
-                    document_vectors[i] = next(vectors)
-        self._write(group)
 
     def _vectors_of(self, document: Document) -> dict[tuple[str, str], Any]:
         """Return the vectors of ``document``'s stored chunks in the collection's space."""
@@ -265,19 +276,19 @@ class _Indexer:
             if len(vector) == self.collection.dimensions
         }
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _embedded(self, texts: Sequence[str]) -> Iterator[np.ndarray]:
+        """Yield the vectors of ``texts``, a batch of ``EMBED_BATCH_SIZE`` at a time."""
         embedder = embedder_for(self.collection)
-        parts = []
         for i in range(0, len(texts), self.batch_size):
-            parts.append(embedder.embed_batch(texts[i : i + self.batch_size]))
+            batch = texts[i : i + self.batch_size]
+            vectors = embedder.embed_batch(batch)
             self._save_progress()  # a heartbeat while a long group embeds
-        vectors = np.concatenate(parts) if parts else np.zeros((0, self.collection.dimensions))
-        if vectors.shape != (len(texts), self.collection.dimensions):
-            raise RetrievalError(
-                f"embedder {self.collection.embedder!r} returned vectors of shape {vectors.shape}, "
-                f"expected ({len(texts)}, {self.collection.dimensions})"
-            )
-        return vectors
+            if vectors.shape != (len(batch), self.collection.dimensions):
+                raise RetrievalError(
+                    f"embedder {self.collection.embedder!r} returned vectors of shape "
+                    f"{vectors.shape}, expected ({len(batch)}, {self.collection.dimensions})"
+                )
+            yield vectors
 
     def _write(self, group: list[tuple[PreparedDocument, Sequence[Any]]]) -> None:
         try:
