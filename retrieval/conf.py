@@ -27,6 +27,7 @@ COMPONENT_KINDS = (
 )
 
 DEFAULTS: dict[str, Any] = {
+    # File readers, tried in this order: the first whose MIME types or extensions match.
     "PARSERS": {
         "pdf": {"BACKEND": "retrieval.services.parsers.pdf.PdfParser"},
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
@@ -38,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
+    # How documents are split into chunks; DEFAULT_CHUNKER names the one new documents get.
     "CHUNKERS": {
         "default": {
             "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
@@ -48,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
         "token": {"BACKEND": "retrieval.services.chunkers.token.TokenChunker"},
         "whole": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"},
     },
+    # Text to vectors; a collection keeps the alias (and dimension) it was created with.
+    # "default" is all-MiniLM-L6-v2 on the CPU (the local extra), no key, no network.
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
@@ -64,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
             "OPTIONS": {"language": "english", "stopwords": "english"},
         },
     },
+    # Rankers a search names (or its collection's, or DEFAULT_RETRIEVER).
     "RETRIEVERS": {
         "dense": {"BACKEND": "retrieval.services.retrievers.dense.DenseRetriever"},
         "bm25": {
@@ -94,9 +99,12 @@ DEFAULTS: dict[str, Any] = {
     # Chat models: {"BACKEND": ..., "OPTIONS": {"model", "base_url", "api_key", ...}}, or
     # the short form "openai:MODEL". None by default: every LLM stage has an offline path.
     "LLMS": {},
+    # Query rewriters a search or pipeline may name; "prf" (RM3 pseudo-relevance feedback)
+    # needs no LLM.
     "REWRITERS": {
         "prf": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
     },
+    # Rerankers a search or pipeline may name (cross-encoder, rerank API, LLM); none by default.
     "RERANKERS": {},
     # Named pipelines (see retrieval.services.query.pipelines): rewrite -> retrievers -> fusion ->
     # rerank, each step naming a component above. "default" is the collection's retriever.

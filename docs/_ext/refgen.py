@@ -245,30 +245,49 @@ def _classes(package: str, base: type) -> Iterator[type]:
 
 
 def _parameters(cls: type) -> list[inspect.Parameter]:
-    signature = inspect.signature(cls.__init__)
-    return [
-        p
-        for p in signature.parameters.values()
-        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
+    """The keyword arguments of ``cls``, with its bases' where ``**options`` passes them on."""
+    found: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or not klass.__module__.startswith("retrieval."):
+            continue
+        parameters = inspect.signature(klass.__init__).parameters.values()
+        for p in parameters:
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                found.setdefault(p.name, p)
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
+    return list(found.values())
+
+
+def _docstrings(cls: type) -> str:
+    """The docstrings an option of ``cls`` may be described in: its classes' and modules'."""
+    texts = []
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("retrieval."):
+            continue
+        init = vars(klass).get("__init__")
+        texts += [klass.__doc__, getattr(init, "__doc__", None)]
+        texts.append(importlib.import_module(klass.__module__).__doc__)
+    return "\n\n".join(inspect.cleandoc(t) for t in texts if t)
 
 
 def _option(cls: type, parameter: inspect.Parameter, mentions: dict[str, str]) -> Option:
     name = parameter.name
     default = "(required)" if parameter.default is parameter.empty else repr(parameter.default)
-    docs = "\n\n".join(
-        inspect.getdoc(c) or "" for c in (cls, cls.__init__) if c.__doc__ is not None
-    )
-    sentences = [
-        s.strip().replace("\n", " ")
-        for s in re.split(r"(?<=[.;:])\s+(?=[A-Z(`*])|\n\n", docs)
-        if re.search(rf"``{re.escape(name)}``", s)
-    ]
+    docs = _docstrings(cls)
+    field = re.search(rf"^:param {re.escape(name)}:(.*(?:\n[ \t]+.*)*)", docs, re.MULTILINE)
+    if field:
+        sentences = [" ".join(field.group(1).split())]
+    else:
+        prose = re.sub(r"^:param .*(?:\n[ \t]+.*)*", "", docs, flags=re.MULTILINE)
+        sentences = [
+            " ".join(s.split())
+            for s in re.split(r"(?<=[.;])\s+(?=[A-Z(`*])|\n\n", prose)
+            if re.search(rf"``{re.escape(name)}``", s)
+        ]
     pattern = re.compile(rf"`{re.escape(name)}[`=]|\b{re.escape(name)}=|\"{re.escape(name)}\"")
     pages = [
-        page
-        for page, text in mentions.items()
-        if cls.__name__ in text and pattern.search(text)
+        page for page, text in mentions.items() if cls.__name__ in text and pattern.search(text)
     ]
     return Option(name, default, " ".join(sentences), pages)
 
@@ -290,7 +309,7 @@ def components_page() -> str:
         "# Component options",
         "",
         "Generated from the component classes at each build. A component is named in",
-        "`RETRIEVAL[KIND]` as `{\"BACKEND\": dotted path, \"OPTIONS\": {...}}`; the options",
+        '`RETRIEVAL[KIND]` as `{"BACKEND": dotted path, "OPTIONS": {...}}`; the options',
         "are the class's keyword arguments, listed here with their defaults. Built-in",
         "aliases are those of `retrieval.conf.DEFAULTS` ([](settings.md)).",
         "",
@@ -508,10 +527,15 @@ def rest_api_page() -> str:
                 out += [f"Request body: {kinds}.", ""]
             responses = operation.get("responses", {})
             if responses:
-                out += ["Responses: " + "; ".join(
-                    f"`{code}` {_ref(r.get('content', {}).get('application/json', {}).get('schema', {}))}".rstrip()
-                    for code, r in responses.items()
-                ) + ".", ""]
+                out += [
+                    "Responses: "
+                    + "; ".join(
+                        f"`{code}` {_ref(r.get('content', {}).get('application/json', {}).get('schema', {}))}".rstrip()
+                        for code, r in responses.items()
+                    )
+                    + ".",
+                    "",
+                ]
     schemas = schema.get("components", {}).get("schemas", {})
     if schemas:
         out += ["## Schemas", ""]
