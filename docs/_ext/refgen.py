@@ -527,15 +527,8 @@ def rest_api_page() -> str:
                 out += [f"Request body: {kinds}.", ""]
             responses = operation.get("responses", {})
             if responses:
-                out += [
-                    "Responses: "
-                    + "; ".join(
-                        f"`{code}` {_ref(r.get('content', {}).get('application/json', {}).get('schema', {}))}".rstrip()
-                        for code, r in responses.items()
-                    )
-                    + ".",
-                    "",
-                ]
+                codes = [f"`{code}` {_response(r)}".rstrip() for code, r in responses.items()]
+                out += ["Responses: " + "; ".join(codes) + ".", ""]
     schemas = schema.get("components", {}).get("schemas", {})
     if schemas:
         out += ["## Schemas", ""]
@@ -557,6 +550,10 @@ def rest_api_page() -> str:
             elif body.get("enum"):
                 out += ["One of " + ", ".join(f"`{v}`" for v in body["enum"]) + ".", ""]
     return "\n".join(out)
+
+
+def _response(response: dict[str, Any]) -> str:
+    return _ref(response.get("content", {}).get("application/json", {}).get("schema", {}))
 
 
 def _ref(schema: dict[str, Any]) -> str:
