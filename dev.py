@@ -32,7 +32,8 @@ ENVIRONMENTS = {
 }
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command line's parser (the docs' tests check their examples against it)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -52,6 +53,11 @@ def main() -> int:
     )
     docs.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1")
     docs.add_argument("--port", default="8001")
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args, extra = parser.parse_known_args()
     if args.command == "demo":
         return run_demo(args.port)

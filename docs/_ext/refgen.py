@@ -78,7 +78,7 @@ def setup_django() -> None:
 
 def escape(text: str) -> str:
     """Escape Markdown's punctuation in plain text (comments, messages)."""
-    return re.sub(r"([\\`*_\[\]<>|#{}])", r"\\\1", text)
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", text)
 
 
 # Settings ------------------------------------------------------------------------------
