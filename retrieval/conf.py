@@ -169,13 +169,13 @@ DEFAULTS: dict[str, Any] = {
     # a spreadsheet or CSV file may hold: checked from each sheet's declared dimension
     # before it is read, and while reading. Past either the file fails, naming the limit.
     "MAX_SHEETS": 100,
-    "MAX_TABLE_CELLS": 1_000_000,
+    "MAX_TABLE_CELLS": 1_000_000,  # rows × columns, all sheets together
     # A golden-set zip imported in the admin, or an .xlsx workbook: most members it may
     # list, most bytes the members read from it may expand to, and the highest ratio of a
     # member's size to its compressed size (zip bombs reach thousands; text about 10 times).
     "MAX_ARCHIVE_MEMBERS": 1000,
-    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
-    "MAX_ARCHIVE_RATIO": 100,
+    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,  # the members read, expanded
+    "MAX_ARCHIVE_RATIO": 100,  # a member's size to its compressed size
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.
@@ -204,8 +204,8 @@ DEFAULTS: dict[str, Any] = {
     # every page type but Page itself); who may find password-protected pages in search
     # ("nobody", or "signed-in" / "public" if the site says so).
     "WAGTAIL_COLLECTION": "pages",
-    "WAGTAIL_PAGE_MODELS": None,
-    "WAGTAIL_PASSWORD_PAGES": "nobody",
+    "WAGTAIL_PAGE_MODELS": None,  # the page types indexed
+    "WAGTAIL_PASSWORD_PAGES": "nobody",  # who finds password-protected pages
     # The plain search page (retrieval.urls) requires a signed-in user unless this is
     # True; it always lists and searches only what the visitor may see.
     "SEARCH_PAGE_PUBLIC": False,

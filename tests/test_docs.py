@@ -94,20 +94,25 @@ def test_every_default_key_has_a_description():
 
 def test_a_key_added_without_a_comment_is_undocumented():
     source = """X: dict = {
-    # Described.
+    # Limits.
     "A": 1,
-    "B": 2,
+    "B": 2,  # the second
     "C": {
-        "nested": 1,
+        "nested": 1,  # not B's
     },
     "D": 3,
+    # One.
+    "E": 4,
+    "F": 5,
 }
 """
     assert refgen._key_comments(source, "X") == {
-        "A": "Described.",
-        "B": "Described.",
-        "C": "Described.",
+        "A": "Limits.",
+        "B": "Limits. the second",
+        "C": "",
         "D": "",
+        "E": "One.",
+        "F": "",
     }
 
 

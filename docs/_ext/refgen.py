@@ -88,15 +88,16 @@ def escape(text: str) -> str:
 class Setting:
     key: str
     default: Any
-    description: str
+    description: str  # "" when the key has no comment of its own
 
 
 def settings() -> list[Setting]:
-    """Every key of ``DEFAULTS``, described by the comment above it in ``conf.py``.
+    """Every key of ``DEFAULTS``, described by its comments in ``conf.py``.
 
-    A comment describes the key below it; a run of one-line keys under one comment
-    (``MAX_SHEETS``, ``MAX_TABLE_CELLS``) shares it. A blank line or a key spanning
-    several lines ends the run.
+    A comment block describes the key below it. A run of one-line keys may follow one
+    block (``MAX_SHEETS``, ``MAX_TABLE_CELLS``): each key after the first shows the
+    block too, but needs a comment of its own at the end of its line, so that a key
+    added under another one is not taken as described by that one's comment.
     """
     from retrieval.conf import DEFAULTS
 
@@ -106,6 +107,7 @@ def settings() -> list[Setting]:
 
 
 def _key_comments(source: str, name: str) -> dict[str, str]:
+    """Map each top-level key of the dict assigned to ``name`` to its description."""
     tree = ast.parse(source)
     node = next(
         n.value
@@ -114,32 +116,38 @@ def _key_comments(source: str, name: str) -> dict[str, str]:
         and any(isinstance(t, ast.Name) and t.id == name for t in _targets(n))
     )
     comments: dict[int, str] = {}
+    trailing: dict[int, str] = {}
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT and token.line.strip().startswith("#"):
-            comments[token.start[0]] = token.string.lstrip("#").strip()
+        if token.type == tokenize.COMMENT:
+            text = token.string.lstrip("#").strip()
+            own_line = token.line.strip().startswith("#")
+            (comments if own_line else trailing)[token.start[0]] = text
     lines = source.splitlines()
     keys = {k.lineno: (k.value, v.end_lineno) for k, v in zip(node.keys, node.values, strict=True)}
     indent = node.keys[0].col_offset
     result: dict[str, str] = {}
-    current: list[str] = []
-    applies = in_comment = False  # the comment describes the next key / is being read
+    block: list[str] = []
+    first = in_run = in_comment = False  # the block is right above / its run goes on
     line_number = node.lineno + 1
     while line_number < node.end_lineno:
         line = lines[line_number - 1]
         if line_number in keys:
             key, end = keys[line_number]
-            result[key] = " ".join(current) if applies else ""
-            applies = applies and end == line_number  # a one-line key passes it on
-            in_comment = False
+            own = trailing.get(line_number, "")
+            shared = " ".join(block) if in_run else ""
+            described = first or bool(own)
+            result[key] = " ".join(filter(None, [shared, own])) if described else ""
+            in_run = in_run and end == line_number  # a one-line key lets the run go on
+            first = in_comment = False
             line_number = end + 1
             continue
         if line_number in comments and len(line) - len(line.lstrip()) == indent:
             if not in_comment:
-                current = []
-            current.append(comments[line_number])
-            applies = in_comment = True
+                block = []
+            block.append(comments[line_number])
+            first = in_run = in_comment = True
         elif not line.strip():
-            applies = in_comment = False
+            first = in_run = in_comment = False
         line_number += 1
     return result
 
