@@ -290,7 +290,7 @@ def _option(cls: type, parameter: inspect.Parameter, mentions: dict[str, str]) -
         prose = re.sub(r"^:param .*(?:\n[ \t]+.*)*", "", docs, flags=re.MULTILINE)
         sentences = [
             " ".join(s.split())
-            for s in re.split(r"(?<=[.;])\s+(?=[A-Z(`*])|\n\n", prose)
+            for s in re.split(r"(?<=\.)\s+(?=[A-Z(`*])|\n\n", prose)
             if re.search(rf"``{re.escape(name)}``", s)
         ]
     pattern = re.compile(rf"`{re.escape(name)}[`=]|\b{re.escape(name)}=|\"{re.escape(name)}\"")
@@ -427,12 +427,20 @@ def _text(node: ast.expr | None) -> str:
         return str(node.value)
     if isinstance(node, ast.JoinedStr):
         return "".join(
-            str(v.value) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+            str(v.value) if isinstance(v, ast.Constant) else _placeholder(v.value)
             for v in node.values
         )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _text(node.left) + _text(node.right)
-    return "{" + ast.unparse(node) + "}"
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "str":
+        return "(the message of the error raised)"
+    return _placeholder(node)
+
+
+def _placeholder(node: ast.expr) -> str:
+    """``{name}`` for a value named in the code, ``{...}`` for one computed there."""
+    simple = isinstance(node, ast.Name | ast.Attribute) and "(" not in ast.unparse(node)
+    return "{" + (ast.unparse(node) if simple else "...") + "}"
 
 
 def checks_page() -> str:
