@@ -336,3 +336,26 @@ def test_shell_examples_name_commands_and_options_that_exist():
             if option not in accepted and not lenient
         ]
     assert wrong == []
+
+
+@pytest.mark.django_db
+def test_the_wagtail_guide_shows_what_retrieval_search_json_prints(settings):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.conftest import KEYWORD_EMBEDDER, collection_of
+
+    guide = ROOT / "docs" / "guides" / "wagtail.md"
+    shown = json.loads(next(b.body for b in code_blocks(guide) if b.language == "json"))
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "EMBEDDERS": {"default": KEYWORD_EMBEDDER}}
+    collection_of("pages", {"bread": "Sourdough bread needs a sourdough starter."})
+    out = StringIO()
+    call_command(
+        "retrieval_search", "sourdough starter", "--collection", "pages", "--json", stdout=out
+    )
+    printed = json.loads(out.getvalue())
+    assert set(printed) == set(shown)
+    assert set(printed["results"][0]) == set(shown["results"][0])
+    assert set(printed["trace"]) == set(shown["trace"])
