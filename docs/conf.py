@@ -25,8 +25,9 @@ root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence"]
-# The pages link to files of the repository (bench/README.md, tests ...) by relative paths
-# the repository's browser follows; Sphinx does not build them.
+# The pages link to files of the repository outside docs/ (bench/README.md ...) by relative
+# paths the repository's browser follows; Sphinx does not build them, and warns. Every
+# relative link is checked by tests/test_docs.py instead (test_relative_links_...).
 suppress_warnings = ["myst.xref_missing"]
 nitpicky = False
 

@@ -182,6 +182,20 @@ def test_the_python_api_reference_documents_every_export():
         assert f"retrieval.services.{name}" in page
 
 
+def test_relative_links_point_at_files_that_exist():
+    """Sphinx cannot follow links out of docs/ (bench/README.md ...), so they are checked here."""
+    broken = []
+    for page in documentation_pages():
+        text = FENCE.sub("", page.read_text())
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):
+                continue  # an anchor on the page, or a URL
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
 # Python examples ------------------------------------------------------------------------
 
 
