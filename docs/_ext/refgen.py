@@ -77,8 +77,18 @@ def setup_django() -> None:
 
 
 def escape(text: str) -> str:
-    """Escape Markdown's punctuation in plain text (comments, messages)."""
-    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", text)
+    """Escape Markdown's punctuation in plain text (comments, messages, docstrings).
+
+    Code marked as reStructuredText (````code````) or Markdown (```code```) stays code.
+    """
+    parts = re.split(r"``(.+?)``|`([^`]+)`", text)
+    out = []
+    for index, part in enumerate(parts):
+        if index % 3 == 0:
+            out.append(re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", part))
+        elif part is not None:
+            out.append(f"`{part}`")
+    return "".join(out)
 
 
 # Settings ------------------------------------------------------------------------------
