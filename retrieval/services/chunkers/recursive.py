@@ -56,7 +56,7 @@ class RecursiveChunker(BaseChunker):
     chunk that ends at a section boundary continues into the next section when
     either holds fewer than that many tokens and the two fit together: a run of
     short sections (release notes, reference entries) makes chunks of a useful size
-    instead of one scrap each.
+    instead of one scrap each. Tokens are counted with tiktoken's ``encoding``.
     """
 
     def __init__(

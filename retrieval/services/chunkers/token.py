@@ -21,7 +21,10 @@ _MIN_BLOCK_CHARS = 65_536
 
 
 class TokenChunker(BaseChunker):
-    """Split text into windows of at most ``max_tokens`` tokens, ``overlap`` shared."""
+    """Split text into windows of at most ``max_tokens`` tokens, ``overlap`` shared.
+
+    Tokens are tiktoken's ``encoding``.
+    """
 
     def __init__(
         self, max_tokens: int = 256, overlap: int = 32, encoding: str = "cl100k_base"

@@ -52,7 +52,9 @@ class SpacyTripleExtractor(BaseTripleExtractor):
     ``confidence`` is ``direct`` for a verb's direct object or a copula's
     attribute, ``prepositional`` for an object reached through a preposition and
     ``apposition`` for "X, a Y"; each is raised by ``entity_bonus`` (up to 1) when
-    both ends are named entities or proper nouns.
+    both ends are named entities or proper nouns. An entity is at most
+    ``max_entity_words`` words (its last words when longer); ``model`` is the spaCy
+    pipeline's package, run on ``batch_size`` chunks at a time.
     """
 
     version = "1"

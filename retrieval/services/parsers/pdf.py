@@ -40,7 +40,10 @@ OutlineEntry = tuple[int, str]  # (level, title)
 
 
 class PdfParser(BaseParser):
-    """Read a PDF's text page by page; outline headings give sections their heading paths."""
+    """Read a PDF's text page by page; outline headings give sections their heading paths.
+
+    ``use_outline``: read the outline (bookmarks) for headings; False keeps pages alone.
+    """
 
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     extensions: ClassVar[tuple[str, ...]] = (".pdf",)

@@ -28,7 +28,9 @@ class CrossEncoderReranker(BaseReranker):
     through ``optimum-cli export onnx``). Its first output is one logit per pair (or two,
     of which the last is "relevant"). Only the first ``max_candidates`` results are
     scored; scoring stops once ``time_budget`` seconds are spent (after at least one
-    batch). Results left unscored keep their order after the scored ones.
+    batch). Results left unscored keep their order after the scored ones. Pairs are
+    scored ``batch_size`` at a time, each cut to ``max_length`` tokens, on ``threads``
+    onnxruntime threads (``None``: one per core).
     """
 
     def __init__(

@@ -38,7 +38,8 @@ class LLMReranker(BaseReranker):
     Passages the model leaves out keep their previous order after the ranked ones; ids
     it invents or repeats are ignored. Only the first ``max_passages`` are shown (each
     cut to ``passage_chars``); the rest follow in their previous order. If the call
-    fails, the previous order is kept and the error is in the trace.
+    fails, the previous order is kept and the error is in the trace. ``llm`` names an
+    alias of ``LLMS``; ``template`` is the prompt, with ``{query}`` and ``{passages}``.
     """
 
     def __init__(

@@ -54,6 +54,11 @@ def queries_schema(key: str, n: int) -> dict[str, Any]:
 
 
 class _LLMRewriter(BaseQueryRewriter):
+    """Ask the chat model ``llm`` (an alias of ``LLMS``) with the prompt ``template``.
+
+    ``template`` is formatted with ``{query}`` (required), ``{history}`` and ``{context}``.
+    """
+
     method = "llm"
     supports_context = True
 

@@ -23,7 +23,8 @@ class RM3QueryRewriter(BaseQueryRewriter):
     contributes ``P(term | chunk)`` weighted by its share of the scores; terms are
     the analyser's stems, written back as their most frequent surface word, and the
     query's own terms are not repeated. With ``history``, the user's previous turns
-    are searched along with the query, so follow-up questions keep their topic.
+    are searched along with the query, so follow-up questions keep their topic. Terms
+    come from the ``analyzer`` alias of ``ANALYZERS``.
     """
 
     method = "prf"
