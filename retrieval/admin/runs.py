@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from retrieval.exceptions import RetrievalError
 from retrieval.models import IndexRun
+from retrieval.services.ingestion.runs import cancel_run, retry_run
 
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, scope_of, status_badge
+from .enqueue import run_said
 
 #: Runs one progress request may ask about.
 MAX_RUNS_PER_POLL = 200
@@ -39,6 +42,34 @@ def run_progress(run: IndexRun) -> dict[str, Any]:
     }
 
 
+@admin.action(description="Cancel selected runs", permissions=["run"])
+def cancel_runs(modeladmin: IndexRunAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    """Cancel the queued or running ones (a running run stops before its next document)."""
+    modeladmin.authorize_rows(request, queryset, "change")
+    for run in queryset.order_by("pk"):
+        if cancel_run(run):
+            modeladmin.message_user(request, f"Index run #{run.pk} cancelled.")
+        else:
+            modeladmin.message_user(
+                request, f"Index run #{run.pk} already ended: it {run.status}.", messages.WARNING
+            )
+
+
+@admin.action(description="Retry selected runs (their failed documents)", permissions=["run"])
+def retry_runs(modeladmin: IndexRunAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    """Enqueue again what failed in each run: its failed documents, or the run as asked."""
+    modeladmin.authorize_rows(request, queryset, "change")
+    for run in queryset.order_by("pk"):
+        try:
+            new = retry_run(run, created_by=request.user)
+        except RetrievalError as e:
+            modeladmin.message_user(request, str(e), messages.WARNING)
+            continue
+        level = messages.ERROR if new.status == IndexRun.Status.FAILED else messages.SUCCESS
+        said = run_said(f"Retry of #{run.pk}: index run #{new.pk}", new)
+        modeladmin.message_user(request, said, level)
+
+
 @admin.register(IndexRun)
 class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     list_display = [
@@ -54,6 +85,7 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     ]
     list_filter = ["status", "task", COLLECTION_FILTER]
     list_select_related = ["collection"]
+    actions = [cancel_runs, retry_runs]
     readonly_fields = ["error_table", "resumed_as"]
     exclude = ["errors"]  # shown once, as the table of ``error_table``
 
@@ -81,6 +113,11 @@ class IndexRunAdmin(ScopedAdminMixin, ReadOnlyAdmin):
             )
         runs = self.get_queryset(request).filter(pk__in=[int(part) for part in raw]).order_by("pk")
         return JsonResponse({"runs": [run_progress(run) for run in runs]})
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may cancel or retry runs (``change_indexrun``, as in the API);
+        each run's collection is checked when the action runs."""
+        return scope_of(request).may("change", IndexRun)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # A run's errors name its documents: under a document restriction staff see only

@@ -116,3 +116,43 @@ def test_an_upload_queued_for_a_worker_says_so(admin_client, atlas, retrieval_se
     said = [str(message) for message in get_messages(response.wsgi_request)]
     run = IndexRun.objects.latest("pk")
     assert said == ["1 file(s) uploaded.", f"Index run #{run.pk} queued for a worker."]
+
+
+def test_runs_are_cancelled_and_retried_from_the_list(admin_client, atlas, retrieval_settings):
+    from retrieval.models import Document
+
+    retrieval_settings(TASKS_SYNC=False)
+    queued = IndexRun.objects.create(collection=atlas, task="ingest", status="queued")
+    document = Document.objects.filter(collection=atlas).first()
+    failed = IndexRun.objects.create(
+        collection=atlas,
+        task="index_documents",
+        status="failed",
+        errors=[{"document": document.external_id, "error": "boom"}],
+    )
+    changelist = reverse("admin:retrieval_indexrun_changelist")
+    admin_client.post(changelist, {"action": "cancel_runs", "_selected_action": [queued.pk]})
+    queued.refresh_from_db()
+    assert queued.status == "cancelled"
+    admin_client.post(changelist, {"action": "retry_runs", "_selected_action": [failed.pk]})
+    retry = IndexRun.objects.latest("pk")
+    assert retry.pk > failed.pk and retry.task == "index_documents"
+    assert retry.options["args"][0] == [document.pk]
+
+
+def test_who_may_only_view_runs_is_offered_no_run_actions(client, atlas):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("viewer", password="x", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_indexrun"))
+    client.force_login(user)
+    page = client.get(reverse("admin:retrieval_indexrun_changelist"))
+    assert page.status_code == 200 and "cancel_runs" not in page.content.decode()
+    run = IndexRun.objects.create(collection=atlas, task="ingest", status="queued")
+    refused = client.post(
+        reverse("admin:retrieval_indexrun_changelist"),
+        {"action": "cancel_runs", "_selected_action": [run.pk]},
+    )
+    run.refresh_from_db()
+    assert run.status == "queued" and refused.status_code in (200, 302)
