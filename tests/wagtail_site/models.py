@@ -32,3 +32,14 @@ class NewsPage(ArticlePage):
 
     search_fields = ArticlePage.search_fields + [index.SearchField("dateline")]
     content_panels = ArticlePage.content_panels + [FieldPanel("dateline")]
+
+
+class BreadPage(Page):
+    """A page type whose text lives outside ``search_fields`` (bakerydemo's bread pages:
+    Wagtail's search indexes their title alone)."""
+
+    introduction = models.TextField(blank=True)
+    origin = models.CharField(max_length=100, blank=True)
+
+    content_panels = Page.content_panels + [FieldPanel("introduction"), FieldPanel("origin")]
+    template = "wagtail_site/page.html"

@@ -32,8 +32,13 @@ WAGTAIL_SITE_NAME = "Retrieval test site"
 WAGTAILADMIN_BASE_URL = "http://testserver"
 LOGIN_URL = "wagtailadmin_login"
 # Sections are not indexed here (a page type left out by the setting), so a search finds
-# only articles and news.
+# only articles, news and breads.
 RETRIEVAL = {
     **RETRIEVAL,  # noqa: F405
-    "WAGTAIL_PAGE_MODELS": ["wagtail_site.ArticlePage", "wagtail_site.NewsPage"],
+    "WAGTAIL_PAGE_MODELS": {
+        "wagtail_site.ArticlePage": {},
+        "wagtail_site.NewsPage": {},
+        # Its text is outside search_fields: chosen here, with a field in its metadata.
+        "wagtail_site.BreadPage": {"text": ["introduction", "origin"], "metadata": ["origin"]},
+    },
 }

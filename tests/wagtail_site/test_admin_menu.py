@@ -103,3 +103,24 @@ def test_the_menu_is_shown_only_to_those_djangos_admin_lets_in(client):
         menu = client.get("/admin/").content.decode()
         assert ("/django-admin/retrieval/document/" in menu) is shown, username
         assert "/django-admin/retrieval/collection/" not in menu, username
+
+
+@pytest.mark.django_db
+def test_the_menu_s_graph_explorer_opens_for_who_may_see_entities(client):
+    """Issue 64: the menu's explorer link named a URL that needs a collection, so it was
+    never shown; it opens the entity list, which links each collection's explorer."""
+    from django.test import RequestFactory
+
+    from retrieval.contrib.wagtail.wagtail_hooks import register_retrieval_menu
+
+    user = get_user_model().objects.create_user(username="g", password="x", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_entity"))
+    request = RequestFactory().get("/admin/")
+    request.user = get_user_model().objects.get(pk=user.pk)
+    shown = {
+        item.label: item.url
+        for item in register_retrieval_menu().menu.menu_items_for_request(request)
+    }
+    assert shown["Graph explorer"] == "/django-admin/retrieval/entity/"
+    client.force_login(user)
+    assert client.get(shown["Graph explorer"]).status_code == 200

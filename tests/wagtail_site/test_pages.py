@@ -345,3 +345,35 @@ def test_documents_of_page_types_no_longer_indexed_are_reported_and_removed_by_t
         assert stale() == []
     finally:
         host_registry.add(entry)
+
+
+def test_a_page_type_s_text_outside_search_fields_is_indexed_as_the_setting_chooses(section):
+    """Issue 64: bakerydemo's bread pages were indexed as their title alone (their text is
+    in ``introduction``, which ``search_fields`` leaves out)."""
+    from tests.wagtail_site.models import BreadPage
+
+    page = publish(
+        draft(
+            section,
+            model=BreadPage,
+            title="Anpan",
+            slug="anpan",
+            introduction="A sweet roll filled with red bean paste.",
+            origin="Japan",
+        )
+    )
+    indexed = document(page)
+    assert indexed.content == "A sweet roll filled with red bean paste.\n\nJapan"
+    assert indexed.metadata["origin"] == "Japan"  # the page type's metadata field
+    assert indexed.metadata["page_type"] == "wagtail_site.breadpage"  # beside the page's own
+    assert found("red bean paste") == {"Anpan"}
+
+
+def test_unknown_page_type_options_are_refused_naming_them(retrieval_settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from retrieval.contrib.wagtail.pages import page_models_with_options
+
+    retrieval_settings(WAGTAIL_PAGE_MODELS={"wagtail_site.BreadPage": {"txt": ["origin"]}})
+    with pytest.raises(ImproperlyConfigured, match="unknown options txt; a page type takes"):
+        page_models_with_options()

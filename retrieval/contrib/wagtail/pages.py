@@ -4,7 +4,12 @@ A page type is registered with :func:`retrieval.host_models.register` and:
 
 - **text** from Wagtail's own search configuration: the page's ``search_fields``
   (``SearchField`` and ``RelatedFields``), each field's searchable content as Wagtail's
-  search indexes it (a StreamField's or RichTextField's text, no markup);
+  search indexes it (a StreamField's or RichTextField's text, no markup) — unless the
+  page type says otherwise: ``text=`` (and ``title=``, ``metadata=``) in :func:`register`
+  or in ``RETRIEVAL["WAGTAIL_PAGE_MODELS"]`` given as ``{"app.Model": {"text": ...}}``,
+  as host models take them (a template, a field name, field names, or a callable), for
+  pages whose text lives outside ``search_fields`` (bakerydemo's bread pages keep theirs
+  in ``introduction``);
 - **condition** :data:`LIVE`: live pages not past their expiry (drafts, unpublished
   and expired pages are removed from the index when saved);
 - **visibility** from the page's view restrictions and its ancestors'
@@ -16,16 +21,17 @@ A page type is registered with :func:`retrieval.host_models.register` and:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model, Q
 from django.db.models.functions import Now
 
 from retrieval import host_models
 from retrieval.conf import retrieval_settings
-from retrieval.services.ingestion.host_registry import HostIndex
+from retrieval.services.ingestion.host_registry import HostIndex, TextSpec, json_value, text_of
 from retrieval.services.visibility import Visibility
 
 __all__ = ["LIVE", "page_models", "page_text", "page_visibility", "register", "register_pages"]
@@ -49,14 +55,30 @@ DRAFT_FIELDS = frozenset(
 )
 
 
-def register(model: type[Model], *, collection: str | None = None) -> HostIndex:
-    """Index the live pages of ``model`` (a Page subclass) into ``collection``."""
+#: What a page type may say of its documents, in ``register`` and the setting's dict form.
+PAGE_OPTIONS = frozenset({"collection", "text", "title", "metadata"})
+
+
+def register(
+    model: type[Model],
+    *,
+    collection: str | None = None,
+    text: TextSpec | Sequence[str] | None = None,
+    title: TextSpec | None = None,
+    metadata: list[str] | Callable[[Model], dict[str, Any]] | None = None,
+) -> HostIndex:
+    """Index the live pages of ``model`` (a Page subclass) into ``collection``.
+
+    ``text`` defaults to the page type's ``search_fields`` (:func:`page_text`); a list
+    of field names gives a paragraph per field. ``title`` defaults to the page title.
+    ``metadata`` (field names or a callable) adds to the page's own (:func:`page_metadata`).
+    """
     return host_models.register(
         model,
         collection=collection or retrieval_settings.WAGTAIL_COLLECTION,
-        text=page_text,
-        title="title",
-        metadata=page_metadata,
+        text=page_text if text is None else _text_spec(text),
+        title="title" if title is None else title,
+        metadata=page_metadata if metadata is None else _with_page_metadata(metadata),
         condition=LIVE,
         visibility=page_visibility,
         url=page_url,
@@ -65,18 +87,61 @@ def register(model: type[Model], *, collection: str | None = None) -> HostIndex:
 
 
 def register_pages() -> list[HostIndex]:
-    """Register every page type ``RETRIEVAL["WAGTAIL_PAGE_MODELS"]`` names (None: all)."""
-    return [register(model) for model in page_models()]
+    """Register every page type ``RETRIEVAL["WAGTAIL_PAGE_MODELS"]`` names (None: all),
+    with the options the setting gives each when it is a dict."""
+    return [register(model, **options) for model, options in page_models_with_options()]
 
 
 def page_models() -> list[type[Model]]:
     """Return the page types to index: those named in the setting, or all but ``Page``."""
+    return [model for model, _ in page_models_with_options()]
+
+
+def page_models_with_options() -> list[tuple[type[Model], dict[str, Any]]]:
+    """Return each page type to index with its options (``{}``: the defaults)."""
     from wagtail.models import Page, get_page_models
 
-    names = retrieval_settings.WAGTAIL_PAGE_MODELS
-    if names is not None:
-        return [apps.get_model(name) for name in names]
-    return [model for model in get_page_models() if model is not Page]
+    named = retrieval_settings.WAGTAIL_PAGE_MODELS
+    if named is None:
+        return [(model, {}) for model in get_page_models() if model is not Page]
+    if isinstance(named, Mapping):
+        for name, options in named.items():
+            unknown = set(options or {}) - PAGE_OPTIONS
+            if unknown:
+                raise ImproperlyConfigured(
+                    f'RETRIEVAL["WAGTAIL_PAGE_MODELS"][{name!r}] has unknown options '
+                    f"{', '.join(sorted(unknown))}; a page type takes "
+                    f"{', '.join(sorted(PAGE_OPTIONS))}."
+                )
+        return [(apps.get_model(name), dict(options or {})) for name, options in named.items()]
+    return [(apps.get_model(name), {}) for name in named]
+
+
+def _text_spec(text: TextSpec | Sequence[str]) -> TextSpec:
+    """Return ``text`` as host models take it: field names become a paragraph each."""
+    if isinstance(text, str) or callable(text):
+        return text
+    names = tuple(text)
+
+    def fields_text(page: Model) -> str:
+        return "\n\n".join(part for name in names if (part := text_of(page, name).strip()))
+
+    return fields_text
+
+
+def _with_page_metadata(
+    metadata: list[str] | Callable[[Model], dict[str, Any]],
+) -> Callable[[Model], dict[str, Any]]:
+    """Return the page's own metadata with the page type's ``metadata`` added."""
+
+    def merged(page: Model) -> dict[str, Any]:
+        if callable(metadata):
+            extra = dict(metadata(page))
+        else:
+            extra = {name: json_value(getattr(page, name)) for name in metadata}
+        return {**page_metadata(page), **extra}
+
+    return merged
 
 
 def page_text(page: Model) -> str:

@@ -27,7 +27,8 @@ SCREENS = [
     ("Upload documents", "admin:retrieval_document_add", "document", "upload"),
     ("Search playground", "admin:retrieval_playground", "collection", "search"),
     ("Index runs", "admin:retrieval_indexrun_changelist", "indexrun", "list-ul"),
-    ("Graph explorer", "admin:retrieval_graph_explorer", "triple", "link"),
+    # The explorer's URL names a collection: the entity list links each collection's.
+    ("Graph explorer", "admin:retrieval_entity_changelist", "entity", "link"),
 ]
 
 

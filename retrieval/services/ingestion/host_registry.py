@@ -112,8 +112,8 @@ class HostIndex:
 
     def source(self, obj: models.Model) -> Source:
         """Render ``obj`` as the source of its document."""
-        text = _text(obj, self.text)
-        title = _text(obj, self.title) if self.title is not None else str(obj)
+        text = text_of(obj, self.text)
+        title = text_of(obj, self.title) if self.title is not None else str(obj)
         if callable(self.metadata):
             metadata = dict(self.metadata(obj))
         else:
@@ -373,7 +373,7 @@ def _value(obj: models.Model, spec: TextSpec) -> Any:
     return value
 
 
-def _text(obj: models.Model, spec: TextSpec) -> str:
+def text_of(obj: models.Model, spec: TextSpec) -> str:
     """Evaluate ``spec`` as text: markup (a value that is HTML) reduced to its text."""
     value = _value(obj, spec)
     if value is None:
