@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
         "csv": {"BACKEND": "retrieval.services.parsers.spreadsheet.CsvParser"},
         # Needs the office extra; without it an .xlsx file is refused naming the extra.
         "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
+        "docx": {"BACKEND": "retrieval.services.parsers.word.DocxParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },

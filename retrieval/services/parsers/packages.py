@@ -1,0 +1,104 @@
+"""Zip containers of XML parts (Office Open XML, OpenDocument), opened within bounds.
+
+The archive's directory is checked against the archive limits (``MAX_ARCHIVE_*``)
+before any part is read, and ``zipfile`` stops reading a part at its declared size, so
+reading a part costs at most what the limits allow. Every part is parsed by
+``defusedxml`` with DTDs refused: no entity expansion ("billion laughs"), no external
+entities; Office files never declare a DTD.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+from typing import Any
+from xml.etree.ElementTree import Element
+
+from retrieval.exceptions import ParseError
+from retrieval.services.validation.archives import ArchiveError, check_declared
+
+INSTALL_HINT = 'install the office extra: pip install "django-retrieval[office]"'
+#: Office Open XML's relationships, and the attribute a part names another by.
+RELS = "http://schemas.openxmlformats.org/package/2006/relationships"
+R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+
+
+def defusedxml_missing() -> str:
+    """Return why XML containers cannot be read here (defusedxml missing), else ``""``."""
+    try:
+        import defusedxml  # noqa: F401
+    except ImportError:
+        return f"defusedxml is not installed, so its XML cannot be read safely; {INSTALL_HINT}."
+    return ""
+
+
+class Package:
+    """An opened zip container; ``kind`` names it in errors ("a Word document")."""
+
+    def __init__(self, data: bytes, *, label: str, kind: str, parts: tuple[str, ...]) -> None:
+        self.label = label
+        self.kind = kind
+        try:
+            self.archive = zipfile.ZipFile(io.BytesIO(data))
+            check_declared(self.archive)
+        except zipfile.BadZipFile as e:
+            raise ParseError(f"Cannot parse {label}: it is not {kind} (not a zip).") from e
+        except ArchiveError as e:
+            raise ParseError(f"Cannot parse {label}: {e}") from e
+        self.names = set(self.archive.namelist())
+        missing = [part for part in parts if part not in self.names]
+        if missing:
+            raise ParseError(
+                f"Cannot parse {label}: it is not {kind} (the zip has no {' or '.join(missing)})."
+            )
+
+    def __enter__(self) -> Package:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.archive.close()
+
+    def xml(self, name: str) -> Element | None:
+        """Return part ``name`` parsed, or ``None`` if the container has no such part."""
+        from defusedxml import DefusedXmlException
+        from defusedxml.ElementTree import ParseError as XmlSyntaxError
+        from defusedxml.ElementTree import fromstring
+
+        if name not in self.names:
+            return None
+        try:
+            data = self.archive.read(name)
+        except Exception as e:  # zlib.error, a bad CRC, a truncated member ...
+            raise ParseError(
+                f"Cannot parse {self.label}: its part {name} cannot be read ({e})."
+            ) from e
+        try:
+            return fromstring(data, forbid_dtd=True)
+        except DefusedXmlException as e:
+            raise refused_xml(self.label, e) from e
+        except XmlSyntaxError as e:
+            raise ParseError(
+                f"Cannot parse {self.label}: it is not readable {self.kind.split(' ', 1)[-1]} "
+                f"(its part {name} is not well-formed XML: {e})."
+            ) from e
+
+    def related(self, part: str) -> dict[str, str]:
+        """Return the parts ``part`` links to (Office Open XML), by relationship id."""
+        folder, name = posixpath.split(part)
+        rels = self.xml(posixpath.join(folder, "_rels", f"{name}.rels"))
+        targets: dict[str, str] = {}
+        for rel in rels if rels is not None else ():
+            target = rel.get("Target", "")
+            if rel.get("TargetMode") == "External" or not target:
+                continue
+            path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+            targets[rel.get("Id", "")] = posixpath.normpath(path)
+        return targets
+
+
+def refused_xml(label: str, error: Any) -> ParseError:
+    """Return the ParseError for XML that declares a DTD or entities (``error`` from defusedxml)."""
+    return ParseError(
+        f"Cannot parse {label}: its XML declares a DTD or entities, which are refused ({error!r})."
+    )

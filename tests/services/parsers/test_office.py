@@ -1,0 +1,152 @@
+"""Word, PowerPoint and OpenDocument files: real files written by python-docx, python-pptx,
+odfpy and pandoc, read through every face (API upload, admin upload, retrieval_ingest),
+and hostile ones refused with their reason."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import docx
+import pypandoc
+import pytest
+
+from retrieval.exceptions import ParseError, ParserUnavailable, UnsupportedFileType
+from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.parsers.word import DocxParser
+from retrieval.testing.parsers import ParserSuite, assert_well_formed
+from tests.services.parsers.test_spreadsheet import rewrite_member, zip_of
+
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def docx_bytes() -> bytes:
+    """A handbook: a title, headings two deep, lists, a table and a comment."""
+    document = docx.Document()
+    document.add_paragraph("Staff handbook", style="Title")
+    document.add_heading("Travel", level=1)
+    document.add_paragraph("Travel is booked through the office.")
+    document.add_heading("Booking trains", level=2)
+    booking = document.add_paragraph("Book trains two weeks ahead for the cheapest fares.")
+    document.add_comment(booking.runs, text="Check this with finance", author="Ada")
+    document.add_paragraph("seat reservations", style="List Bullet")
+    document.add_paragraph("rail cards", style="List Bullet")
+    document.add_paragraph("compare the fares", style="List Number")
+    document.add_paragraph("book the ticket", style="List Number")
+    table = document.add_table(rows=3, cols=2)
+    for r, row in enumerate([("city", "fare"), ("Paris", "80"), ("Rome", "120")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    document.add_heading("Hotels", level=1)
+    document.add_paragraph("Hotels cost under 150 a night.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def section_of(document, needle: str) -> tuple[str, ...]:
+    """The heading path of the section whose text holds ``needle``."""
+    for section in document.sections:
+        if needle in document.text[section.start : section.end]:
+            return section.heading_path
+    raise AssertionError(f"{needle!r} is in no section")
+
+
+class TestDocxParser(ParserSuite):
+    sample = ("handbook.docx", DOCX, docx_bytes())
+
+    def make_parser(self):
+        return DocxParser()
+
+
+def test_word_headings_lists_tables_and_comments_keep_their_structure():
+    document = DocxParser().parse(docx_bytes(), filename="handbook.docx")
+    assert_well_formed(document)
+    assert document.title == "Staff handbook"
+    assert section_of(document, "two weeks ahead") == ("Staff handbook", "Travel", "Booking trains")
+    assert section_of(document, "under 150") == ("Staff handbook", "Hotels")
+    assert (
+        "fares.\n\nComment (Ada): Check this with finance\n\n"
+        "- seat reservations\n- rail cards\n\n1. compare the fares\n2. book the ticket\n\n"
+        "city: Paris\nfare: 80\n\ncity: Rome\nfare: 120\n\nHotels" in document.text
+    )
+    assert document.metadata == {"format": "docx"}
+
+
+def pandoc(markdown: str, to: str, tmp_path) -> bytes:
+    """``markdown`` converted by pandoc to format ``to`` (docx, odt)."""
+    out = tmp_path / f"converted.{to}"
+    pypandoc.convert_text(markdown, to, format="md", outputfile=str(out))
+    return out.read_bytes()
+
+
+def test_word_footnotes_and_nested_lists_from_pandoc(tmp_path):
+    markdown = (
+        "# Policies\n\n## Leave\n\nStaff get leave.[^1]\n\n- a bullet\n    - nested\n\n"
+        "[^1]: Counted in working days.\n"
+    )
+    document = DocxParser().parse(pandoc(markdown, "docx", tmp_path), filename="p.docx")
+    assert section_of(document, "Counted") == ("Policies", "Leave")
+    assert "Staff get leave.[1]\n\n[1] Counted in working days." in document.text
+    assert "- a bullet\n  - nested" in document.text
+
+
+BILLION_LAUGHS = (
+    b'<?xml version="1.0"?><!DOCTYPE lol [<!ENTITY lol "lol">'
+    b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    b'<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
+)
+
+
+def with_entities(data: bytes, part: str, word: bytes) -> bytes:
+    """``data`` with an entity-expanding DTD in ``part``, ``word`` replaced by an entity."""
+    return rewrite_member(
+        data, part, lambda xml: BILLION_LAUGHS + xml.split(b"?>", 1)[1].replace(word, b"&lol3;")
+    )
+
+
+def zip_bomb(data: bytes, part: str) -> bytes:
+    """``data`` with ``part`` padded by 16 MB of spaces (they compress about 1000 times)."""
+    return rewrite_member(data, part, lambda xml: xml + b" " * (16 * 1024 * 1024))
+
+
+def docx_hostile(kind: str) -> bytes:
+    if kind == "billion-laughs":
+        return with_entities(docx_bytes(), "word/document.xml", b"Hotels cost")
+    if kind == "zip-bomb":
+        return zip_bomb(docx_bytes(), "word/document.xml")
+    if kind == "no-document-part":
+        return zip_of({"[Content_Types].xml": b"<Types/>", "word/styles.xml": b"<styles/>"})
+    return zip_of({"notes.txt": b"hello"})  # a plain zip
+
+
+DOCX_REFUSALS = {
+    "billion-laughs": r"declares a DTD or entities, which are refused",
+    "zip-bomb": r"expands \d+ times .*MAX_ARCHIVE_RATIO",
+    "no-document-part": r"not a Word document \(the zip has no word/document.xml\)",
+    "plain-zip": r"not a Word document \(the zip has no word/document.xml\)",
+}
+
+
+@pytest.mark.parametrize("kind", list(DOCX_REFUSALS))
+def test_a_hostile_or_false_docx_is_refused_with_its_reason(kind):
+    with pytest.raises(ParseError, match=DOCX_REFUSALS[kind]):
+        DocxParser().parse(docx_hostile(kind), filename="hostile.docx")
+
+
+@pytest.mark.parametrize("kind", ["no-document-part", "plain-zip"])
+def test_a_zip_named_docx_is_refused_by_its_content_before_parsing(kind):
+    with pytest.raises(UnsupportedFileType, match=r"its content is a zip archive \(its name says"):
+        parser_for(filename="fake.docx", mime_type=DOCX, data=docx_hostile(kind))
+
+
+def test_the_archive_limits_apply_before_a_part_is_read(retrieval_settings):
+    retrieval_settings(MAX_ARCHIVE_MEMBERS=3)
+    with pytest.raises(ParseError, match=r"the limit is 3 \(MAX_ARCHIVE_MEMBERS\)"):
+        DocxParser().parse(docx_bytes(), filename="handbook.docx")
+
+
+def test_without_defusedxml_a_docx_is_unsupported_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "defusedxml", None)
+    with pytest.raises(ParserUnavailable, match=r'pip install "django-retrieval\[office\]"'):
+        parser_for(filename="handbook.docx")
