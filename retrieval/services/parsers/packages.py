@@ -83,14 +83,17 @@ class Package:
                 f"(its part {name} is not well-formed XML: {e})."
             ) from e
 
-    def related(self, part: str) -> dict[str, str]:
-        """Return the parts ``part`` links to (Office Open XML), by relationship id."""
+    def related(self, part: str, kind: str = "") -> dict[str, str]:
+        """Return the parts ``part`` links to (Office Open XML), by relationship id; only
+        those of relationship type ``kind`` (its last segment: "notesSlide") if given."""
         folder, name = posixpath.split(part)
         rels = self.xml(posixpath.join(folder, "_rels", f"{name}.rels"))
         targets: dict[str, str] = {}
         for rel in rels if rels is not None else ():
             target = rel.get("Target", "")
             if rel.get("TargetMode") == "External" or not target:
+                continue
+            if kind and rel.get("Type", "").rsplit("/", 1)[-1] != kind:
                 continue
             path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
             targets[rel.get("Id", "")] = posixpath.normpath(path)

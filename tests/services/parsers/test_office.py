@@ -8,16 +8,20 @@ import io
 import sys
 
 import docx
+import pptx
 import pypandoc
 import pytest
+from pptx.util import Inches
 
 from retrieval.exceptions import ParseError, ParserUnavailable, UnsupportedFileType
 from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.parsers.powerpoint import PptxParser
 from retrieval.services.parsers.word import DocxParser
 from retrieval.testing.parsers import ParserSuite, assert_well_formed
 from tests.services.parsers.test_spreadsheet import rewrite_member, zip_of
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 def docx_bytes() -> bytes:
@@ -150,3 +154,86 @@ def test_without_defusedxml_a_docx_is_unsupported_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "defusedxml", None)
     with pytest.raises(ParserUnavailable, match=r'pip install "django-retrieval\[office\]"'):
         parser_for(filename="handbook.docx")
+
+
+def pptx_bytes() -> bytes:
+    """A deck: a title slide, bullets with notes, a table, and a slide with no title."""
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[0])
+    slide.shapes.title.text = "Quarterly review"
+    slide.placeholders[1].text = "Sales and hiring"
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Sales grew"
+    frame = slide.placeholders[1].text_frame
+    frame.text = "North up by a dozen percent"
+    nested = frame.add_paragraph()
+    nested.text, nested.level = "mostly rail", 1
+    frame.add_paragraph().text = "South flat"
+    slide.notes_slide.notes_text_frame.text = "Mention the new office in Leeds."
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Headcount"
+    table = slide.shapes.add_table(3, 2, Inches(1), Inches(2), Inches(4), Inches(2)).table
+    for r, row in enumerate([("team", "people"), ("sales", "12"), ("ops", "7")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    box = slide.shapes.add_textbox(Inches(1), Inches(1), Inches(3), Inches(1))
+    box.text_frame.text = "Thank you"
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+class TestPptxParser(ParserSuite):
+    sample = ("review.pptx", PPTX, pptx_bytes())
+
+    def make_parser(self):
+        return PptxParser()
+
+
+def test_a_slide_is_a_section_titled_by_its_title_with_its_notes_last():
+    document = PptxParser().parse(pptx_bytes(), filename="review.pptx")
+    assert_well_formed(document)
+    assert document.title == "Quarterly review"
+    assert [(s.heading_path, s.page) for s in document.sections] == [
+        (("Quarterly review",), 1),
+        (("Sales grew",), 2),
+        (("Headcount",), 3),
+        (("Slide 4",), 4),
+    ]
+    sales = document.sections[1]
+    assert document.text[sales.start : sales.end] == (
+        "Sales grew\n\n- North up by a dozen percent\n  - mostly rail\n- South flat\n\n"
+        "Notes: Mention the new office in Leeds."
+    )
+    assert section_of(document, "team: ops\npeople: 7") == ("Headcount",)
+    assert document.metadata == {"format": "pptx", "slides": 4}
+
+
+def ten_thousand_slides() -> bytes:
+    """A deck whose slide list names 10,000 slides (all the first one's part)."""
+
+    def repeat(xml: bytes) -> bytes:
+        head, rest = xml.split(b"<p:sldId ", 1)
+        entry = b"<p:sldId " + rest.split(b"/>", 1)[0] + b"/>"
+        tail = rest.split(b"</p:sldIdLst>", 1)[1]
+        return head + entry * 10_000 + b"</p:sldIdLst>" + tail
+
+    return rewrite_member(pptx_bytes(), "ppt/presentation.xml", repeat)
+
+
+def test_a_deck_of_ten_thousand_slides_is_refused_before_a_slide_is_read():
+    with pytest.raises(ParseError, match=r"10000 slides; the limit is 1000 \(MAX_SLIDES\)"):
+        PptxParser().parse(ten_thousand_slides(), filename="huge.pptx")
+
+
+def test_max_slides_is_a_setting(retrieval_settings):
+    retrieval_settings(MAX_SLIDES=3)
+    with pytest.raises(ParseError, match=r"4 slides; the limit is 3 \(MAX_SLIDES\)"):
+        PptxParser().parse(pptx_bytes(), filename="review.pptx")
+
+
+def test_entities_in_a_slide_are_refused():
+    data = with_entities(pptx_bytes(), "ppt/slides/slide2.xml", b"South flat")
+    with pytest.raises(ParseError, match=r"declares a DTD or entities, which are refused"):
+        PptxParser().parse(data, filename="bomb.pptx")
