@@ -11,10 +11,21 @@ import docx
 import pptx
 import pypandoc
 import pytest
+from odf import draw, table, text
+from odf.dc import Creator
+from odf.namespaces import PRESENTATIONNS
+from odf.office import Annotation
+from odf.opendocument import (
+    OpenDocumentPresentation,
+    OpenDocumentSpreadsheet,
+    OpenDocumentText,
+)
+from odf.style import MasterPage, PageLayout
 from pptx.util import Inches
 
 from retrieval.exceptions import ParseError, ParserUnavailable, UnsupportedFileType
 from retrieval.services.ingestion.parsing import parser_for
+from retrieval.services.parsers.opendocument import OdpParser, OdsParser, OdtParser
 from retrieval.services.parsers.powerpoint import PptxParser
 from retrieval.services.parsers.word import DocxParser
 from retrieval.testing.parsers import ParserSuite, assert_well_formed
@@ -22,6 +33,9 @@ from tests.services.parsers.test_spreadsheet import rewrite_member, zip_of
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+ODT = "application/vnd.oasis.opendocument.text"
+ODP = "application/vnd.oasis.opendocument.presentation"
+ODS = "application/vnd.oasis.opendocument.spreadsheet"
 
 
 def docx_bytes() -> bytes:
@@ -237,3 +251,206 @@ def test_entities_in_a_slide_are_refused():
     data = with_entities(pptx_bytes(), "ppt/slides/slide2.xml", b"South flat")
     with pytest.raises(ParseError, match=r"declares a DTD or entities, which are refused"):
         PptxParser().parse(data, filename="bomb.pptx")
+
+
+def odf_bytes(document) -> bytes:
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odf_table(name: str, rows, *, trailing: bool = False) -> table.Table:
+    """A table of ``rows``; with ``trailing``, the unused rest of a sheet as an office
+    suite writes it (1,000 empty cells a row, a million empty rows)."""
+    sheet = table.Table(name=name)
+    for row in rows:
+        element = table.TableRow()
+        for value in row:
+            cell = table.TableCell()
+            cell.addElement(text.P(text=value))
+            element.addElement(cell)
+        if trailing:
+            element.addElement(table.TableCell(numbercolumnsrepeated=1000))
+        sheet.addElement(element)
+    if trailing:
+        rest = table.TableRow(numberrowsrepeated=1_048_000)
+        rest.addElement(table.TableCell(numbercolumnsrepeated=1024))
+        sheet.addElement(rest)
+    return sheet
+
+
+def odt_bytes() -> bytes:
+    """The handbook of docx_bytes, as an OpenDocument text (a footnote for the comment)."""
+    document = OpenDocumentText()
+    numbers = text.ListStyle(name="Numbers")
+    numbers.addElement(text.ListLevelStyleNumber(level=1, numformat="1"))
+    document.automaticstyles.addElement(numbers)
+    document.text.addElement(text.H(outlinelevel=1, text="Travel"))
+    document.text.addElement(text.P(text="Travel is booked through the office."))
+    document.text.addElement(text.H(outlinelevel=2, text="Booking trains"))
+    booking = text.P(text="Book trains two weeks ahead.")
+    note = text.Note(noteclass="footnote", id="n1")
+    note.addElement(text.NoteCitation(text="1"))
+    body = text.NoteBody()
+    body.addElement(text.P(text="Fares rise after that."))
+    note.addElement(body)
+    booking.addElement(note)
+    comment = Annotation()
+    comment.addElement(Creator(text="Ada"))
+    comment.addElement(text.P(text="Check this with finance"))
+    booking.addElement(comment)
+    document.text.addElement(booking)
+    for style, items in (
+        (None, ("seat reservations", "rail cards")),
+        (numbers, ("compare", "book")),
+    ):
+        items_list = text.List(stylename=style) if style else text.List()
+        for item_text in items:
+            item = text.ListItem()
+            item.addElement(text.P(text=item_text))
+            items_list.addElement(item)
+        document.text.addElement(items_list)
+    document.text.addElement(odf_table("Fares", [("city", "fare"), ("Paris", "80")]))
+    document.text.addElement(text.H(outlinelevel=1, text="Hotels"))
+    document.text.addElement(text.P(text="Hotels cost under 150 a night."))
+    return odf_bytes(document)
+
+
+def odp_bytes(slides=None) -> bytes:
+    """A deck: titled pages with an outline, and a page with no title."""
+    deck = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    deck.automaticstyles.addElement(layout)
+    master = MasterPage(name="Master", pagelayoutname=layout)
+    deck.masterstyles.addElement(master)
+    slides = slides or [
+        ("Quarterly review", ["Sales and hiring"]),
+        ("Sales grew", ["North up by a dozen percent", "South flat"]),
+        (None, ["Thank you"]),
+    ]
+    for number, (title, lines) in enumerate(slides, start=1):
+        page = draw.Page(name=f"page{number}", masterpagename=master)
+        for kind, paragraphs in (("title", [title] if title else []), ("outline", lines)):
+            if not paragraphs:
+                continue
+            frame = draw.Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+            frame.setAttrNS(PRESENTATIONNS, "class", kind)
+            box = draw.TextBox()
+            for line in paragraphs:
+                box.addElement(text.P(text=line))
+            frame.addElement(box)
+            page.addElement(frame)
+        deck.presentation.addElement(page)
+    return odf_bytes(deck)
+
+
+PEOPLE = [("name", "city"), ("Ada", "Paris"), ("Bob", "Rome")]
+
+
+def ods_bytes(sheets=None, *, trailing: bool = True) -> bytes:
+    book = OpenDocumentSpreadsheet()
+    for name, rows in (
+        sheets or {"People": PEOPLE, "Prices": [("item", "price"), ("pen", "1.5")]}
+    ).items():
+        book.spreadsheet.addElement(odf_table(name, rows, trailing=trailing))
+    return odf_bytes(book)
+
+
+class TestOdtParser(ParserSuite):
+    sample = ("handbook.odt", ODT, odt_bytes())
+
+    def make_parser(self):
+        return OdtParser()
+
+
+class TestOdpParser(ParserSuite):
+    sample = ("review.odp", ODP, odp_bytes())
+
+    def make_parser(self):
+        return OdpParser()
+
+
+class TestOdsParser(ParserSuite):
+    sample = ("book.ods", ODS, ods_bytes())
+
+    def make_parser(self):
+        return OdsParser()
+
+
+def test_an_opendocument_text_keeps_headings_lists_tables_notes_and_comments():
+    document = OdtParser().parse(odt_bytes(), filename="handbook.odt")
+    assert_well_formed(document)
+    assert section_of(document, "two weeks") == ("Travel", "Booking trains")
+    assert section_of(document, "under 150") == ("Hotels",)
+    assert (
+        "Book trains two weeks ahead.[1]\n\n[1] Fares rise after that.\n"
+        "Comment (Ada): Check this with finance\n\n- seat reservations\n- rail cards\n\n"
+        "1. compare\n2. book\n\ncity: Paris\nfare: 80\n\nHotels" in document.text
+    )
+
+
+def test_an_opendocument_text_from_pandoc_keeps_nested_lists(tmp_path):
+    markdown = "# Policies\n\n## Leave\n\n- a bullet\n    - nested\n\n1. first\n2. second\n"
+    document = OdtParser().parse(pandoc(markdown, "odt", tmp_path), filename="p.odt")
+    assert section_of(document, "nested") == ("Policies", "Leave")
+    assert "- a bullet\n  - nested\n\n1. first\n2. second" in document.text
+
+
+def test_an_opendocument_presentation_is_a_section_per_slide():
+    document = OdpParser().parse(odp_bytes(), filename="review.odp")
+    assert [(s.heading_path, s.page) for s in document.sections] == [
+        (("Quarterly review",), 1),
+        (("Sales grew",), 2),
+        (("Slide 3",), 3),
+    ]
+    assert document.title == "Quarterly review"
+    assert section_of(document, "South flat") == ("Sales grew",)
+
+
+def test_an_opendocument_spreadsheet_is_a_section_per_sheet_its_unused_rest_unread():
+    # Each sheet ends as office suites write it: a million empty rows of 1024 cells.
+    document = OdsParser().parse(ods_bytes(), filename="book.ods")
+    assert [s.heading_path for s in document.sections] == [("People",), ("Prices",)]
+    assert document.text == (
+        "name: Ada\ncity: Paris\n\nname: Bob\ncity: Rome\n\nitem: pen\nprice: 1.5"
+    )
+    assert document.metadata == {"format": "ods", "sheets": 2}
+
+
+def repeated(data: bytes, attribute: bytes, count: int) -> bytes:
+    """``data`` whose first row (or cell) with a value repeats ``count`` times."""
+
+    def edit(xml: bytes) -> bytes:
+        tag = b"<table:table-row" if attribute == b"rows" else b"<table:table-cell"
+        return xml.replace(
+            tag,
+            tag
+            + b' table:number-%s-repeated="%d"'
+            % (b"rows" if attribute == b"rows" else b"columns", count),
+            1,
+        )
+
+    return rewrite_member(data, "content.xml", edit)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (lambda: repeated(ods_bytes(trailing=False), b"rows", 10**9), r"more than 1000000 cells"),
+        (lambda: repeated(ods_bytes(trailing=False), b"cells", 10**9), r"a row has more than"),
+        (lambda: with_entities(ods_bytes(), "content.xml", b"Paris"), "DTD or entities"),
+        (lambda: zip_bomb(ods_bytes(trailing=False), "content.xml"), "MAX_ARCHIVE_RATIO"),
+    ],
+    ids=["repeated-rows", "repeated-cells", "billion-laughs", "zip-bomb"],
+)
+def test_a_hostile_opendocument_file_is_refused_with_its_reason(data, reason):
+    with pytest.raises(ParseError, match=reason):
+        OdsParser().parse(data(), filename="hostile.ods")
+
+
+def test_opendocument_sheets_and_slides_are_bounded(retrieval_settings):
+    retrieval_settings(MAX_SHEETS=1, MAX_SLIDES=2)
+    with pytest.raises(ParseError, match=r"2 sheets; the limit is 1 \(MAX_SHEETS\)"):
+        OdsParser().parse(ods_bytes(), filename="book.ods")
+    with pytest.raises(ParseError, match=r"3 slides; the limit is 2 \(MAX_SLIDES\)"):
+        OdpParser().parse(odp_bytes(), filename="review.odp")
