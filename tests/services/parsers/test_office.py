@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import io
 import sys
+from io import StringIO
 
 import docx
 import pptx
 import pypandoc
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
 from odf import draw, table, text
 from odf.dc import Creator
 from odf.namespaces import PRESENTATIONNS
@@ -22,13 +27,17 @@ from odf.opendocument import (
 )
 from odf.style import MasterPage, PageLayout
 from pptx.util import Inches
+from rest_framework.test import APIClient
 
 from retrieval.exceptions import ParseError, ParserUnavailable, UnsupportedFileType
+from retrieval.models import Chunk, Document
+from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.parsing import parser_for
 from retrieval.services.parsers.opendocument import OdpParser, OdsParser, OdtParser
 from retrieval.services.parsers.powerpoint import PptxParser
 from retrieval.services.parsers.word import DocxParser
 from retrieval.testing.parsers import ParserSuite, assert_well_formed
+from tests.conftest import editor
 from tests.services.parsers.test_spreadsheet import rewrite_member, zip_of
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -454,3 +463,133 @@ def test_opendocument_sheets_and_slides_are_bounded(retrieval_settings):
         OdsParser().parse(ods_bytes(), filename="book.ods")
     with pytest.raises(ParseError, match=r"3 slides; the limit is 2 \(MAX_SLIDES\)"):
         OdpParser().parse(odp_bytes(), filename="review.odp")
+
+
+# The faces: API multipart upload, admin upload, retrieval_ingest on a folder.
+
+pytest_db = pytest.mark.django_db
+
+#: Each sample, its MIME type, and a phrase of it with the heading path of its chunk.
+FACES = {
+    "handbook.docx": (
+        docx_bytes,
+        DOCX,
+        "two weeks",
+        ["Staff handbook", "Travel", "Booking trains"],
+    ),
+    "review.pptx": (pptx_bytes, PPTX, "Leeds", ["Sales grew"]),
+    "handbook.odt": (odt_bytes, ODT, "two weeks", ["Travel", "Booking trains"]),
+    "review.odp": (odp_bytes, ODP, "South flat", ["Sales grew"]),
+    "book.ods": (ods_bytes, ODS, "city: Rome", ["People"]),
+}
+
+
+def assert_structure_indexed(collection_slug: str) -> None:
+    """Every sample is indexed, and the chunk holding its phrase has its heading path."""
+    for name, (_, _, phrase, path) in FACES.items():
+        document = Document.objects.get(
+            collection__slug=collection_slug, external_id__endswith=name
+        )
+        assert document.status == Document.Status.INDEXED, (name, document.error)
+        chunk = document.chunks.get(content__contains=phrase)
+        assert chunk.heading_path == path, (name, chunk.content)
+
+
+def uploads() -> list[SimpleUploadedFile]:
+    return [SimpleUploadedFile(name, make(), kind) for name, (make, kind, *_) in FACES.items()]
+
+
+@pytest.fixture
+def api(keyword_settings) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(editor("reader"))
+    get_or_create_collection("Office")
+    return client
+
+
+def post(api: APIClient, upload: SimpleUploadedFile):
+    return api.post("/api/documents/", {"collection": "office", "file": upload})
+
+
+@pytest_db
+def test_the_api_indexes_word_powerpoint_and_opendocument_files(api):
+    for upload in uploads():
+        response = post(api, upload)
+        assert response.status_code == 201, response.json()
+    assert_structure_indexed("office")
+
+
+@pytest_db
+def test_the_api_answers_415_naming_the_extra_without_defusedxml(api, monkeypatch):
+    monkeypatch.setitem(sys.modules, "defusedxml", None)
+    for upload in uploads():
+        response = post(api, upload)
+        assert response.status_code == 415, upload.name
+        assert 'pip install "django-retrieval[office]"' in response.json()["detail"]
+    assert not Document.objects.exists()
+
+
+HOSTILE = {
+    "billion-laughs": (lambda: docx_hostile("billion-laughs"), DOCX, 400),
+    "zip-bomb": (lambda: docx_hostile("zip-bomb"), DOCX, 400),
+    "ten-thousand-slides": (ten_thousand_slides, PPTX, 400),
+    "no-document-part": (lambda: docx_hostile("no-document-part"), DOCX, 415),
+}
+
+
+@pytest_db
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_the_api_refuses_a_hostile_file_with_its_reason_storing_nothing(api, kind):
+    make, mime_type, status = HOSTILE[kind]
+    name = "hostile.pptx" if mime_type == PPTX else "hostile.docx"
+    response = post(api, SimpleUploadedFile(name, make(), mime_type))
+    assert response.status_code == status
+    reason = {
+        "billion-laughs": "declares a DTD or entities, which are refused",
+        "zip-bomb": "(MAX_ARCHIVE_RATIO)",
+        "ten-thousand-slides": "10000 slides; the limit is 1000 (MAX_SLIDES)",
+        "no-document-part": "its content is a zip archive (its name says .docx)",
+    }[kind]
+    assert reason in str(response.json())
+    assert not Document.objects.exists() and not Chunk.objects.exists()
+
+
+@pytest_db
+def test_the_admin_upload_indexes_word_powerpoint_and_opendocument_files(
+    admin_client, keyword_settings
+):
+    collection, _ = get_or_create_collection("Office")
+    response = admin_client.post(
+        reverse("admin:retrieval_document_add"), {"collection": collection.pk, "files": uploads()}
+    )
+    assert response.status_code == 302
+    assert_structure_indexed("office")
+
+
+@pytest_db
+def test_the_admin_upload_names_the_extra_without_defusedxml(admin_client, monkeypatch):
+    collection, _ = get_or_create_collection("Office")
+    monkeypatch.setitem(sys.modules, "defusedxml", None)
+    response = admin_client.post(
+        reverse("admin:retrieval_document_add"),
+        {"collection": collection.pk, "files": uploads()[:1]},
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "pip install &quot;django-retrieval[office]&quot;" in response.content.decode()
+    assert not Document.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retrieval_ingest_indexes_a_folder_of_office_files(keyword_settings, tmp_path):
+    folder = tmp_path / "office"
+    folder.mkdir()
+    for name, (make, *_) in FACES.items():
+        (folder / name).write_bytes(make())
+    (folder / "fake.docx").write_bytes(docx_hostile("plain-zip"))
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 of 6 documents failed"):
+        call_command("retrieval_ingest", str(folder), collection="Office", stdout=out)
+    assert_structure_indexed("office")
+    assert (
+        "failed   office/fake.docx: Cannot read fake.docx: its content is a zip" in out.getvalue()
+    )
