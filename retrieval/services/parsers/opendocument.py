@@ -18,16 +18,14 @@ from typing import ClassVar
 from xml.etree.ElementTree import Element
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import ParseError, ParserUnavailable
-from retrieval.services.parsers.base import BaseParser
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
     clip_title,
-    file_label,
     nest_heading,
     stem_title,
 )
-from retrieval.services.parsers.packages import Package, defusedxml_missing
+from retrieval.services.parsers.packages import Package, PackageParser
 from retrieval.services.parsers.powerpoint import check_slide_count
 from retrieval.services.parsers.tables import TableWriter
 from retrieval.services.types import ParsedDocument
@@ -51,23 +49,14 @@ _FURNITURE = ("date-time", "footer", "header", "page-number")
 _ROW_GROUPS = {_TABLE + name for name in ("table-header-rows", "table-rows", "table-row-group")}
 
 
-class _OpenDocumentParser(BaseParser):
+class _OpenDocumentParser(PackageParser):
     """Open the container and read ``content.xml``'s body of ``body`` kind."""
 
     kind: ClassVar[str] = ""
     body: ClassVar[str] = ""
 
-    def unavailable(self) -> str:
-        """Name the extra to install when defusedxml is missing."""
-        return defusedxml_missing()
-
-    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return the document's text with its sections."""
-        label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
         with Package(data, label=label, kind=self.kind, parts=("content.xml",)) as package:
             content = package.xml("content.xml")
             body = (
@@ -78,7 +67,7 @@ class _OpenDocumentParser(BaseParser):
             styles = [content, package.xml("styles.xml")]
             meta = package.xml("meta.xml")
             writer = TableWriter(label, ParseBudget(label))
-            first_heading, metadata = self.read(body, writer, _ListStyles(styles))
+            first_heading, metadata = self.read_body(body, writer, _ListStyles(styles))
         text, sections = writer.builder.build()
         if not text:
             raise ParseError(f"Cannot parse {label}: it has no text.")
@@ -90,7 +79,7 @@ class _OpenDocumentParser(BaseParser):
             metadata=metadata,
         )
 
-    def read(
+    def read_body(
         self, body: Element, tables: TableWriter, lists: _ListStyles
     ) -> tuple[str, dict[str, object]]:
         """Write ``body`` into ``tables.builder``; return its first heading and metadata."""
@@ -105,7 +94,7 @@ class OdtParser(_OpenDocumentParser):
     kind = "an OpenDocument text"
     body = "text"
 
-    def read(
+    def read_body(
         self, body: Element, tables: TableWriter, lists: _ListStyles
     ) -> tuple[str, dict[str, object]]:
         reader = _TextReader(tables, lists)
@@ -122,7 +111,7 @@ class OdpParser(_OpenDocumentParser):
     kind = "an OpenDocument presentation"
     body = "presentation"
 
-    def read(
+    def read_body(
         self, body: Element, tables: TableWriter, lists: _ListStyles
     ) -> tuple[str, dict[str, object]]:
         pages = body.findall(_DRAW + "page")
@@ -156,7 +145,7 @@ class OdsParser(_OpenDocumentParser):
     kind = "an OpenDocument spreadsheet"
     body = "spreadsheet"
 
-    def read(
+    def read_body(
         self, body: Element, tables: TableWriter, lists: _ListStyles
     ) -> tuple[str, dict[str, object]]:
         sheets = body.findall(_TABLE + "table")

@@ -12,10 +12,14 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+from abc import abstractmethod
 from typing import Any
 from xml.etree.ElementTree import Element
 
-from retrieval.exceptions import ParseError
+from retrieval.exceptions import ParseError, ParserUnavailable
+from retrieval.services.parsers.base import BaseParser
+from retrieval.services.parsers.layout import file_label
+from retrieval.services.types import ParsedDocument
 from retrieval.services.validation.archives import ArchiveError, check_declared
 
 INSTALL_HINT = 'install the office extra: pip install "django-retrieval[office]"'
@@ -31,6 +35,26 @@ def defusedxml_missing() -> str:
     except ImportError:
         return f"defusedxml is not installed, so its XML cannot be read safely; {INSTALL_HINT}."
     return ""
+
+
+class PackageParser(BaseParser):
+    """A parser of zip containers of XML parts, which needs the ``office`` extra."""
+
+    def unavailable(self) -> str:
+        """Name the extra to install when defusedxml is missing."""
+        return defusedxml_missing()
+
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        label = file_label(filename)
+        if reason := self.unavailable():
+            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
+        if not data.strip():
+            raise ParseError(f"Cannot parse {label}: it is empty.")
+        return self.read(data, label=label, filename=filename)
+
+    @abstractmethod
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
+        """Return the document read from ``data``, a container not yet opened."""
 
 
 class Package:

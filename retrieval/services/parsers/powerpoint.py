@@ -17,11 +17,10 @@ from typing import ClassVar
 from xml.etree.ElementTree import Element
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import ParseError, ParserUnavailable
-from retrieval.services.parsers.base import BaseParser
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.budget import ParseBudget
-from retrieval.services.parsers.layout import TextBuilder, clip_title, file_label, stem_title
-from retrieval.services.parsers.packages import R_ID, Package, defusedxml_missing
+from retrieval.services.parsers.layout import TextBuilder, clip_title, stem_title
+from retrieval.services.parsers.packages import R_ID, Package, PackageParser
 from retrieval.services.parsers.tables import TableWriter
 from retrieval.services.types import ParsedDocument
 
@@ -34,7 +33,7 @@ _TITLES = ("title", "ctrTitle")
 _FURNITURE = ("dt", "ftr", "sldNum", "hdr")
 
 
-class PptxParser(BaseParser):
+class PptxParser(PackageParser):
     """Read a PowerPoint presentation: a section per slide, titled, with its notes."""
 
     mime_types: ClassVar[tuple[str, ...]] = (
@@ -42,17 +41,8 @@ class PptxParser(BaseParser):
     )
     extensions: ClassVar[tuple[str, ...]] = (".pptx",)
 
-    def unavailable(self) -> str:
-        """Name the extra to install when defusedxml is missing."""
-        return defusedxml_missing()
-
-    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return the slides' text, a section per slide."""
-        label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
         budget = ParseBudget(label)
         builder = TextBuilder()
         tables = TableWriter(label, budget, builder)

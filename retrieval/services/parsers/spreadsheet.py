@@ -24,7 +24,7 @@ from pathlib import PurePath
 from typing import Any, ClassVar
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import ParseError, ParserUnavailable
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
@@ -32,7 +32,7 @@ from retrieval.services.parsers.layout import (
     file_label,
     stem_title,
 )
-from retrieval.services.parsers.packages import INSTALL_HINT, Package, refused_xml
+from retrieval.services.parsers.packages import INSTALL_HINT, Package, PackageParser, refused_xml
 from retrieval.services.parsers.tables import TableWriter
 from retrieval.services.types import ParsedDocument
 
@@ -86,7 +86,7 @@ def _dialect(text: str, filename: str | None) -> type[csv.Dialect]:
         return csv.excel
 
 
-class XlsxParser(BaseParser):
+class XlsxParser(PackageParser):
     """Read an Excel workbook (``.xlsx``): a section per worksheet, cached formula values."""
 
     mime_types: ClassVar[tuple[str, ...]] = (
@@ -108,13 +108,8 @@ class XlsxParser(BaseParser):
             )
         return ""
 
-    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return each worksheet's rows as ``column: value`` lines, a section per sheet."""
-        label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
         _check_workbook_zip(data, label)
         table = TableWriter(label, ParseBudget(label))
         workbook = _load(data, label)

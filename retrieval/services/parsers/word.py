@@ -21,17 +21,15 @@ from collections.abc import Iterator
 from typing import ClassVar
 from xml.etree.ElementTree import Element
 
-from retrieval.exceptions import ParseError, ParserUnavailable
-from retrieval.services.parsers.base import BaseParser
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
     TextBuilder,
     clip_title,
-    file_label,
     nest_heading,
     stem_title,
 )
-from retrieval.services.parsers.packages import Package, defusedxml_missing
+from retrieval.services.parsers.packages import Package, PackageParser
 from retrieval.services.parsers.tables import TableWriter
 from retrieval.services.types import ParsedDocument
 
@@ -47,7 +45,7 @@ _HEADING_NAME = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _RUN_TEXT = {_W + "t": None, _W + "tab": " ", _W + "br": " ", _W + "cr": " "}
 
 
-class DocxParser(BaseParser):
+class DocxParser(PackageParser):
     """Read a Word document: headings as sections, lists, tables, notes and comments."""
 
     mime_types: ClassVar[tuple[str, ...]] = (
@@ -55,17 +53,8 @@ class DocxParser(BaseParser):
     )
     extensions: ClassVar[tuple[str, ...]] = (".docx",)
 
-    def unavailable(self) -> str:
-        """Name the extra to install when defusedxml is missing."""
-        return defusedxml_missing()
-
-    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return the document's text, a section per heading."""
-        label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
         with Package(data, label=label, kind="a Word document", parts=(DOCUMENT,)) as package:
             reader = _DocumentReader(package, ParseBudget(label))
             body = _required(package.xml(DOCUMENT), _W + "body", label)
