@@ -5,6 +5,7 @@ and hostile ones refused with their reason."""
 from __future__ import annotations
 
 import io
+import json
 import sys
 from io import StringIO
 
@@ -593,3 +594,39 @@ def test_retrieval_ingest_indexes_a_folder_of_office_files(keyword_settings, tmp
     assert (
         "failed   office/fake.docx: Cannot read fake.docx: its content is a zip" in out.getvalue()
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_office_samples_are_indexed_and_found(keyword_settings, tmp_path):
+    from project.sample_office import write_samples
+
+    folder = tmp_path / "office-samples"
+    write_samples(folder)
+    call_command("retrieval_ingest", str(folder), collection="Handbook", stdout=StringIO())
+    expected = {
+        "chapter": (
+            "office-guide.docx",
+            [
+                "Office documents in django-retrieval",
+                "Uploading office files",
+                "What becomes structure",
+            ],
+        ),
+        "reranker": ("quality-review.pptx", ["Hybrid search wins"]),
+        "slides": ("limits.xlsx", ["File limits"]),
+    }
+    for query, (name, path) in expected.items():
+        out = StringIO()
+        call_command(
+            "retrieval_search",
+            query,
+            collection="Handbook",
+            retriever="bm25",
+            top_k=1,
+            json=True,
+            stdout=out,
+        )
+        top = json.loads(out.getvalue())["results"][0]
+        assert top["document"] == f"office-samples/{name}", query
+        chunk = Chunk.objects.get(document__external_id=top["document"], index=top["chunk_index"])
+        assert chunk.heading_path == path
