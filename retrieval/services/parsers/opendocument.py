@@ -57,7 +57,9 @@ class _OpenDocumentParser(PackageParser):
 
     def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return the document's text with its sections."""
-        with Package(data, label=label, kind=self.kind, parts=("content.xml",)) as package:
+        budget = ParseBudget(label)
+        parts = ("content.xml",)
+        with Package(data, label=label, kind=self.kind, parts=parts, budget=budget) as package:
             content = package.xml("content.xml")
             body = (
                 content.find(f"{_OFFICE}body/{_OFFICE}{self.body}") if content is not None else None
@@ -66,7 +68,7 @@ class _OpenDocumentParser(PackageParser):
                 raise ParseError(f"Cannot parse {label}: it is not {self.kind} (no {self.body}).")
             styles = [content, package.xml("styles.xml")]
             meta = package.xml("meta.xml")
-            writer = TableWriter(label, ParseBudget(label))
+            writer = TableWriter(label, budget)
             first_heading, metadata = self.read_body(body, writer, _ListStyles(styles))
         text, sections = writer.builder.build()
         if not text:

@@ -18,10 +18,13 @@ from xml.etree.ElementTree import Element
 
 from retrieval.exceptions import ParseError, ParserUnavailable
 from retrieval.services.parsers.base import BaseParser
+from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import file_label
 from retrieval.services.types import ParsedDocument
 from retrieval.services.validation.archives import ArchiveError, check_declared
 
+#: XML elements read between checks of ``MAX_PARSE_SECONDS``.
+ELEMENTS_PER_CHECK = 10_000
 INSTALL_HINT = 'install the office extra: pip install "django-retrieval[office]"'
 #: Office Open XML's relationships, and the attribute a part names another by.
 RELS = "http://schemas.openxmlformats.org/package/2006/relationships"
@@ -60,9 +63,18 @@ class PackageParser(BaseParser):
 class Package:
     """An opened zip container; ``kind`` names it in errors ("a Word document")."""
 
-    def __init__(self, data: bytes, *, label: str, kind: str, parts: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        *,
+        label: str,
+        kind: str,
+        parts: tuple[str, ...],
+        budget: ParseBudget | None = None,
+    ) -> None:
         self.label = label
         self.kind = kind
+        self.budget = budget
         try:
             self.archive = zipfile.ZipFile(io.BytesIO(data))
             check_declared(self.archive)
@@ -84,21 +96,27 @@ class Package:
         self.archive.close()
 
     def xml(self, name: str) -> Element | None:
-        """Return part ``name`` parsed, or ``None`` if the container has no such part."""
+        """Return part ``name`` parsed, or ``None`` if the container has no such part.
+
+        The part is decompressed and parsed as a stream, ``MAX_PARSE_SECONDS`` checked
+        every ``ELEMENTS_PER_CHECK`` elements: a part can hold millions of them.
+        """
         from defusedxml import DefusedXmlException
         from defusedxml.ElementTree import ParseError as XmlSyntaxError
-        from defusedxml.ElementTree import fromstring
+        from defusedxml.ElementTree import iterparse
 
         if name not in self.names:
             return None
+        root = None
         try:
-            data = self.archive.read(name)
-        except Exception as e:  # zlib.error, a bad CRC, a truncated member ...
-            raise ParseError(
-                f"Cannot parse {self.label}: its part {name} cannot be read ({e})."
-            ) from e
-        try:
-            return fromstring(data, forbid_dtd=True)
+            with self.archive.open(name) as stream:
+                events = iterparse(stream, events=("start",), forbid_dtd=True)
+                for count, (_, element) in enumerate(events, start=1):
+                    root = element if root is None else root
+                    if count % ELEMENTS_PER_CHECK == 0 and self.budget is not None:
+                        self.budget.check(f"while reading {name}")
+        except ParseError:
+            raise
         except DefusedXmlException as e:
             raise refused_xml(self.label, e) from e
         except XmlSyntaxError as e:
@@ -106,6 +124,11 @@ class Package:
                 f"Cannot parse {self.label}: it is not readable {self.kind.split(' ', 1)[-1]} "
                 f"(its part {name} is not well-formed XML: {e})."
             ) from e
+        except Exception as e:  # zlib.error, a bad CRC, a truncated member ...
+            raise ParseError(
+                f"Cannot parse {self.label}: its part {name} cannot be read ({e})."
+            ) from e
+        return root
 
     def related(self, part: str, kind: str = "") -> dict[str, str]:
         """Return the parts ``part`` links to (Office Open XML), by relationship id; only

@@ -47,7 +47,7 @@ class PptxParser(PackageParser):
         builder = TextBuilder()
         tables = TableWriter(label, budget, builder)
         kind = "a PowerPoint presentation"
-        with Package(data, label=label, kind=kind, parts=(PRESENTATION,)) as package:
+        with Package(data, label=label, kind=kind, parts=(PRESENTATION,), budget=budget) as package:
             slides = slide_parts(package)
             first_title = ""
             for number, part in enumerate(slides, start=1):

@@ -55,8 +55,10 @@ class DocxParser(PackageParser):
 
     def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return the document's text, a section per heading."""
-        with Package(data, label=label, kind="a Word document", parts=(DOCUMENT,)) as package:
-            reader = _DocumentReader(package, ParseBudget(label))
+        budget = ParseBudget(label)
+        kind = "a Word document"
+        with Package(data, label=label, kind=kind, parts=(DOCUMENT,), budget=budget) as package:
+            reader = _DocumentReader(package, budget)
             body = _required(package.xml(DOCUMENT), _W + "body", label)
             reader.read_blocks(body)
             core = package.xml("docProps/core.xml")

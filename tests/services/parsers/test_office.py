@@ -162,6 +162,20 @@ def test_a_hostile_or_false_docx_is_refused_with_its_reason(kind):
         DocxParser().parse(docx_hostile(kind), filename="hostile.docx")
 
 
+def test_the_time_budget_is_checked_while_a_part_is_parsed(retrieval_settings):
+    # A part of many small elements takes long to parse before any block is read.
+    retrieval_settings(MAX_PARSE_SECONDS=0)
+    data = rewrite_member(
+        docx_bytes(),
+        "word/document.xml",
+        lambda xml: xml.replace(b"<w:body>", b"<w:body>" + b"<w:p/>" * 20_000),
+    )
+    with pytest.raises(
+        ParseError, match=r"MAX_PARSE_SECONDS\); stopped while reading word/document.xml"
+    ):
+        DocxParser().parse(data, filename="long.docx")
+
+
 @pytest.mark.parametrize("kind", ["no-document-part", "plain-zip"])
 def test_a_zip_named_docx_is_refused_by_its_content_before_parsing(kind):
     with pytest.raises(UnsupportedFileType, match=r"its content is a zip archive \(its name says"):
