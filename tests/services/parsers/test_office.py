@@ -472,6 +472,14 @@ def test_a_hostile_opendocument_file_is_refused_with_its_reason(data, reason):
         OdsParser().parse(data(), filename="hostile.ods")
 
 
+@pytest.mark.parametrize(
+    ("name", "make", "parser"),
+    [("notes.docx", odt_bytes, OdtParser), ("deck.odp", pptx_bytes, PptxParser)],
+)
+def test_the_bytes_choose_the_parser_whatever_the_name_says(name, make, parser):
+    assert isinstance(parser_for(filename=name, data=make()), parser)
+
+
 def test_opendocument_sheets_and_slides_are_bounded(retrieval_settings):
     retrieval_settings(MAX_SHEETS=1, MAX_SLIDES=2)
     with pytest.raises(ParseError, match=r"2 sheets; the limit is 1 \(MAX_SHEETS\)"):
