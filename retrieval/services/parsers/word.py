@@ -204,7 +204,7 @@ def _paragraphs(element: Element) -> str:
 
 
 def _rows(table: Element) -> Iterator[list[str]]:
-    for row in table.iter(_W + "tr"):
+    for row in table.findall(_W + "tr"):  # a nested table is in its cell's text
         yield [_paragraphs(cell) for cell in row.findall(_W + "tc")]
 
 

@@ -652,3 +652,16 @@ def test_the_demo_office_samples_are_indexed_and_found(keyword_settings, tmp_pat
         assert top["document"] == f"office-samples/{name}", query
         chunk = Chunk.objects.get(document__external_id=top["document"], index=top["chunk_index"])
         assert chunk.heading_path == path
+
+
+def test_a_table_nested_in_a_word_cell_is_read_once_as_that_cell_s_text():
+    document = docx.Document()
+    outer = document.add_table(rows=2, cols=2)
+    outer.cell(0, 0).text, outer.cell(0, 1).text = "team", "members"
+    outer.cell(1, 0).text = "sales"
+    inner = outer.cell(1, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "Ada", "Bob"
+    out = io.BytesIO()
+    document.save(out)
+    text = DocxParser().parse(out.getvalue(), filename="nested.docx").text
+    assert text == "team: sales\nmembers: Ada Bob"
