@@ -33,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
         "csv": {"BACKEND": "retrieval.services.parsers.spreadsheet.CsvParser"},
-        # Needs the office extra; without it an .xlsx file is refused naming the extra.
+        # These need the office extra; without it such a file is refused naming the extra.
         "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
         "docx": {"BACKEND": "retrieval.services.parsers.word.DocxParser"},
         "pptx": {"BACKEND": "retrieval.services.parsers.powerpoint.PptxParser"},
