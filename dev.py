@@ -87,12 +87,16 @@ def run_demo(port: str) -> int:
             f"u.is_staff=u.is_superuser=True;u.set_password({password!r});u.save()",
         ]
     )
+    step("Writing the sample Word file, slide deck and spreadsheet")
+    office_samples = ROOT / "build" / "office-samples"
+    check_call([python, str(ROOT / "project" / "sample_office.py"), str(office_samples)])
     step("Indexing the sample documents")
     subprocess.call(
         [
             *manage,
             "retrieval_ingest",
             str(ROOT / "project" / "sample_docs"),
+            str(office_samples),
             "--collection",
             "handbook",
         ]

@@ -34,8 +34,13 @@ DEFAULTS: dict[str, Any] = {
         "html": {"BACKEND": "retrieval.services.parsers.html.HtmlParser"},
         "json": {"BACKEND": "retrieval.services.parsers.json.JsonParser"},
         "csv": {"BACKEND": "retrieval.services.parsers.spreadsheet.CsvParser"},
-        # Needs the office extra; without it an .xlsx file is refused naming the extra.
+        # These need the office extra; without it such a file is refused naming the extra.
         "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
+        "docx": {"BACKEND": "retrieval.services.parsers.word.DocxParser"},
+        "pptx": {"BACKEND": "retrieval.services.parsers.powerpoint.PptxParser"},
+        "odt": {"BACKEND": "retrieval.services.parsers.opendocument.OdtParser"},
+        "odp": {"BACKEND": "retrieval.services.parsers.opendocument.OdpParser"},
+        "ods": {"BACKEND": "retrieval.services.parsers.opendocument.OdsParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
@@ -170,6 +175,9 @@ DEFAULTS: dict[str, Any] = {
     # before it is read, and while reading. Past either the file fails, naming the limit.
     "MAX_SHEETS": 100,
     "MAX_TABLE_CELLS": 1_000_000,  # rows × columns, all sheets together
+    # Most slides a presentation (.pptx, .odp) may have: counted from its list of slides
+    # before any slide is read; past it the file fails, naming the limit.
+    "MAX_SLIDES": 1000,
     # A golden-set zip imported in the admin, or an .xlsx workbook: most members it may
     # list, most bytes the members read from it may expand to, and the highest ratio of a
     # member's size to its compressed size (zip bombs reach thousands; text about 10 times).

@@ -56,7 +56,8 @@ def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings,
     assert "indexed  library/nested/east.md" in text
     assert "indexed  library/nested/atlas.pdf (2 chunks)" in text
     assert "failed   library/nested/corrupt.pdf:" in text
-    assert ".hidden" not in text and "picture.png" not in text
+    assert ".hidden" not in text
+    assert "left out library/picture.png: no configured parser reads .png files" in text
     collection = Collection.objects.get(name="atlas")
     assert collection.documents.filter(status="indexed").count() == 3
     pdf_pages = list(
@@ -68,6 +69,22 @@ def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings,
     heading = Document.objects.get(external_id="library/nested/east.md").chunks.last().heading_path
     assert heading == ["Directions", "East"]
     assert IndexRun.objects.get().status == IndexRun.Status.FAILED
+
+
+def test_a_folder_of_unreadable_files_names_each_and_fails(keyword_settings, tmp_path):
+    # Was "0 indexed, 0 skipped, 0 failed" and exit 0, naming none of them.
+    folder = tmp_path / "drawings"
+    folder.mkdir()
+    (folder / "plan.dwg").write_bytes(b"AC1032 drawing")
+    (folder / "LICENSE").write_text("all rights reserved")
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"No file was indexed: 2 left out"):
+        call_command("retrieval_ingest", str(folder), "--collection", "plans", stdout=out)
+    assert out.getvalue().splitlines() == [
+        "left out drawings/LICENSE: no configured parser reads files without an extension",
+        "left out drawings/plan.dwg: no configured parser reads .dwg files",
+    ]
+    assert not Document.objects.exists()
 
 
 def test_second_ingest_skips_unchanged_files(keyword_settings, library):

@@ -36,7 +36,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         metadata = _json_object(options["metadata"])
-        files, missing = collect_files([Path(p) for p in options["paths"]])
+        files, missing, left_out = collect_files([Path(p) for p in options["paths"]])
+        for external_id, reason in left_out:
+            self.stdout.write(f"left out {external_id}: {reason}")
+        if left_out and not files and not missing:
+            raise CommandError(
+                f"No file was indexed: {len(left_out)} left out, as no configured parser "
+                "reads them (see RETRIEVAL['PARSERS'] and the extras in the docs' formats page)."
+            )
         try:
             collection, created = get_or_create_collection(
                 options["collection"],
@@ -72,6 +79,8 @@ class Command(BaseCommand):
             )
         self._report(results)
         self.stdout.write(f"IndexRun #{run.pk}: {run.message}.")
+        if left_out:
+            self.stdout.write(f"{len(left_out)} file{'s' * (len(left_out) != 1)} left out.")
         apply_index_outbox(self, collection)
         failed = sum(1 for r in results if r.outcome == "failed")
         if failed:
@@ -92,15 +101,19 @@ class Command(BaseCommand):
                 )
 
 
-def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]]:
-    """Return ``(file, external id)`` pairs and the paths that do not exist.
+def collect_files(
+    paths: list[Path],
+) -> tuple[list[tuple[Path, str]], list[Path], list[tuple[str, str]]]:
+    """Return ``(file, external id)`` pairs, the paths that do not exist, and the
+    ``(external id, reason)`` of each file of a folder left out.
 
-    A folder contributes the files under it that some parser accepts (hidden
-    ones left out); a file named explicitly is always tried. The external id is
-    the path relative to the argument's parent, in POSIX form.
+    A folder contributes the files under it that some parser accepts; the others are
+    left out with the reason (hidden ones silently); a file named explicitly is always
+    tried. The external id is the path relative to the argument's parent, in POSIX form.
     """
     files: list[tuple[Path, str]] = []
     missing: list[Path] = []
+    left_out: list[tuple[str, str]] = []
     for path in paths:
         if path.is_file():
             files.append((path, path.name))
@@ -108,15 +121,20 @@ def collect_files(paths: list[Path]) -> tuple[list[tuple[Path, str]], list[Path]
             base = path.resolve().parent
             for child in sorted(path.resolve().rglob("*")):
                 relative = child.relative_to(base)
-                if (
-                    child.is_file()
-                    and not any(part.startswith(".") for part in relative.parts)
-                    and _parseable(child)
-                ):
+                if not child.is_file() or any(part.startswith(".") for part in relative.parts):
+                    continue
+                if _parseable(child):
                     files.append((child, relative.as_posix()))
+                else:
+                    kind = (
+                        f"{child.suffix.lower()} files"
+                        if child.suffix
+                        else "files without an extension"
+                    )
+                    left_out.append((relative.as_posix(), f"no configured parser reads {kind}"))
         else:
             missing.append(path)
-    return files, missing
+    return files, missing, left_out
 
 
 def read_sources(

@@ -19,108 +19,27 @@ is read through ``defusedxml`` (no entity expansion, no external entities).
 from __future__ import annotations
 
 import csv
-import datetime
 import io
-import zipfile
-from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 from typing import Any, ClassVar
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import ParseError, ParserUnavailable
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
-    TextBuilder,
     decode_text,
     file_label,
     stem_title,
 )
+from retrieval.services.parsers.packages import INSTALL_HINT, Package, PackageParser, refused_xml
+from retrieval.services.parsers.tables import TableWriter
 from retrieval.services.types import ParsedDocument
-from retrieval.services.validation.archives import ArchiveError, check_declared
 
-INSTALL_HINT = 'install the office extra: pip install "django-retrieval[office]"'
-#: Longest column name kept: a name is repeated on every row.
-HEADER_MAX_CHARS = 100
 #: Bytes of a CSV file the dialect (delimiter, quoting) is guessed from.
 SNIFF_BYTES = 8192
-#: Rows read between checks of ``MAX_PARSE_SECONDS``.
-ROWS_PER_CHECK = 1000
 #: What every Office Open XML workbook holds.
 WORKBOOK_PARTS = ("[Content_Types].xml", "xl/workbook.xml")
-
-
-class _Table:
-    """Writes tables into one document, counting cells against ``MAX_TABLE_CELLS``."""
-
-    def __init__(self, label: str, budget: ParseBudget) -> None:
-        self.label = label
-        self.budget = budget
-        self.builder = TextBuilder()
-        self.max_cells = int(retrieval_settings.MAX_TABLE_CELLS)
-        self.cells = 0  # rows × columns of the tables written before this one
-
-    def check_declared(self, declared: int, what: str) -> None:
-        """Refuse tables declaring ``declared`` cells in all (``what`` says so), unread."""
-        if declared > self.max_cells:
-            raise self._too_many(f"{what} (rows × columns)")
-
-    def write(self, rows: Iterable[Sequence[Any]], *, heading_path: tuple[str, ...]) -> None:
-        """Write one table as a section; its first row holding a value is the header.
-
-        A table of nothing but its header is written as the header's names on one line.
-        """
-        self.builder.open_section(heading_path=heading_path)
-        where = f"sheet {heading_path[-1]!r}" if heading_path else "the table"
-        header: list[str] = []
-        count = width = written = 0
-        for count, row in enumerate(rows, start=1):
-            width = max(width, len(row))
-            # Counted as a rectangle, so that rows with no cells (a jump to row 10^9) count.
-            if self.cells + count * max(width, 1) > self.max_cells:
-                raise self._too_many(f"{where} has more than {self.max_cells - self.cells} cells")
-            if count % ROWS_PER_CHECK == 0:
-                self.budget.check(f"at row {count} of {where}")
-            values = [_cell_text(value) for value in row]
-            if not any(values):
-                continue
-            if not header:
-                header = [_column_name(value, index) for index, value in enumerate(values)]
-                continue
-            self._write_row(header, values)
-            written += 1
-        if header and not written:
-            self.builder.write_lines(" | ".join(header))
-        self.cells += count * max(width, 1)
-
-    def _write_row(self, header: list[str], values: list[str]) -> None:
-        self.builder.block_break()
-        for index, value in enumerate(values):
-            if value:
-                name = header[index] if index < len(header) else _column_name("", index)
-                self.builder.line_break()
-                self.builder.write_lines(f"{name}: {value}")
-
-    def _too_many(self, what: str) -> ParseError:
-        return ParseError(
-            f"Cannot parse {self.label}: {what}; the limit is {self.max_cells} "
-            "(MAX_TABLE_CELLS). Split it into smaller files."
-        )
-
-
-def _column_name(value: str, index: int) -> str:
-    return value[:HEADER_MAX_CHARS].rstrip() or f"column {index + 1}"
-
-
-def _cell_text(value: Any) -> str:
-    """Return a cell's value as one line of text; an empty cell as ``""``."""
-    if value is None:
-        return ""
-    if isinstance(value, datetime.datetime) and value.time() == datetime.time():
-        value = value.date()  # a date cell: Excel stores it as midnight
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    return " ".join(str(value).split())
 
 
 class CsvParser(BaseParser):
@@ -141,9 +60,9 @@ class CsvParser(BaseParser):
             raise ParseError(f"Cannot parse {label}: it is empty.")
         dialect = _dialect(text, filename)
         reader = csv.reader(io.StringIO(text, newline=""), dialect)
-        table = _Table(label, ParseBudget(label))
+        table = TableWriter(label, ParseBudget(label))
         try:
-            table.write(reader, heading_path=(PurePath(filename).name,) if filename else ())
+            table.write_section(reader, heading_path=(PurePath(filename).name,) if filename else ())
         except csv.Error as e:
             raise ParseError(f"Cannot parse {label}: line {reader.line_num}: {e}.") from e
         text, sections = table.builder.build()
@@ -167,7 +86,7 @@ def _dialect(text: str, filename: str | None) -> type[csv.Dialect]:
         return csv.excel
 
 
-class XlsxParser(BaseParser):
+class XlsxParser(PackageParser):
     """Read an Excel workbook (``.xlsx``): a section per worksheet, cached formula values."""
 
     mime_types: ClassVar[tuple[str, ...]] = (
@@ -189,15 +108,10 @@ class XlsxParser(BaseParser):
             )
         return ""
 
-    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+    def read(self, data: bytes, *, label: str, filename: str | None) -> ParsedDocument:
         """Return each worksheet's rows as ``column: value`` lines, a section per sheet."""
-        label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
         _check_workbook_zip(data, label)
-        table = _Table(label, ParseBudget(label))
+        table = TableWriter(label, ParseBudget(label))
         workbook = _load(data, label)
         try:
             sheets = workbook.worksheets
@@ -205,7 +119,7 @@ class XlsxParser(BaseParser):
             for sheet in sheets:
                 table.budget.check(f"before sheet {sheet.title!r}")
                 sheet.reset_dimensions()  # read the cells there are, not what was declared
-                table.write(sheet.iter_rows(values_only=True), heading_path=(sheet.title,))
+                table.write_section(sheet.iter_rows(values_only=True), heading_path=(sheet.title,))
         except ParseError:
             raise
         except Exception as e:  # openpyxl's own errors, and defusedxml's refusals
@@ -225,20 +139,8 @@ class XlsxParser(BaseParser):
 
 def _check_workbook_zip(data: bytes, label: str) -> None:
     """Refuse bytes that are not an Office Open XML workbook, or a zip over a limit."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            check_declared(archive)
-            names = set(archive.namelist())
-    except zipfile.BadZipFile as e:
-        raise ParseError(f"Cannot parse {label}: it is not an Excel workbook (not a zip).") from e
-    except ArchiveError as e:
-        raise ParseError(f"Cannot parse {label}: {e}") from e
-    missing = [part for part in WORKBOOK_PARTS if part not in names]
-    if missing:
-        raise ParseError(
-            f"Cannot parse {label}: it is not an Excel workbook (the zip has no "
-            f"{' or '.join(missing)})."
-        )
+    with Package(data, label=label, kind="an Excel workbook", parts=WORKBOOK_PARTS):
+        pass
 
 
 def _load(data: bytes, label: str) -> Any:
@@ -260,15 +162,12 @@ def _unreadable(label: str, error: Exception) -> ParseError:
         if cause is None:
             break
         if isinstance(cause, DefusedXmlException):
-            return ParseError(
-                f"Cannot parse {label}: its XML declares a DTD or entities, which are refused "
-                f"({cause!r})."
-            )
+            return refused_xml(label, cause)
         cause = cause.__cause__ or cause.__context__
     return ParseError(f"Cannot parse {label}: it is not a readable workbook ({error!r}).")
 
 
-def _check_sheets(sheets: list[Any], table: _Table) -> None:
+def _check_sheets(sheets: list[Any], table: TableWriter) -> None:
     """Refuse more than ``MAX_SHEETS`` sheets, or declared dimensions over ``MAX_TABLE_CELLS``."""
     max_sheets = int(retrieval_settings.MAX_SHEETS)
     if len(sheets) > max_sheets:
