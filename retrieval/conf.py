@@ -35,6 +35,8 @@ DEFAULTS: dict[str, Any] = {
         "csv": {"BACKEND": "retrieval.services.parsers.spreadsheet.CsvParser"},
         # Needs the office extra; without it an .xlsx file is refused naming the extra.
         "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
+        # EPUB books need the ebook extra (defusedxml); without it an .epub file is refused.
+        "epub": {"BACKEND": "retrieval.services.parsers.ebook.EpubParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },

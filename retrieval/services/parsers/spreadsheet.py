@@ -27,7 +27,7 @@ from pathlib import PurePath
 from typing import Any, ClassVar
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import ParseError, ParserUnavailable
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
@@ -192,10 +192,7 @@ class XlsxParser(BaseParser):
     def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return each worksheet's rows as ``column: value`` lines, a section per sheet."""
         label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
+        self.check_readable(data, label)
         _check_workbook_zip(data, label)
         table = _Table(label, ParseBudget(label))
         workbook = _load(data, label)
