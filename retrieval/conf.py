@@ -37,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
         "xlsx": {"BACKEND": "retrieval.services.parsers.spreadsheet.XlsxParser"},
         # EPUB books need the ebook extra (defusedxml); without it an .epub file is refused.
         "epub": {"BACKEND": "retrieval.services.parsers.ebook.EpubParser"},
+        # E-mail (.eml) needs only the standard library.
+        "eml": {"BACKEND": "retrieval.services.parsers.email.EmailParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
@@ -170,6 +172,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ARCHIVE_MEMBERS": 1000,
     "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,
     "MAX_ARCHIVE_RATIO": 100,
+    # An e-mail message: most MIME parts walked (attachments, inline parts), and most
+    # levels of messages forwarded whole inside messages. Past either the file fails.
+    "MAX_EMAIL_PARTS": 100,
+    "MAX_EMAIL_DEPTH": 5,
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.

@@ -15,19 +15,16 @@ from pathlib import Path
 
 import pypandoc
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.urls import reverse
 from rest_framework.test import APIClient
 
 from retrieval.exceptions import ParseError, ParserUnavailable
 from retrieval.models import Chunk, Document
-from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.parsing import parser_for
 from retrieval.services.parsers.ebook import EpubParser
 from retrieval.testing.parsers import ParserSuite, assert_well_formed
-from tests.conftest import editor
+from tests.services.parsers.uploads import api_client, post_to_admin, post_to_api
 
 EPUB = "application/epub+zip"
 TEA = """---
@@ -319,16 +316,12 @@ def assert_book_chunked(collection_slug: str) -> None:
 
 @pytest.fixture
 def api(keyword_settings) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(editor("reader"))
-    get_or_create_collection("Books")
-    return client
+    return api_client("Books")
 
 
 @pytest_db
 def test_the_api_indexes_a_book(api):
-    upload = SimpleUploadedFile("tea.epub", pandoc_book(), EPUB)
-    response = api.post("/api/documents/", {"collection": "books", "file": upload})
+    response = post_to_api(api, "books", "tea.epub", pandoc_book(), EPUB)
     assert response.status_code == 201, response.json()
     assert_book_chunked("books")
 
@@ -336,8 +329,7 @@ def test_the_api_indexes_a_book(api):
 @pytest_db
 def test_the_api_answers_415_naming_the_extra_without_defusedxml(api, monkeypatch):
     monkeypatch.setitem(sys.modules, "defusedxml", None)
-    upload = SimpleUploadedFile("tea.epub", pandoc_book(), EPUB)
-    response = api.post("/api/documents/", {"collection": "books", "file": upload})
+    response = post_to_api(api, "books", "tea.epub", pandoc_book(), EPUB)
     assert response.status_code == 415
     assert 'pip install "django-retrieval[ebook]"' in response.json()["detail"]
     assert not Document.objects.exists()
@@ -346,8 +338,7 @@ def test_the_api_answers_415_naming_the_extra_without_defusedxml(api, monkeypatc
 @pytest_db
 @pytest.mark.parametrize(("data", "reason"), HOSTILE[:5], ids=HOSTILE_IDS[:5])
 def test_the_api_refuses_a_hostile_book_with_its_reason_storing_nothing(api, data, reason):
-    upload = SimpleUploadedFile("hostile.epub", data(), EPUB)
-    response = api.post("/api/documents/", {"collection": "books", "file": upload})
+    response = post_to_api(api, "books", "hostile.epub", data(), EPUB)
     assert response.status_code == 400, response.json()
     assert re.search(reason, str(response.json()))
     assert not Document.objects.exists() and not Chunk.objects.exists()
@@ -355,8 +346,7 @@ def test_the_api_refuses_a_hostile_book_with_its_reason_storing_nothing(api, dat
 
 @pytest_db
 def test_the_api_answers_415_for_a_zip_named_epub(api):
-    upload = SimpleUploadedFile("fake.epub", zip_of_text(), EPUB)
-    response = api.post("/api/documents/", {"collection": "books", "file": upload})
+    response = post_to_api(api, "books", "fake.epub", zip_of_text(), EPUB)
     assert response.status_code == 415
     assert "zip archive (its name says .epub)" in response.json()["detail"]
     assert not Document.objects.exists()
@@ -371,24 +361,14 @@ def zip_of_text() -> bytes:
 
 @pytest_db
 def test_the_admin_upload_indexes_a_book(admin_client, keyword_settings):
-    collection, _ = get_or_create_collection("Books")
-    upload = SimpleUploadedFile("tea.epub", pandoc_book(), EPUB)
-    response = admin_client.post(
-        reverse("admin:retrieval_document_add"), {"collection": collection.pk, "files": [upload]}
-    )
-    assert response.status_code == 302
+    response = post_to_admin(admin_client, "Books", "tea.epub", pandoc_book(), EPUB)
+    assert response.status_code == 200
     assert_book_chunked("books")
 
 
 @pytest_db
 def test_the_admin_upload_names_the_reason_a_book_is_refused(admin_client):
-    collection, _ = get_or_create_collection("Books")
-    upload = SimpleUploadedFile("hostile.epub", laughing_opf(), EPUB)
-    response = admin_client.post(
-        reverse("admin:retrieval_document_add"),
-        {"collection": collection.pk, "files": [upload]},
-        follow=True,
-    )
+    response = post_to_admin(admin_client, "Books", "hostile.epub", laughing_opf(), EPUB)
     assert "declares XML entities" in response.content.decode()
     book = Document.objects.get()
     assert book.status == Document.Status.FAILED and "declares XML entities" in book.error
