@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
         "epub": {"BACKEND": "retrieval.services.parsers.ebook.EpubParser"},
         # E-mail (.eml) needs only the standard library.
         "eml": {"BACKEND": "retrieval.services.parsers.email.EmailParser"},
+        # Outlook .msg needs the email extra (olefile); other OLE2 files are refused by it.
+        "msg": {"BACKEND": "retrieval.services.parsers.outlook.OutlookMsgParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },

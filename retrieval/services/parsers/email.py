@@ -53,39 +53,50 @@ class EmailParser(BaseParser):
         if not data.strip():
             raise ParseError(f"Cannot parse {label}: it is empty.")
         decode_text(data, filename=filename)  # refuse binary files before the parser sees them
-        reader = _MessageReader(label)
         try:
             message = email.message_from_bytes(data, policy=email.policy.default)
-            if not any(_header(message, name) for name in MAIL_HEADERS):
-                raise ParseError(
-                    f"Cannot parse {label}: it is not an e-mail message (it has none of the "
-                    "header fields From, To, Subject, Date or Message-ID)."
-                )
-            reader.write(message, parents=(), depth=0)
         except RecursionError as e:  # MIME parts nested deeper than the email package walks
             raise ParseError(f"Cannot parse {label}: its MIME parts are nested too deeply.") from e
-        if not reader.contents:
-            broken = sorted({type(defect).__name__ for defect in message.defects})
+        if not any(_header(message, name) for name in MAIL_HEADERS):
             raise ParseError(
-                f"Cannot parse {label}: it has no body text and no attachments"
-                + (f" (its MIME structure is broken: {', '.join(broken)})." if broken else ".")
+                f"Cannot parse {label}: it is not an e-mail message (it has none of the "
+                "header fields From, To, Subject, Date or Message-ID)."
             )
-        text, sections = reader.builder.build()
-        subject = _header(message, "subject")
-        metadata: dict[str, Any] = {"format": "eml", "subject": subject}
-        metadata.update(
-            (name, value) for name in SHOWN_HEADERS if (value := _header(message, name))
+        return read_message(message, label=label, filename=filename, kind="eml")
+
+
+def read_message(
+    message: EmailMessage, *, label: str, filename: str | None, kind: str
+) -> ParsedDocument:
+    """Return ``message`` as a document: a section per message, attachments listed.
+
+    ``kind`` is the ``format`` the metadata names (``"eml"``, ``"msg"``).
+    """
+    reader = _MessageReader(label)
+    try:
+        reader.write(message, parents=(), depth=0)
+    except RecursionError as e:
+        raise ParseError(f"Cannot parse {label}: its MIME parts are nested too deeply.") from e
+    if not reader.contents:
+        broken = sorted({type(defect).__name__ for defect in message.defects})
+        raise ParseError(
+            f"Cannot parse {label}: it has no body text and no attachments"
+            + (f" (its MIME structure is broken: {', '.join(broken)})." if broken else ".")
         )
-        if iso := _iso_date(message):
-            metadata["date"] = iso
-        if reader.attachments:
-            metadata["attachments"] = reader.attachments
-        return ParsedDocument(
-            text=text,
-            title=clip_title(subject) or stem_title(filename),
-            sections=sections,
-            metadata=metadata,
-        )
+    text, sections = reader.builder.build()
+    subject = _header(message, "subject")
+    metadata: dict[str, Any] = {"format": kind, "subject": subject}
+    metadata.update((name, value) for name in SHOWN_HEADERS if (value := _header(message, name)))
+    if iso := _iso_date(message):
+        metadata["date"] = iso
+    if reader.attachments:
+        metadata["attachments"] = reader.attachments
+    return ParsedDocument(
+        text=text,
+        title=clip_title(subject) or stem_title(filename),
+        sections=sections,
+        metadata=metadata,
+    )
 
 
 class _MessageReader:
