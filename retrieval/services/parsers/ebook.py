@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -131,10 +130,14 @@ class _Book:
         self.label = label
         try:
             self.archive = zipfile.ZipFile(io.BytesIO(data))
-            check_declared(self.archive)
-        except (zipfile.BadZipFile, ValueError, OSError) as e:
+        except zipfile.BadZipFile as e:
             raise ParseError(f"Cannot parse {label}: it is not an EPUB book (not a zip).") from e
+        except Exception as e:  # a damaged directory: a bad offset, an unknown zip version ...
+            raise ParseError(f"Cannot parse {label}: it is not a readable zip ({e}).") from e
+        try:
+            check_declared(self.archive)
         except ArchiveError as e:
+            self.archive.close()
             raise ParseError(f"Cannot parse {label}: {e}") from e
         self.names = set(self.archive.namelist())
         if CONTAINER not in self.names:
@@ -240,7 +243,7 @@ class _Book:
             raise ParseError(f"Cannot parse {self.label}: it lists {path}, which it does not hold.")
         try:
             return self.archive.read(path)
-        except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError) as e:
+        except Exception as e:  # a damaged member: BadZipFile, zlib.error, a negative seek ...
             raise ParseError(f"Cannot parse {self.label}: {path} cannot be read ({e}).") from e
 
     def xml(self, path: str) -> Any:

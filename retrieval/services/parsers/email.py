@@ -205,7 +205,7 @@ def _part_text(part: EmailMessage) -> str:
     """Return a text part decoded by its charset; an unknown charset read as UTF-8 or cp1252."""
     try:
         return str(part.get_content())
-    except (LookupError, UnicodeError, ValueError, AssertionError):
+    except Exception:  # an unknown charset, a damaged payload: the email package's own errors
         payload = part.get_payload(decode=True)
         if not isinstance(payload, bytes):
             return ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import io
 import re
+import struct
 import sys
 import tempfile
 import zipfile
@@ -272,6 +273,24 @@ def test_a_chapter_the_book_lists_but_does_not_hold_is_named():
     data = rewrite(data, "OEBPS/content.opf", lambda xml: xml.replace(b'"a.xhtml"', b'"b.xhtml"'))
     with pytest.raises(ParseError, match=r"it lists OEBPS/b.xhtml, which it does not hold"):
         EpubParser().parse(data, filename="gap.epub")
+
+
+def test_a_member_without_a_name_is_passed_over():
+    # zipfile's ZipInfo.is_dir() raised IndexError on it inside the archive checks.
+    data = bytearray(
+        handmade_book({"a.xhtml": xhtml("<p>tea</p>")}, spine=["a.xhtml"], extra={"z": b"?"})
+    )
+    entry = data.rindex(b"PK\x01\x02")  # the last member's directory entry: "z"
+    struct.pack_into("<HH", data, entry + 28, 0, 1)  # no name; its one byte read as extra
+    assert EpubParser().parse(bytes(data), filename="odd.epub").text == "tea"
+
+
+def test_a_damaged_zip_directory_is_a_parse_error():
+    data = bytearray(pandoc_book())
+    entry = data.index(b"PK\x01\x02")
+    data[entry + 6] = 200  # "version needed to extract": 20.0, which zipfile refuses
+    with pytest.raises(ParseError, match=r"not a readable zip \(zip file version 20.0\)"):
+        EpubParser().parse(bytes(data), filename="damaged.epub")
 
 
 def test_the_archive_limits_apply_before_a_member_is_read(retrieval_settings):

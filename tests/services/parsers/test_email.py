@@ -272,6 +272,16 @@ def test_an_html_body_is_read_when_there_is_no_text_body():
     assert document.text == "News\n\nTea is up."
 
 
+def test_a_message_without_a_body_is_read_for_what_it_carries():
+    # A message attached with no body had a text part without payload, which the email
+    # package's get_content() fails on (AttributeError).
+    empty = message_tree("Meeting", "", header=24)
+    del empty["__substg1.0_1000001F"]
+    tree = message_tree("Invitation", "See the meeting.", attached_message(empty))
+    document = OutlookMsgParser().parse(compound_file(tree))
+    assert document.text == "See the meeting."
+
+
 def deeply_forwarded(depth: int) -> bytes:
     tree = message_tree("level 0", "the innermost", header=24)
     for level in range(1, depth + 1):
