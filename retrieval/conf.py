@@ -41,6 +41,12 @@ DEFAULTS: dict[str, Any] = {
         "odt": {"BACKEND": "retrieval.services.parsers.opendocument.OdtParser"},
         "odp": {"BACKEND": "retrieval.services.parsers.opendocument.OdpParser"},
         "ods": {"BACKEND": "retrieval.services.parsers.opendocument.OdsParser"},
+        # EPUB books need the ebook extra (defusedxml); without it an .epub file is refused.
+        "epub": {"BACKEND": "retrieval.services.parsers.ebook.EpubParser"},
+        # E-mail (.eml) needs only the standard library.
+        "eml": {"BACKEND": "retrieval.services.parsers.email.EmailParser"},
+        # Outlook .msg needs the email extra (olefile); other OLE2 files are refused by it.
+        "msg": {"BACKEND": "retrieval.services.parsers.outlook.OutlookMsgParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
@@ -184,6 +190,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ARCHIVE_MEMBERS": 1000,
     "MAX_ARCHIVE_BYTES": 64 * 1024 * 1024,  # the members read, expanded
     "MAX_ARCHIVE_RATIO": 100,  # a member's size to its compressed size
+    # An e-mail message: most MIME parts walked (attachments, inline parts), and most
+    # levels of messages forwarded whole inside messages. Past either the file fails.
+    "MAX_EMAIL_PARTS": 100,  # MIME parts walked
+    "MAX_EMAIL_DEPTH": 5,  # messages forwarded inside messages
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.

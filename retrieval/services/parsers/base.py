@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path, PurePath
 from typing import ClassVar
 
+from retrieval.exceptions import ParseError, ParserUnavailable
 from retrieval.services.types import ParsedDocument
 
 
@@ -34,6 +35,14 @@ class BaseParser(ABC):
     def unavailable(self) -> str:
         """Return why this parser cannot run here (a missing extra, naming it), else ``""``."""
         return ""
+
+    def check_readable(self, data: bytes, label: str) -> None:
+        """Raise ``ParserUnavailable`` naming what to install if this parser cannot run here,
+        ``ParseError`` if ``data`` is empty (``label`` names the file)."""
+        if reason := self.unavailable():
+            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
+        if not data.strip():
+            raise ParseError(f"Cannot parse {label}: it is empty.")
 
     @property
     def default_mime_type(self) -> str:

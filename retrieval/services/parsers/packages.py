@@ -16,7 +16,7 @@ from abc import abstractmethod
 from typing import Any
 from xml.etree.ElementTree import Element
 
-from retrieval.exceptions import ParseError, ParserUnavailable
+from retrieval.exceptions import ParseError
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import file_label
@@ -49,10 +49,7 @@ class PackageParser(BaseParser):
 
     def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         label = file_label(filename)
-        if reason := self.unavailable():
-            raise ParserUnavailable(f"Cannot parse {label}: {reason}")
-        if not data.strip():
-            raise ParseError(f"Cannot parse {label}: it is empty.")
+        self.check_readable(data, label)
         return self.read(data, label=label, filename=filename)
 
     @abstractmethod

@@ -37,7 +37,7 @@ def extract(upload: IO[bytes] | Path, target: Path, *, wanted: Callable[[str], b
     """
     with zipfile.ZipFile(upload) as archive:
         _check_member_count(archive)
-        chosen = [m for m in archive.infolist() if not m.is_dir() and wanted(m.filename)]
+        chosen = [m for m in archive.infolist() if not _is_dir(m) and wanted(m.filename)]
         budget = _Budget()
         budget.check_declared(chosen)
         paths = []
@@ -62,7 +62,7 @@ def check_declared(archive: zipfile.ZipFile) -> None:
     bound: ``zipfile`` stops reading a member at its declared size, whatever the data holds.
     """
     _check_member_count(archive)
-    members = [member for member in archive.infolist() if not member.is_dir()]
+    members = [member for member in archive.infolist() if not _is_dir(member)]
     _Budget().check_declared(members)
     for member in members:
         _check_method(member)
@@ -76,6 +76,11 @@ def _check_member_count(archive: zipfile.ZipFile) -> None:
             f"The archive has {len(members)} members; the limit is {max_members} "
             "(MAX_ARCHIVE_MEMBERS)."
         )
+
+
+def _is_dir(member: zipfile.ZipInfo) -> bool:
+    # ZipInfo.is_dir() raises IndexError on a member whose name is empty.
+    return member.filename.endswith("/")
 
 
 class _Budget:

@@ -142,3 +142,11 @@ def test_the_api_answers_415_for_a_zip_named_xlsx_storing_nothing():
     assert response.status_code == 415
     assert "its content is a zip archive" in response.json()["detail"]
     assert not Document.objects.exists()
+
+
+def test_a_zip_whose_directory_zipfile_refuses_is_a_zip_not_a_crash():
+    # "version needed to extract" 20.0 (200): zipfile raises NotImplementedError on opening.
+    data = bytearray(zip_of({"a.txt": b"hi"}))
+    central = data.rindex(b"PK\x01\x02")
+    data[central + 6 : central + 8] = (200).to_bytes(2, "little")
+    assert sniff(bytes(data)) == ZIP
