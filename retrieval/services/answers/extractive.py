@@ -1,0 +1,90 @@
+"""The answer without a model: the sentences of the passages that best answer the question.
+
+Sentences are scored against the question as BM25 scores chunks (each sentence a
+document, the terms of the ``ANALYZERS["default"]`` analyzer), so the choice is
+deterministic and needs no network; the best few are kept, each with its passage's
+citation. The same scoring picks the sentence a model's citation quotes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from retrieval.services.query.packing import sentence_boundaries
+from retrieval.services.registry import analyzers
+
+#: BM25's constants, as the BM25 retriever's defaults.
+K1, B = 1.2, 0.75
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A sentence of passage ``number``, at ``position`` among its sentences."""
+
+    number: int
+    position: int
+    text: str
+
+
+def split_sentences(text: str) -> list[str]:
+    """Return the sentences of ``text`` (``packing``'s boundaries), stripped, none empty."""
+    pieces, start = [], 0
+    for end in [*sentence_boundaries(text), len(text)]:
+        piece = " ".join(text[start:end].split())
+        if piece:
+            pieces.append(piece)
+        start = end
+    return pieces
+
+
+def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[float, Sentence]]:
+    """Return the passages' sentences that share a term with ``question``, best first
+    (ties: the earlier passage, then the earlier sentence), with their scores."""
+    analyzer = analyzers["default"]
+    wanted = set(analyzer.terms(question))
+    sentences = [
+        Sentence(number, position, text)
+        for number, body in sorted(passages.items())
+        for position, text in enumerate(split_sentences(body))
+    ]
+    if not wanted or not sentences:
+        return []
+    counts = [Counter(analyzer.terms(sentence.text)) for sentence in sentences]
+    lengths = [sum(count.values()) for count in counts]
+    average = sum(lengths) / len(lengths) or 1.0
+    frequency = Counter(term for count in counts for term in wanted & count.keys())
+    idf = {
+        term: math.log(1 + (len(sentences) - df + 0.5) / (df + 0.5))
+        for term, df in frequency.items()
+    }
+    scored = []
+    for sentence, count, length in zip(sentences, counts, lengths, strict=True):
+        norm = K1 * (1 - B + B * length / average)
+        score = sum(
+            idf[term] * count[term] * (K1 + 1) / (count[term] + norm)
+            for term in wanted & count.keys()
+        )
+        if score > 0:
+            scored.append((score, sentence))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].number, pair[1].position))
+    return scored
+
+
+def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:
+    """Return the ``sentences`` best sentences for ``question``, in passage order
+    (an empty list: no sentence shares a term with the question)."""
+    best = [sentence for _, sentence in rank_sentences(question, passages)[:sentences]]
+    return sorted(best, key=lambda sentence: (sentence.number, sentence.position))
+
+
+def best_quote(text: str, body: str) -> str:
+    """Return the sentence of ``body`` that ``text`` (a sentence citing it) rests on most:
+    the best-scoring one, else the first."""
+    ranked = rank_sentences(text, {0: body})
+    if ranked:
+        return ranked[0][1].text
+    first = split_sentences(body)
+    return first[0] if first else ""
