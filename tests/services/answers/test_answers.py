@@ -87,9 +87,7 @@ def test_the_answer_abstains_when_the_model_says_the_passages_do_not_answer(libr
     assert "tides" in [item["document"] for item in result.closest]
 
 
-def test_the_answer_abstains_below_the_score_floor_without_asking_the_model(
-    library, llm_server
-):
+def test_the_answer_abstains_below_the_score_floor_without_asking_the_model(library, llm_server):
     result = ask(min_score=1e9)
     assert result.abstained and "min_score" in result.reason
     assert result.closest  # the closest documents are listed
