@@ -26,6 +26,7 @@ _EXPORTS = {
     "Citation": "retrieval.services.query.packing",
     "Scope": "retrieval.services.access",
     "retrieve_tool": "retrieval.services.query.tools",
+    "answer_tool": "retrieval.services.query.tools",
     "index_tool": "retrieval.services.query.tools",
     "collection_tools": "retrieval.services.query.tools",
     "run_tool_call": "retrieval.services.query.tools",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import retrieval
@@ -9,6 +11,7 @@ from retrieval.exceptions import CollectionNotFound, InvalidComponentError
 from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.answers.service import aanswer, answer, answer_events
+from retrieval.services.query.tools import answer_tool
 from tests.conftest import collection_of, run_async
 from tests.openai_server import hang_fault, status_fault
 
@@ -159,3 +162,15 @@ def test_the_stream_is_the_checked_text_then_the_citations(library):
     kind, final = stream[-1]
     assert kind == "answer" and final["citations"][0]["document"] == "tides"
     assert final["trace_id"] == result.trace_id
+
+
+def test_the_answer_tool_answers_with_citations(library, llm_server):
+    llm_server.queue_chat("The moon's gravity [1].")
+    tool = answer_tool(collection="Library", scope=Scope.ALL)
+    assert tool.spec["function"]["name"] == "answer"
+    body = json.loads(tool.execute({"question": QUESTION}))
+    assert body["text"] == "The moon's gravity [1]." and not body["abstained"]
+    assert body["citations"][0]["document"] == "tides"
+    assert "error" in json.loads(tool.execute({"question": ""}))
+    row = QueryTrace.objects.latest("pk")
+    assert [e["face"] for e in row.trace["events"] if e["stage"] == "answer"] == ["tool"]
