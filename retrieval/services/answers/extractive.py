@@ -9,6 +9,7 @@ citation. The same scoring picks the sentence a model's citation quotes.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from retrieval.services.registry import analyzers
 
 #: BM25's constants, as the BM25 retriever's defaults.
 K1, B = 1.2, 0.75
+# A statement ends with . or ! (perhaps closed by quotes or brackets), or 。！.
+_STATEMENT_END = re.compile(r"[.!\u3002\uff01][\"')\]]*$")
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,13 @@ def split_sentences(text: str) -> list[str]:
 
 
 def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[float, Sentence]]:
-    """Return the passages' sentences that share a term with ``question``, best first
-    (ties: the earlier passage, then the earlier sentence), with their scores."""
+    """Return the passages' sentences that answer ``question``, best first (ties: the
+    earlier passage, then the earlier sentence), with their scores.
+
+    A question or a heading (a line that does not end a sentence) is not an answer:
+    its score goes to the sentence after it, which answers it in an FAQ or a section.
+    Headings count as answers only in passages that have nothing else.
+    """
     analyzer = analyzers["default"]
     wanted = set(analyzer.terms(question))
     sentences = [
@@ -60,17 +68,34 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
         term: math.log(1 + (len(sentences) - df + 0.5) / (df + 0.5))
         for term, df in frequency.items()
     }
-    scored = []
-    for sentence, count, length in zip(sentences, counts, lengths, strict=True):
-        norm = K1 * (1 - B + B * length / average)
-        score = sum(
-            idf[term] * count[term] * (K1 + 1) / (count[term] + norm)
+    own = [
+        sum(
+            idf[term] * count[term] * (K1 + 1) / (count[term] + K1 * (1 - B + B * length / average))
             for term in wanted & count.keys()
         )
-        if score > 0:
-            scored.append((score, sentence))
+        for count, length in zip(counts, lengths, strict=True)
+    ]
+    answers = [not _leads(sentence.text) for sentence in sentences]
+    scored, carried = [], 0.0
+    for index, sentence in enumerate(sentences):
+        if index and sentence.number != sentences[index - 1].number:
+            carried = 0.0  # a heading answers within its own passage only
+        if answers[index] or not any(
+            answers[i] for i, other in enumerate(sentences) if other.number == sentence.number
+        ):
+            score, carried = own[index] + carried, 0.0
+            if score > 0 and not sentence.text.endswith("?"):
+                scored.append((score, sentence))
+        else:
+            carried += own[index]
     scored.sort(key=lambda pair: (-pair[0], pair[1].number, pair[1].position))
     return scored
+
+
+def _leads(text: str) -> bool:
+    """Whether ``text`` asks or heads rather than states: a question, or a line that does
+    not end as a sentence does (a heading)."""
+    return text.endswith("?") or not _STATEMENT_END.search(text)
 
 
 def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:

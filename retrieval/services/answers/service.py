@@ -262,9 +262,13 @@ def _extracted(
     for number in dict.fromkeys(sentence.number for sentence in picked):
         quote = " ".join(s.text for s in picked if s.number == number)
         citations.append(_citation(packed, number, results, quote))
+    groups = [  # one marker after each passage's sentences (they come in passage order)
+        " ".join(s.text for s in picked if s.number == number) + f" [{number}]"
+        for number in dict.fromkeys(sentence.number for sentence in picked)
+    ]
     return Answer(
         question=question,
-        text=" ".join(f"{sentence.text} [{sentence.number}]" for sentence in picked),
+        text=" ".join(groups),
         citations=tuple(citations),
         abstained=False,
         mode="extractive",
