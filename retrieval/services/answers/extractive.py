@@ -19,8 +19,14 @@ from retrieval.services.registry import analyzers
 
 #: BM25's constants, as the BM25 retriever's defaults.
 K1, B = 1.2, 0.75
-# A statement ends with . or ! (perhaps closed by quotes or brackets), or 。！.
-_STATEMENT_END = re.compile(r"[.!\u3002\uff01][\"')\]]*$")
+#: A sentence scoring less than this share of the best one is not part of the answer:
+#: a word it shares with the question by chance ("support tickets" for "supported").
+RELATIVE_FLOOR = 0.5
+#: Fewer words than this do not answer anything ("# ...", "Done.").
+MIN_WORDS = 3
+# A statement ends with . ! or : (perhaps closed by quotes or brackets), or 。！.
+_STATEMENT_END = re.compile(r"[.!:\u3002\uff01][\"')\]]*$")
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -93,15 +99,21 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
 
 
 def _leads(text: str) -> bool:
-    """Whether ``text`` asks or heads rather than states: a question, or a line that does
-    not end as a sentence does (a heading)."""
-    return text.endswith("?") or not _STATEMENT_END.search(text)
+    """Whether ``text`` asks or heads rather than states: a question, a line that does
+    not end as a sentence does (a heading), or a few words."""
+    return (
+        text.endswith("?")
+        or not _STATEMENT_END.search(text)
+        or len(_WORD.findall(text)) < MIN_WORDS
+    )
 
 
 def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:
-    """Return the ``sentences`` best sentences for ``question``, in passage order
-    (an empty list: no sentence shares a term with the question)."""
-    best = [sentence for _, sentence in rank_sentences(question, passages)[:sentences]]
+    """Return the ``sentences`` best sentences for ``question`` (those scoring at least
+    :data:`RELATIVE_FLOOR` of the best), in passage order; an empty list when no sentence
+    shares a term with the question."""
+    ranked = rank_sentences(question, passages)[:sentences]
+    best = [s for score, s in ranked if score >= ranked[0][0] * RELATIVE_FLOOR]
     return sorted(best, key=lambda sentence: (sentence.number, sentence.position))
 
 

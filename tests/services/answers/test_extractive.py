@@ -42,3 +42,12 @@ def test_citations_naming_no_passage_are_removed_and_markers_after_the_stop_kept
     assert (checked.cited, checked.fabricated) == ((1, 2), (4, 5))
     assert checked.uncited == ("Down.",)
     assert cited_sentences("A [1]. B. [2]") == [("A [1].", (1,)), ("B. [2]", (2,))]
+
+
+def test_a_sentence_far_below_the_best_and_a_few_words_are_left_out():
+    passages = {
+        1: "How do I add it?\n# ...\nInstall the package and add the app:",
+        2: "Add water to taste. Salt is optional.",
+    }
+    picked = extract("How do I add it?", passages, sentences=3)
+    assert [s.text for s in picked] == ["Install the package and add the app:"]
