@@ -98,3 +98,8 @@ def cited_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
 def uncited_sentences(text: str) -> list[str]:
     """Return the sentences of ``text`` that cite no passage."""
     return [sentence for sentence, numbers in cited_sentences(text) if not numbers]
+
+
+def without_markers(text: str) -> str:
+    """Return ``text`` without its citation markers, stripped (empty: it only cites)."""
+    return _MARKER.sub("", text).strip(" \t\n.,;:!?")

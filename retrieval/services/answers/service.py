@@ -30,6 +30,7 @@ from retrieval.services.answers.grounding import (
     check_citations,
     cited_sentences,
     says_not_answered,
+    without_markers,
 )
 from retrieval.services.answers.records import Answer, AnswerCitation
 from retrieval.services.llms.fitting import fit_passages
@@ -93,7 +94,7 @@ def answer(
     allowed = resolve_scope(scope, user, caller="answer")
     target = allowed.collection(collection)
     model = _model(llm, options, extractive)
-    top_k = int(top_k or options["top_k"])
+    top_k = options["top_k"] if top_k is None else top_k
     floor = options["min_score"] if min_score is None else min_score
     chosen = pipeline_for(target, pipeline=pipeline, retriever=retriever)
     face = current_source()
@@ -224,8 +225,10 @@ def _written(
     checked = check_citations(reply.text, set(given))
     if checked.fabricated:
         trace.record("answer_fabricated_citations", numbers=list(checked.fabricated))
-    if not checked.text or not checked.cited:
+    if not checked.cited:
         raise _Fallback("The LLM's answer cited no passage it was given.")
+    if not without_markers(checked.text):
+        raise _Fallback("The LLM's answer held citations and no text.")
     bodies = _bodies(rendered)
     citations = []
     for number in checked.cited:
