@@ -121,16 +121,15 @@ DEFAULTS: dict[str, Any] = {
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": None},
     # Grounded answers (retrieval.answer, POST /api/answer/, retrieval_ask): the LLMS alias
     # that writes them (not configured: the extractive answer, no model), results retrieved,
-    # the passages' token budget, the score a result needs to be used (None: any), the
-    # sentences of an extractive answer, and the most tokens a model's answer may take.
-    # Keys left out keep these values.
+    # the passages' token budget (then fitted to the LLM's context_window, beside the LLM's
+    # own max_tokens for the answer), the score a result needs to be used (None: any), and
+    # the sentences of an extractive answer. Keys left out keep these values.
     "ANSWERS": {
         "llm": "default",
         "top_k": 8,
         "context_tokens": 2000,
         "min_score": None,
         "sentences": 3,
-        "max_tokens": 512,
     },
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",

@@ -209,9 +209,8 @@ def _written(
         fitted = fit_passages(
             model, texts, lambda shown: (build_messages(question, shown), None), purpose="answer"
         )
-        reply = model.complete(
-            fitted.messages, purpose="answer", max_tokens=int(options["max_tokens"])
-        )
+        # The answer's length is the LLM's own max_tokens: the one fitting counts.
+        reply = model.complete(fitted.messages, purpose="answer")
     except (RetrievalError, ValueError) as e:
         raise _Fallback(f"The LLM gave no answer: {e}") from e
     given = list(rendered)[: fitted.shown]

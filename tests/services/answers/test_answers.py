@@ -208,3 +208,41 @@ def test_the_sample_documents_answer_a_question_offline(
     assert (result.mode, result.abstained) == ("extractive", False)
     assert "PostgreSQL with the pgvector extension" in result.text
     assert result.citations and result.citations[0].quote in result.text
+
+
+def test_the_prompt_is_fitted_to_the_llms_context_window(library, llm_server, retrieval_settings):
+    fitted(retrieval_settings, llm_server, context_window=300, max_tokens=100)
+    llm_server.queue_chat("The moon [1].")
+    result = ask()
+    (fit,) = [e for e in result.trace["events"] if e["stage"] == "fit"]
+    assert fit["purpose"] == "answer" and fit["dropped"] >= 1 and fit["shown"] >= 1
+    sent = llm_server.requests_to(PATH)[0].body
+    assert sent["max_tokens"] <= 100
+    assert f"[{fit['shown']}] " in sent["messages"][1]["content"]
+    assert f"[{fit['shown'] + 1}] " not in sent["messages"][1]["content"]
+    assert result.mode == "llm" and result.text == "The moon [1]."
+
+
+def test_a_prompt_that_cannot_fit_gives_the_extractive_answer(
+    library, llm_server, retrieval_settings
+):
+    fitted(retrieval_settings, llm_server, context_window=256, max_tokens=150)
+    result = ask()
+    assert result.mode == "extractive" and "does not fit" in result.reason
+    assert llm_server.requests_to(PATH) == []
+
+
+def fitted(retrieval_settings, llm_server, *, context_window: int, max_tokens: int) -> None:
+    retrieval_settings(
+        LLMS={
+            "default": {
+                "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
+                "OPTIONS": {
+                    "model": "m",
+                    "base_url": llm_server.base_url,
+                    "context_window": context_window,
+                    "max_tokens": max_tokens,
+                },
+            }
+        },
+    )
