@@ -90,7 +90,11 @@ class AnswerResponseSerializer(serializers.Serializer):
     text = serializers.CharField(help_text="The answer, citing passages as [n].")
     citations = AnswerCitationSerializer(many=True)
     abstained = serializers.BooleanField(help_text="The passages found do not answer it.")
-    mode = serializers.ChoiceField(choices=["llm", "extractive"])
+    mode = serializers.ChoiceField(
+        choices=["llm", "extractive", "retrieval"],
+        help_text="Who answered: the LLM, the passages' sentences, or nobody (retrieval found "
+        "nothing good enough).",
+    )
     reason = serializers.CharField(
         help_text="Why it abstained, or why the LLM's answer was replaced by the extractive one."
     )

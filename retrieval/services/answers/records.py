@@ -62,8 +62,9 @@ class AnswerCitation:
 class Answer:
     """A grounded answer to a question.
 
-    ``mode`` is ``"llm"`` (the configured model wrote it) or ``"extractive"`` (sentences
-    of the passages, chosen without a model); ``reason`` says why it abstained or why
+    ``mode`` is ``"llm"`` (the configured model wrote it), ``"extractive"`` (sentences
+    of the passages, chosen without a model) or ``"retrieval"`` (it abstained before
+    either, retrieval having found nothing good enough); ``reason`` says why it abstained or why
     an LLM's answer was replaced by the extractive one. ``closest`` lists the documents
     retrieval found when it abstained. ``trace_id`` is the stored
     :class:`~retrieval.models.QueryTrace` (``None`` when not sampled).
