@@ -105,11 +105,17 @@ def run_demo(port: str) -> int:
     subprocess.call(
         [*manage, "retrieval_extract_graph", "--collection", "handbook", "--changed-only"]
     )
+    step("Answering a sample question from the documents (offline: no LLM configured)")
+    subprocess.call(
+        [*manage, "retrieval_ask", "Which databases are supported?", "--collection", "handbook"]
+    )
     print(
         f"\n  Site:   http://127.0.0.1:{port}/   (search page)\n"
         f"  Admin:  http://127.0.0.1:{port}/admin/   login: admin / {password}\n"
         f"  Try:    {python} manage.py retrieval_search "
-        '"how do I install it?" --collection handbook\n',
+        '"how do I install it?" --collection handbook\n'
+        f"  Ask:    {python} manage.py retrieval_ask "
+        '"how do I add it to my site?" --collection handbook\n',
         flush=True,
     )
     step("Starting the background indexing worker (django-q2) and the site")

@@ -2,7 +2,8 @@
 
 Importing this package has no side effects. The search facade is here —
 ``retrieval.search``, ``retrieval.search_batch``, ``retrieval.asearch``,
-``retrieval.asearch_batch`` and ``retrieval.Scope`` (each call needs ``user=`` or
+``retrieval.asearch_batch``, the grounded answers ``retrieval.answer`` and
+``retrieval.aanswer``, and ``retrieval.Scope`` (each call needs ``user=`` or
 ``scope=``) — loaded on first use; the rest of the service API lives
 in :mod:`retrieval.services`.
 """
@@ -14,7 +15,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _FACADE = ("search", "search_batch", "asearch", "asearch_batch")
-__all__ = [*_FACADE, "Scope", "__version__"]
+_ANSWERS = ("answer", "aanswer")
+__all__ = [*_FACADE, *_ANSWERS, "Scope", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from retrieval.services.query import search as module
 
         return getattr(module, name)
+    if name in _ANSWERS:
+        from retrieval.services.answers import service
+
+        return getattr(service, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -138,6 +138,18 @@ DEFAULTS: dict[str, Any] = {
     # calls only (none is sent, or runs, past that many seconds from the search's start);
     # None leaves them all of SEARCH_DEADLINE.
     "LLM_BUDGET": {"max_calls": 12, "max_tokens": 24000, "max_seconds": None},
+    # Grounded answers (retrieval.answer, POST /api/answer/, retrieval_ask): the LLMS alias
+    # that writes them (not configured: the extractive answer, no model), results retrieved,
+    # the passages' token budget (then fitted to the LLM's context_window, beside the LLM's
+    # own max_tokens for the answer), the score a result needs to be used (None: any), and
+    # the sentences of an extractive answer. Keys left out keep these values.
+    "ANSWERS": {
+        "llm": "default",
+        "top_k": 8,
+        "context_tokens": 2000,
+        "min_score": None,
+        "sentences": 3,
+    },
     # Alias of the chunker used for new documents.
     "DEFAULT_CHUNKER": "default",
     # Alias of the embedder given to collections created without one.

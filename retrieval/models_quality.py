@@ -151,6 +151,7 @@ class QueryTrace(models.Model):
         EVALUATION = "evaluation", "Evaluation"
         COMMAND = "command", "Command"
         PYTHON = "python", "Python"
+        ANSWER = "answer", "Answer"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     query = models.TextField()

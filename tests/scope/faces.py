@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from django.test import Client
+from django.conf import settings
+from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -29,7 +30,7 @@ from retrieval.models import (
     Triple,
 )
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.query.tools import answer_tool, collection_tools
 from retrieval.services.registry import retrievers
 from tests.conftest import run_async
 from tests.scope.conftest import DOCS, QUERY
@@ -95,6 +96,23 @@ def api_tools(user, name: str, leg: str) -> Answer:
     return Answer(called.status_code, listed.content.decode() + called.content.decode())
 
 
+def api_answer(user, name: str, leg: str) -> Answer:
+    """The answer as JSON and as a stream, and the trace each one stored."""
+    client = api(user)
+    body = {"question": QUERY, "collection": name, "retriever": leg}
+    with override_settings(RETRIEVAL={**settings.RETRIEVAL, "TRACE_SAMPLE_RATE": 1}):
+        plain = client.post("/api/answer/", body, format="json")
+        streamed = client.post("/api/answer/", {**body, "stream": True}, format="json")
+    assert plain.status_code == streamed.status_code
+    if plain.status_code != 200:
+        return Answer(plain.status_code, plain.content.decode())
+    texts = [plain.content.decode(), b"".join(streamed.streaming_content).decode()]
+    ids = re.findall(r'"trace_id": ?(\d+)', " ".join(texts))
+    assert len(ids) == 2, texts
+    traces = QueryTrace.objects.filter(pk__in=ids).values("query", "results", "trace")
+    return Answer(200, " ".join(texts) + json.dumps(list(traces)))
+
+
 def search_page(user, name: str, leg: str) -> Answer:
     set_default_retriever(leg)
     response = browser(user).get(reverse("retrieval:search"), {"collection": name, "q": QUERY})
@@ -126,11 +144,19 @@ def python_facade(user, name: str, leg: str) -> Answer:
             retrieval.asearch_batch([QUERY], collection=name, user=user, retriever=leg)
         )
         tool = collection_tools(name, user=user)[0].execute({"query": QUERY, "top_k": 10})
+        answered = retrieval.answer(QUERY, collection=name, user=user, retriever=leg)
+        answered_later = run_async(
+            retrieval.aanswer(QUERY, collection=name, user=user, retriever=leg)
+        )
+        tool += answer_tool(collection=name, user=user, retriever=leg).execute({"question": QUERY})
         graph = neighbourhood(name, "North Hub", hops=2, user=user)
     except CollectionNotFound as e:
         return Answer(404, str(e))
     answers = [one, *batch, later, *many]
     body = json.dumps([[r.to_dict() for r in a] + [a.trace] for a in answers]) + tool
+    for grounded in (answered, answered_later):
+        body += json.dumps([grounded.to_dict(), grounded.trace])
+        body += json.dumps([r.to_dict() for r in grounded.results])
     return Answer(200, body + json.dumps(graph))
 
 
@@ -138,6 +164,7 @@ SEARCH_FACES: dict[str, Callable[..., Answer]] = {
     "api_search": api_search,
     "api_batch_search": api_batch_search,
     "api_tools": api_tools,
+    "api_answer": api_answer,
     "search_page": search_page,
     "playground": playground,
     "python_facade": python_facade,

@@ -26,6 +26,7 @@ COVERED = {
     "retrieval-api:search-batch": "api_batch_search",
     "retrieval-api:tools": "api_tools",
     "retrieval-api:tool-call": "api_tools",
+    "retrieval-api:answer": "api_answer",
     "retrieval-api:collection-list": "api_browse (collection detail; test_access lists)",
     "retrieval-api:collection-detail": "api_browse",
     "retrieval-api:document-list": "api_browse",
@@ -89,6 +90,10 @@ PYTHON_COVERED = {
     "retrieval.search_batch": "python_facade",
     "retrieval.asearch": "python_facade",
     "retrieval.asearch_batch": "python_facade",
+    "retrieval.answer": "python_facade",
+    "retrieval.aanswer": "python_facade",
+    "retrieval.services.answers.service.answer": "python_facade (retrieval.answer), api_answer",
+    "retrieval.services.query.tools.answer_tool": "python_facade",
     "retrieval.services.query.search.search": "python_facade (retrieval.search)",
     "retrieval.services.query.search.search_batch": "python_facade (retrieval.search_batch)",
     "retrieval.services.query.tools.collection_tools": "python_facade",
@@ -109,7 +114,7 @@ PYTHON_COVERED = {
 
 def scoped_python_api() -> set[str]:
     """The facade's functions, and every public service function with a ``scope`` parameter."""
-    found = {f"retrieval.{name}" for name in retrieval._FACADE}
+    found = {f"retrieval.{name}" for name in (*retrieval._FACADE, *retrieval._ANSWERS)}
     root = Path(retrieval.services.__file__).parent
     for path in sorted(root.rglob("*.py")):  # namespace packages (no __init__) included
         parts = path.relative_to(root.parent.parent).with_suffix("").parts

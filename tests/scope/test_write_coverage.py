@@ -39,6 +39,7 @@ API_WRITES = {
     ("retrieval-api:tool-call", "post"): "api_index_tool (retrieve only reads)",
     ("retrieval-api:search", "post"): "read: a search",
     ("retrieval-api:search-batch", "post"): "read: a batch of searches",
+    ("retrieval-api:answer", "post"): "read: a search and its answer",
     ("retrieval:login", "post"): "read: Django's sign-in form (writes the session only)",
     ("retrieval:login", "put"): "read: Django's sign-in form (writes the session only)",
 }

@@ -40,12 +40,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["top_k"] < 1:
             raise CommandError("--top-k must be at least 1.")
-        filters = None
-        if options["filters"]:
-            try:
-                filters = json.loads(options["filters"])
-            except json.JSONDecodeError as e:
-                raise CommandError(f"--filters is not valid JSON: {e}") from e
+        filters = parse_filters(options["filters"])
         history = parse_history(options["history"]) if options["history"] else None
         try:
             collection = Scope.ALL.collection(options["collection"])
@@ -85,6 +80,16 @@ class Command(BaseCommand):
                 + (f"  ·  {where}" if where else "")
             )
             self.stdout.write(textwrap.indent(chunk.content.strip(), "    ") + "\n")
+
+
+def parse_filters(text: str | None) -> Any:
+    """Return ``--filters`` parsed (``None`` if not given), or raise naming the fix."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"--filters is not valid JSON: {e}") from e
 
 
 def parse_history(text: str) -> list[dict[str, str]]:

@@ -60,6 +60,11 @@ def traced_as(source: str) -> Iterator[None]:
         _source.reset(token)
 
 
+def current_source() -> str:
+    """Return the face the searches run here are recorded as coming from."""
+    return _source.get()
+
+
 def carrying_source(function: Callable[[], Any]) -> Callable[[], Any]:
     """Return ``function`` to run in another thread logged as searches are here (their
     source, untraced or not): a new thread starts with the context variables' defaults."""

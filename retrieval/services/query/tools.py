@@ -16,6 +16,7 @@ from typing import Any
 from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalError
 from retrieval.models import Collection, Document, QueryTrace
 from retrieval.services.access import Scope, resolve_scope
+from retrieval.services.answers.service import answer
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.quality.search_log import record_search, traced_as
 from retrieval.services.query.filters import Filters
@@ -30,6 +31,7 @@ from retrieval.services.validation import nesting
 
 __all__ = [
     "Tool",
+    "answer_tool",
     "ToolError",
     "collection_tools",
     "index_tool",
@@ -255,6 +257,65 @@ def retrieve_tool(
         description=description
         or f"Search the {target.name!r} collection ({about}) and return the passages "
         "that best answer a query, best first.",
+        parameters=parameters,
+        function=run,
+    )
+
+
+def answer_tool(
+    *,
+    collection: Collection | str,
+    user: Any = None,
+    scope: Scope | None = None,
+    name: str = "answer",
+    description: str | None = None,
+    pipeline: str | None = None,
+    retriever: str | None = None,
+    llm: str | None = None,
+    extractive: bool = False,
+    filters: Filters | Mapping[str, Any] | None = None,
+) -> Tool:
+    """Return a tool that answers a ``question`` from ``collection``, citing its passages
+    (see :func:`~retrieval.services.answers.service.answer`).
+
+    ``user`` or ``scope`` is required, as for :func:`retrieve_tool`: every answer is made
+    of what it may see. The result is the answer's text, its citations, and whether it
+    abstained (with the closest documents).
+    """
+    allowed = resolve_scope(scope, user, caller="answer_tool")
+    target = allowed.collection(collection)
+    options = {"pipeline": pipeline, "retriever": retriever, "llm": llm, "filters": filters}
+
+    def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        with traced_as(QueryTrace.Source.TOOL):
+            result = answer(
+                arguments["question"],
+                collection=target,
+                scope=allowed,
+                extractive=extractive,
+                **options,
+            )
+        body = result.to_dict()
+        return {key: body[key] for key in ("text", "citations", "abstained", "reason", "closest")}
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "question": {
+                "type": "string",
+                "description": "The question to answer, in natural language.",
+                "minLength": 1,
+            },
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    }
+    about = target.description or target.name
+    return Tool(
+        name=name,
+        description=description
+        or f"Answer a question from the {target.name!r} collection ({about}), citing the "
+        "passages the answer rests on as [n]; says so when they do not answer it.",
         parameters=parameters,
         function=run,
     )

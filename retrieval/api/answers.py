@@ -1,0 +1,151 @@
+"""The answer endpoint: a question answered from a collection's passages, citing them.
+
+``POST /api/answer/`` takes the question and the search's options; with
+``"stream": true`` the answer comes as server-sent events (``token`` events with the
+text, then one ``answer`` event with the citations and the trace id).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retrieval.exceptions import RetrievalError
+from retrieval.models import QueryTrace
+from retrieval.services.answers.records import Answer
+from retrieval.services.answers.service import answer, answer_events
+from retrieval.services.quality.search_log import traced_as
+from retrieval.services.registry import llms
+
+from .search import UNAVAILABLE, SearchOptionsSerializer, _refused, _validated
+from .serializers import known_component
+from .throttling import SearchThrottleMixin
+from .views import RetrievalAPIMixin
+
+
+class AnswerRequestSerializer(SearchOptionsSerializer):
+    """A question, and the search that finds its passages."""
+
+    # A search's steps that an answer does not take.
+    rewrite = rerank = history = max_tokens = None  # type: ignore[assignment]
+    question = serializers.CharField(max_length=10_000)
+    top_k = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text='Default ANSWERS["top_k"].'
+    )
+    llm = serializers.CharField(
+        required=False, help_text='LLM alias writing the answer (default ANSWERS["llm"]).'
+    )
+    extractive = serializers.BooleanField(
+        default=False, help_text="Answer with the passages' own sentences, asking no model."
+    )
+    min_score = serializers.FloatField(
+        required=False,
+        help_text='Results scoring less are not used (default ANSWERS["min_score"]).',
+    )
+    stream = serializers.BooleanField(
+        default=False, help_text="Answer as server-sent events: token events, then the answer."
+    )
+
+    def validate_llm(self, value: str) -> str:
+        return known_component(llms, value, "LLM")
+
+    def answer_options(self) -> dict[str, Any]:
+        """Return the validated options as :func:`answer` takes them."""
+        data = self.validated_data
+        return {
+            "pipeline": data.get("pipeline"),
+            "retriever": data.get("retriever"),
+            "llm": data.get("llm"),
+            "extractive": data["extractive"],
+            "top_k": data.get("top_k"),
+            "filters": data["filters"],
+            "min_score": data.get("min_score"),
+        }
+
+
+class AnswerCitationSerializer(serializers.Serializer):
+    number = serializers.IntegerField(help_text="The [number] in the answer's text.")
+    document_id = serializers.IntegerField()
+    document = serializers.CharField(help_text="The document's external id.")
+    title = serializers.CharField()
+    url = serializers.CharField(help_text='The document\'s metadata["url"], or "".')
+    chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    start = serializers.IntegerField(help_text="Offset of the passage in the document's text.")
+    end = serializers.IntegerField()
+    page = serializers.IntegerField(allow_null=True)
+    quote = serializers.CharField(help_text="The passage's sentence the answer rests on.")
+
+
+class AnswerResponseSerializer(serializers.Serializer):
+    question = serializers.CharField()
+    text = serializers.CharField(help_text="The answer, citing passages as [n].")
+    citations = AnswerCitationSerializer(many=True)
+    abstained = serializers.BooleanField(help_text="The passages found do not answer it.")
+    mode = serializers.ChoiceField(
+        choices=["llm", "extractive", "retrieval"],
+        help_text="Who answered: the LLM, the passages' sentences, or nobody (retrieval found "
+        "nothing good enough).",
+    )
+    reason = serializers.CharField(
+        help_text="Why it abstained, or why the LLM's answer was replaced by the extractive one."
+    )
+    uncited = serializers.ListField(
+        child=serializers.CharField(), help_text="Sentences that cite no passage."
+    )
+    closest = serializers.ListField(
+        child=serializers.DictField(), help_text="When it abstained: the documents found."
+    )
+    trace_id = serializers.IntegerField(allow_null=True, help_text="The stored trace, if kept.")
+
+
+def server_sent_events(result: Answer) -> Iterator[str]:
+    """Return the answer's events as ``text/event-stream`` messages."""
+    for kind, data in answer_events(result):
+        yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
+    """Answer a question from a collection's passages, citing them; optionally streamed."""
+
+    @extend_schema(
+        request=AnswerRequestSerializer,
+        responses={
+            (200, "application/json"): AnswerResponseSerializer,
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description='With "stream": true: "token" events ({"text"}), then one '
+                '"answer" event whose data is the JSON answer.',
+            ),
+            503: UNAVAILABLE,
+        },
+    )
+    def post(self, request: Request) -> Response | StreamingHttpResponse:
+        serializer, collection = _validated(self, AnswerRequestSerializer, request)
+        data = serializer.validated_data
+        try:
+            with traced_as(QueryTrace.Source.API):
+                result = answer(
+                    data["question"],
+                    collection=collection,
+                    scope=self.scope,
+                    **serializer.answer_options(),
+                )
+        except (RetrievalError, ValueError) as e:
+            raise _refused(e) from e
+        if not data["stream"]:
+            return Response(result.to_dict())
+        response = StreamingHttpResponse(
+            server_sent_events(result), content_type="text/event-stream"
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: pass the events on as they come
+        return response

@@ -1,0 +1,127 @@
+"""The answer without a model: the sentences of the passages that best answer the question.
+
+Sentences are scored against the question as BM25 scores chunks (each sentence a
+document, the terms of the ``ANALYZERS["default"]`` analyzer), so the choice is
+deterministic and needs no network; the best few are kept, each with its passage's
+citation. The same scoring picks the sentence a model's citation quotes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from retrieval.services.query.packing import sentence_boundaries
+from retrieval.services.registry import analyzers
+
+#: BM25's constants, as the BM25 retriever's defaults.
+K1, B = 1.2, 0.75
+#: A sentence scoring less than this share of the best one is not part of the answer:
+#: a word it shares with the question by chance ("support tickets" for "supported").
+RELATIVE_FLOOR = 0.5
+#: Fewer words than this do not answer anything ("# ...", "Done.").
+MIN_WORDS = 3
+# A statement ends with . ! or : (perhaps closed by quotes or brackets), or 。！.
+_STATEMENT_END = re.compile(r"[.!:\u3002\uff01][\"')\]]*$")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A sentence of passage ``number``, at ``position`` among its sentences."""
+
+    number: int
+    position: int
+    text: str
+
+
+def split_sentences(text: str) -> list[str]:
+    """Return the sentences of ``text`` (``packing``'s boundaries), stripped, none empty."""
+    pieces, start = [], 0
+    for end in [*sentence_boundaries(text), len(text)]:
+        piece = " ".join(text[start:end].split())
+        if piece:
+            pieces.append(piece)
+        start = end
+    return pieces
+
+
+def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[float, Sentence]]:
+    """Return the passages' sentences that answer ``question``, best first (ties: the
+    earlier passage, then the earlier sentence), with their scores.
+
+    A question or a heading (a line that does not end a sentence) is not an answer:
+    its score goes to the sentence after it, which answers it in an FAQ or a section.
+    Headings count as answers only in passages that have nothing else.
+    """
+    analyzer = analyzers["default"]
+    wanted = set(analyzer.terms(question))
+    sentences = [
+        Sentence(number, position, text)
+        for number, body in sorted(passages.items())
+        for position, text in enumerate(split_sentences(body))
+    ]
+    if not wanted or not sentences:
+        return []
+    counts = [Counter(analyzer.terms(sentence.text)) for sentence in sentences]
+    lengths = [sum(count.values()) for count in counts]
+    average = sum(lengths) / len(lengths) or 1.0
+    frequency = Counter(term for count in counts for term in wanted & count.keys())
+    idf = {
+        term: math.log(1 + (len(sentences) - df + 0.5) / (df + 0.5))
+        for term, df in frequency.items()
+    }
+    own = [
+        sum(
+            idf[term] * count[term] * (K1 + 1) / (count[term] + K1 * (1 - B + B * length / average))
+            for term in wanted & count.keys()
+        )
+        for count, length in zip(counts, lengths, strict=True)
+    ]
+    answers = [not _leads(sentence.text) for sentence in sentences]
+    scored, carried = [], 0.0
+    for index, sentence in enumerate(sentences):
+        if index and sentence.number != sentences[index - 1].number:
+            carried = 0.0  # a heading answers within its own passage only
+        if answers[index] or not any(
+            answers[i] for i, other in enumerate(sentences) if other.number == sentence.number
+        ):
+            score, carried = own[index] + carried, 0.0
+            if score > 0 and not sentence.text.endswith("?"):
+                scored.append((score, sentence))
+        else:
+            carried += own[index]
+    scored.sort(key=lambda pair: (-pair[0], pair[1].number, pair[1].position))
+    return scored
+
+
+def _leads(text: str) -> bool:
+    """Whether ``text`` asks or heads rather than states: a question, a line that does
+    not end as a sentence does (a heading), or a few words."""
+    return (
+        text.endswith("?")
+        or not _STATEMENT_END.search(text)
+        or len(_WORD.findall(text)) < MIN_WORDS
+    )
+
+
+def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:
+    """Return the ``sentences`` best sentences for ``question`` (those scoring at least
+    :data:`RELATIVE_FLOOR` of the best), in passage order; an empty list when no sentence
+    shares a term with the question."""
+    ranked = rank_sentences(question, passages)[:sentences]
+    best = [s for score, s in ranked if score >= ranked[0][0] * RELATIVE_FLOOR]
+    return sorted(best, key=lambda sentence: (sentence.number, sentence.position))
+
+
+def best_quote(text: str, body: str) -> str:
+    """Return the sentence of ``body`` that ``text`` (a sentence citing it) rests on most:
+    the best-scoring one, else the first."""
+    ranked = rank_sentences(text, {0: body})
+    if ranked:
+        return ranked[0][1].text
+    first = split_sentences(body)
+    return first[0] if first else ""

@@ -1,0 +1,125 @@
+"""POST /api/answer/: the answer as JSON or server-sent events, refusals, throttling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from retrieval.models import QueryTrace
+from tests.conftest import collection_of
+from tests.openai_server import hang_fault
+
+pytestmark = pytest.mark.django_db
+
+PATH = "/v1/chat/completions"
+TEXTS = {
+    "tides": "The tides are caused by the gravity of the moon. Sailors watch them closely.",
+    "bread": "Bread rises because yeast makes carbon dioxide. Bakers knead the dough.",
+}
+BODY = {"question": "What causes the tides?", "collection": "library"}
+
+
+@pytest.fixture
+def api(keyword_settings, retrieval_settings) -> APIClient:
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    collection_of("library", TEXTS)
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_user(username="reader"))
+    return client
+
+
+def events(response) -> list[tuple[str, dict]]:
+    """Parse a text/event-stream body into (event, data) pairs."""
+    body = b"".join(response.streaming_content).decode()
+    pairs = []
+    for message in body.split("\n\n"):
+        if message.strip():
+            kind, data = message.split("\n", 1)
+            pairs.append((kind.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return pairs
+
+
+def test_the_answer_comes_as_json_with_citations_and_its_trace(api, llm_server):
+    llm_server.queue_chat("The moon's gravity causes the tides [1][4].")
+    response = api.post("/api/answer/", BODY, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["text"] == "The moon's gravity causes the tides [1]."
+    assert (body["mode"], body["abstained"]) == ("llm", False)
+    assert [c["document"] for c in body["citations"]] == ["tides"]
+    trace = QueryTrace.objects.get(pk=body["trace_id"])
+    assert trace.source == QueryTrace.Source.ANSWER
+    face = [e for e in trace.trace["events"] if e["stage"] == "answer"][0]["face"]
+    assert face == "api"
+
+
+def test_a_streamed_answer_sends_tokens_then_the_citations_and_trace_id(api, llm_server):
+    llm_server.queue_chat("The moon's gravity causes the tides [1].")
+    response = api.post("/api/answer/", {**BODY, "stream": True}, format="json")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    sent = events(response)
+    tokens = [data["text"] for kind, data in sent if kind == "token"]
+    assert len(tokens) > 1 and "".join(tokens) == "The moon's gravity causes the tides [1]."
+    kind, final = sent[-1]
+    assert kind == "answer" and final["citations"][0]["document"] == "tides"
+    assert QueryTrace.objects.filter(pk=final["trace_id"]).exists()
+
+
+def test_a_hanging_llm_streams_the_extractive_answer_with_the_reason(
+    api, llm_server, retrieval_settings
+):
+    retrieval_settings(
+        LLMS={
+            "default": {
+                "BACKEND": "retrieval.services.llms.openai.OpenAIChatLLM",
+                "OPTIONS": {"model": "m", "base_url": llm_server.base_url, "timeout": 0.3},
+            }
+        }
+    )
+    llm_server.fail_next(*[hang_fault()] * 3, path=PATH)
+    response = api.post("/api/answer/", {**BODY, "stream": True}, format="json")
+    assert response.status_code == 200
+    final = events(response)[-1][1]
+    assert final["mode"] == "extractive" and "timed out" in final["reason"]
+    assert final["citations"][0]["document"] == "tides"
+
+
+def test_without_an_llm_the_api_answers_extractively(api):
+    body = api.post("/api/answer/", BODY, format="json").json()
+    assert body["mode"] == "extractive" and body["text"].endswith("[1]")
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [
+        ({"collection": "nowhere"}, 404),
+        ({"question": ""}, 400),
+        ({"llm": "nope"}, 400),
+        ({"retriever": "nope"}, 400),
+        ({"top_k": 0}, 400),
+        ({"pipeline": "default", "retriever": "dense"}, 400),
+    ],
+)
+def test_bad_requests_are_refused_with_a_reason(api, change, status):
+    response = api.post("/api/answer/", {**BODY, **change}, format="json")
+    assert response.status_code == status, response.content
+
+
+def test_anonymous_callers_are_refused(api):
+    assert APIClient().post("/api/answer/", BODY, format="json").status_code in (401, 403)
+
+
+def test_answers_are_throttled_as_searches(api):
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"retrieval_search": "2/min"}}
+    with override_settings(REST_FRAMEWORK=rest):
+        cache.clear()
+        statuses = [api.post("/api/answer/", BODY, format="json").status_code for _ in range(3)]
+    cache.clear()
+    assert statuses == [200, 200, 429]
