@@ -415,9 +415,14 @@ def _delete(model: str) -> Callable[..., Answer]:
     return face
 
 
+#: Actions that change a row of another state than ``ROWS`` gives (a cancel: a queued run).
+ACTION_ROWS = {("indexrun", "cancel_runs"): lambda t: t.queued_run}
+
+
 def _action(model: str, action: str) -> Callable[..., Answer]:
     def face(user, t: Target) -> Answer:
-        data = {"action": action, "_selected_action": [ROWS[model](t)], **ACTION_ANSWERS}
+        row = ACTION_ROWS.get((model, action), ROWS[model])(t)
+        data = {"action": action, "_selected_action": [row], **ACTION_ANSWERS}
         return _admin(user, reverse(f"admin:retrieval_{model}_changelist"), data)
 
     return face
