@@ -18,6 +18,7 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django.views.generic import TemplateView
@@ -135,7 +136,8 @@ def chosen_facets(request: HttpRequest) -> dict[str, str]:
 
 def result_tools(request: HttpRequest, scope: Any, page: Any) -> dict[str, Any]:
     """Return what the page offers around its results: links to the pages before and
-    after, the facets' links, and the click and vote endpoints with what they need."""
+    after, the facets' links, and the click and vote endpoints with what they need (a
+    signed-in reader's posts carry the CSRF token, given for sites' own scripts)."""
     from .models import Judgment
     from .services.results.clicks import click_token
 
@@ -159,11 +161,16 @@ def result_tools(request: HttpRequest, scope: Any, page: Any) -> dict[str, Any]:
     if page.groups and page.trace_id is not None:
         url = api_url("retrieval-api:click")
         if url:
-            tools["click"] = {"url": url, "token": click_token(page.trace_id, request.user)}
+            token = click_token(page.trace_id, request.user)
+            tools["click"] = {"url": url, "token": token, "csrf": get_token(request)}
     if page.groups and scope.may_write("add", Judgment, page.collection, whole=False):
         url = api_url("retrieval-api:feedback")
         if url:
-            tools["vote"] = {"url": url, "collection": page.collection.slug}
+            tools["vote"] = {
+                "url": url,
+                "collection": page.collection.slug,
+                "csrf": get_token(request),
+            }
     return tools
 
 

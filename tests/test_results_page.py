@@ -228,3 +228,29 @@ def test_a_snippet_is_the_passage_with_the_most_query_words():
         (),
         "Volcanoes erupt.",
     )
+
+
+def test_readers_who_may_judge_get_a_vote_on_each_result(library, client):
+    from retrieval.models import Judgment
+    from tests.conftest import editor
+
+    status, body = page(library, q="penguins")
+    assert body["vote"] is None  # a reader without retrieval.add_judgment
+    assert 'class="retrieval-vote"' not in library.get("/", {"q": "penguins"}).content.decode()
+    client.force_login(editor())
+    response = client.get("/", {"collection": "atlas", "q": "penguins"})
+    text = response.content.decode()
+    assert text.count('class="retrieval-vote"') == 3
+    best = response.context["results"][0].best.chunk
+    assert f'name="chunk_id" value="{best.pk}"' in text
+    # Without JavaScript the form posts itself to the feedback endpoint.
+    vote = response.context["vote"]
+    form = {"collection": vote["collection"], "query": "penguins", "chunk_id": best.pk}
+    answer = client.post(vote["url"], {**form, "relevant": "true"})
+    assert answer.status_code == 202
+    judgment = Judgment.objects.get()
+    assert (judgment.status, judgment.grade, judgment.query.text) == (
+        Judgment.Status.CANDIDATE,
+        1,
+        "penguins",
+    )
