@@ -126,3 +126,23 @@ def test_a_search_not_kept_offers_no_click(searched, retrieval_settings):
     assert body["results"] and body["click"] is None
     html = client.get("/", {"collection": "atlas", "q": "penguins"}).content.decode()
     assert "data-click-token" not in html
+
+
+def test_an_api_search_hands_out_its_click_token(searched, django_user_model, retrieval_settings):
+    from rest_framework.test import APIClient
+
+    _, _, documents = searched
+    api = APIClient()
+    api.force_authenticate(django_user_model.objects.get(username="reader"))
+    body = {"query": "seals", "collection": "atlas", "retriever": "bm25"}
+    found = api.post("/api/search/", body, format="json").json()
+    assert [r["document"] for r in found["results"]] == ["seals.txt"]
+    click = {"token": found["click_token"], "document": documents["seals.txt"]}
+    assert api.post("/api/clicks/", click, format="json").status_code == 202
+    trace = QueryTrace.objects.get(query="seals")
+    assert list(trace.clicks.values_list("position", flat=True)) == [1]
+    batch = {"queries": ["seals", "penguins"], "collection": "atlas", "retriever": "bm25"}
+    answers = api.post("/api/search/batch/", batch, format="json").json()["results"]
+    assert all(answer["click_token"] for answer in answers)
+    retrieval_settings(TRACE_SAMPLE_RATE=0)
+    assert api.post("/api/search/", body, format="json").json()["click_token"] is None

@@ -132,31 +132,41 @@ def results_page(
         top_k=number * size * CHUNKS_PER_DOCUMENT,
         filters={"metadata": metadata} if metadata else None,
     )
-    groups = group_by_document(list(results), query)
+    chunks_of = by_document(list(results))
     first = (number - 1) * size
     return ResultsPage(
         query=query,
         collection=target,
         number=number,
-        groups=tuple(groups[first : first + size]),
-        has_next=len(groups) > first + size,
+        groups=result_groups(chunks_of[first : first + size], query, first=first + 1),
+        has_next=len(chunks_of) > first + size,
         facets=facets,
         trace_id=results.trace_id,
     )
 
 
-def group_by_document(results: list[RetrievalResult], query: str) -> list[ResultGroup]:
-    """Return ``results`` (best first) as one group per document, in the order of each
+def by_document(results: list[RetrievalResult]) -> list[list[RetrievalResult]]:
+    """Return ``results`` (best first) as each document's, in the order of each
     document's best chunk."""
+    grouped: dict[int, list[RetrievalResult]] = {}
+    for result in results:
+        grouped.setdefault(result.chunk.document_id, []).append(result)
+    return list(grouped.values())
+
+
+def result_groups(
+    documents: list[list[RetrievalResult]], query: str, *, first: int = 1
+) -> tuple[ResultGroup, ...]:
+    """Return the documents' results (from :func:`by_document`) as groups with snippets
+    and links, numbered from position ``first``."""
     analyze = _analyzer().terms
     terms = frozenset(analyze(query))
-    by_document: dict[int, list[RetrievalResult]] = {}
-    for result in results:
-        by_document.setdefault(result.chunk.document_id, []).append(result)
     groups = []
-    for position, chunks in enumerate(by_document.values(), start=1):
+    for position, chunks in enumerate(documents, start=first):
         document = chunks[0].chunk.document
         url = document_url(document)
+        # The app's own page shows every chunk: link to the one that matched.
+        anchored = bool(url) and host_url(document.metadata) is None
         hits = [
             Hit(
                 chunk=result.chunk,
@@ -164,10 +174,7 @@ def group_by_document(results: list[RetrievalResult], query: str) -> list[Result
                 score=result.score,
                 snippet=snippet(result.chunk.content, terms, analyze),
                 promoted=bool(result.metadata.get("promoted")),
-                # The app's own page shows every chunk: link to the one that matched.
-                url=url
-                if host_url(document.metadata) or not url
-                else f"{url}#chunk-{result.chunk.index}",
+                url=f"{url}#chunk-{result.chunk.index}" if anchored else url,
             )
             for result in chunks
         ]
@@ -176,12 +183,12 @@ def group_by_document(results: list[RetrievalResult], query: str) -> list[Result
                 document=document, position=position, url=url, best=hits[0], more=tuple(hits[1:])
             )
         )
-    return groups
+    return tuple(groups)
 
 
 def document_positions(results: list[Mapping[str, Any]]) -> dict[int, int]:
     """Return each document's position (1-based) among a trace's ranked ``results``, as
-    :func:`group_by_document` numbers them."""
+    :func:`by_document` orders them."""
     positions: dict[int, int] = {}
     for record in sorted(results, key=lambda r: r.get("rank", 0)):
         document_id = record.get("document_id")
