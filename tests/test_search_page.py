@@ -26,7 +26,7 @@ Adelie penguins nest on bare rock along the coast.
 
 @pytest.fixture
 def atlas(keyword_settings, retrieval_settings):
-    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    retrieval_settings(TRACE_SAMPLE_RATE=1, SEARCH_PAGE_FACETS=["kind"])
     collection, _ = get_or_create_collection("atlas")
     ingest(
         collection,
@@ -36,8 +36,14 @@ def atlas(keyword_settings, retrieval_settings):
                 data=GUIDE_MD,
                 filename="guide.md",
                 mime_type="text/markdown",
+                metadata={"kind": "guide"},
             ),
-            Source.from_text("Volcanoes erupt molten rock.", external_id="geology.txt"),
+            Source.from_text(
+                "Volcanoes erupt molten rock.", external_id="geology.txt", metadata={"kind": "note"}
+            ),
+            Source.from_text(
+                "Penguins waddle; a note.", external_id="note.txt", metadata={"kind": "note"}
+            ),
         ],
     )
     Collection.objects.update(default_retriever="bm25")
@@ -63,6 +69,14 @@ def search(page, query: str) -> None:
 def fits(page) -> bool:
     """True if the page needs no sideways scrolling."""
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+#: Links, buttons and form fields with no accessible name (no label, no text).
+UNNAMED = """() => Array.from(document.querySelectorAll(
+    'a[href], button, input:not([type=hidden]), select, textarea, summary'))
+  .filter(e => !((e.labels && e.labels.length) || e.getAttribute('aria-label')
+                 || e.getAttribute('aria-labelledby') || e.textContent.trim()))
+  .map(e => e.outerHTML)"""
 
 
 def eventually(page, check) -> bool:
@@ -93,7 +107,10 @@ def test_search_open_a_result_and_its_click_is_recorded(
             "Antarctic",
             "birds",
         ]
-        assert page.locator(".retrieval-result").count() == 1  # one entry per document
+        assert page.locator(".retrieval-result").count() == 2  # one entry per document
+        assert page.evaluate(UNNAMED) == []
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
         more = first.locator("details.retrieval-more")
         if more.count():
             more.locator("summary").click()
@@ -102,6 +119,12 @@ def test_search_open_a_result_and_its_click_is_recorded(
         assert screenshot(page, f"search-page-{screen}").stat().st_size > 0
         assert page.locator(".retrieval-vote").count() == 0  # a reader may not judge
 
+        page.get_by_role("link", name="guide (1)").click()  # the facet: guides only
+        page.wait_for_url("**facet=kind%3Aguide*")
+        assert page.locator(".retrieval-result").count() == 1
+        assert page.get_by_role("link", name="guide (1)").get_attribute("aria-current") == "true"
+        assert fits(page)
+        first = page.locator(".retrieval-result").first
         first.locator("h3 a").click()
         page.wait_for_url("**/documents/*/#chunk-*")
         assert "Adelie penguins nest on bare rock" in page.locator("article").inner_text()
