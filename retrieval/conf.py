@@ -239,6 +239,11 @@ DEFAULTS: dict[str, Any] = {
     # The plain search page (retrieval.urls) requires a signed-in user unless this is
     # True; it always lists and searches only what the visitor may see.
     "SEARCH_PAGE_PUBLIC": False,
+    # Documents per page of the search page's results (each with its matching chunks).
+    "SEARCH_PAGE_SIZE": 10,
+    # Document metadata keys the search page offers as facets (string values, or strings
+    # in lists), each value with its count of the documents the reader may see.
+    "SEARCH_PAGE_FACETS": [],
     # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
     # stay on the primary. None: the alias Django's router picks for reads.
     "SEARCH_DATABASE": None,

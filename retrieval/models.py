@@ -408,7 +408,14 @@ class Promotion(models.Model):
         return f"{self.query} → {self.document}"
 
 
-from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+from .models_quality import (  # noqa: E402
+    EvalQuery,
+    EvalRun,
+    EvalSet,
+    Judgment,
+    QueryTrace,
+    SearchClick,
+)
 
 __all__ = [
     "Chunk",
@@ -424,5 +431,6 @@ __all__ = [
     "Judgment",
     "Promotion",
     "QueryTrace",
+    "SearchClick",
     "Triple",
 ]

@@ -216,3 +216,31 @@ class QueryTrace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.query[:60]} ({self.pipeline})"
+
+
+class SearchClick(models.Model):
+    """A reader following a result of a kept search: one row per search and document.
+
+    ``position`` is the document's place among the search's documents (1 for the first,
+    each document counted once, as the results page groups them), worked out from the
+    trace's results, not taken from the client. Joined to traces through ``trace``
+    (``QueryTrace.clicks``) for click-through rate and click position.
+    """
+
+    trace = models.ForeignKey(QueryTrace, on_delete=models.CASCADE, related_name="clicks")
+    # Kept when the document goes: the search was still clicked.
+    document = models.ForeignKey(
+        "retrieval.Document", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    position = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # A search's click on a document counts once however often it is followed.
+            models.UniqueConstraint(fields=["trace", "document"], name="retrieval_click_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} → {self.document_id} (#{self.position})"

@@ -17,47 +17,199 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django.views.generic import TemplateView
 
 from .conf import retrieval_settings
-from .exceptions import RetrievalError
+from .exceptions import CollectionNotFound, RetrievalError, ServiceUnavailableError
 
 
-class SearchView(TemplateView):
-    template_name = "retrieval/search.html"
+class ReaderMixin:
+    """Require a signed-in user unless ``SEARCH_PAGE_PUBLIC``; JSON asks get a 403."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not retrieval_settings.SEARCH_PAGE_PUBLIC and not request.user.is_authenticated:
+            if wants_json(request):
+                return JsonResponse({"detail": "Sign in to search."}, status=403)
             return redirect_to_login(request.get_full_path(), login_url())
-        return super().dispatch(request, *args, **kwargs)
+        return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+
+
+class SearchView(ReaderMixin, TemplateView):
+    """The results page; ``?format=json`` answers the same view as JSON, for sites that
+    embed search in their own pages."""
+
+    template_name = "retrieval/search.html"
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        context = self.get_context_data(**kwargs)
+        if wants_json(request):
+            return JsonResponse(search_json(context), status=context["status"])
+        return self.render_to_response(context, status=context["status"])
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from .models import QueryTrace
         from .services.access import Scope
         from .services.quality.search_log import traced_as, untraced
-        from .services.query.search import search
+        from .services.results.page import results_page
+
+        context = super().get_context_data(**kwargs)
+        request = self.request
+        scope = Scope.for_request(request)
+        collections = list(scope.visible_collections().order_by("name"))
+        query = request.GET.get("q", "").strip()
+        selected = request.GET.get("collection") or (collections[0].name if collections else "")
+        page, error, status = None, "", 200
+        if query and selected:
+            try:
+                number, chosen = page_number(request), chosen_facets(request)
+                with traced_as(QueryTrace.Source.PAGE), untraced(cross_site(request)):
+                    page = results_page(
+                        query, collection=selected, scope=scope, number=number, selected=chosen
+                    )
+            except CollectionNotFound as e:
+                error = str(e)
+            except ServiceUnavailableError as e:
+                error, status = str(e), 503
+            except (RetrievalError, ValueError) as e:
+                error, status = str(e), 400
+        context.update(
+            collections=collections,
+            query=query,
+            selected=selected,
+            page=page,
+            results=page.groups if page else [],
+            error=error,
+            status=status,
+            **result_tools(request, scope, page),
+        )
+        return context
+
+
+class DocumentView(ReaderMixin, TemplateView):
+    """A document's text, each chunk anchored (``#chunk-<index>``), for results with no
+    page of their own; a document hidden from the reader is a 404 like a missing one."""
+
+    template_name = "retrieval/document.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .admin.highlight import segments
+        from .models import Document
+        from .services.access import Scope
 
         context = super().get_context_data(**kwargs)
         scope = Scope.for_request(self.request)
-        collections = list(scope.visible_collections().order_by("name"))
-        query = self.request.GET.get("q", "").strip()
-        selected = self.request.GET.get("collection") or (
-            collections[0].name if collections else ""
-        )
-        results, error = [], ""
-        if query and selected:
-            try:
-                with traced_as(QueryTrace.Source.PAGE), untraced(cross_site(self.request)):
-                    results = search(query, collection=selected, scope=scope, top_k=10)
-            except (RetrievalError, ValueError) as e:
-                error = str(e)
-        context.update(
-            collections=collections, query=query, selected=selected, results=results, error=error
-        )
+        documents = Document.objects.select_related("collection").filter(pk=kwargs["pk"])
+        document = scope.restrict(documents, document="pk").first()
+        if document is None:
+            raise Http404("No such document.")
+        chunks = list(document.chunks.order_by("index"))
+        context.update(document=document, segments=segments(document.content, chunks))
         return context
+
+
+def wants_json(request: HttpRequest) -> bool:
+    return request.GET.get("format") == "json"
+
+
+def page_number(request: HttpRequest) -> int:
+    """Return the ``page`` asked for (1 if none); ``ValueError`` if it is not a number."""
+    raw = request.GET.get("page") or "1"
+    if not raw.isdigit() or len(raw) > 4:
+        raise ValueError("The page must be a whole number.")
+    return int(raw)
+
+
+def chosen_facets(request: HttpRequest) -> dict[str, str]:
+    """Return the facet values asked for: ``facet=key:value``, one value per key."""
+    chosen = {}
+    for item in request.GET.getlist("facet"):
+        key, colon, value = item.partition(":")
+        if not colon or not key or not value:
+            raise ValueError(f"A facet is key:value, not {item!r}.")
+        chosen[key] = value
+    return chosen
+
+
+def result_tools(request: HttpRequest, scope: Any, page: Any) -> dict[str, Any]:
+    """Return what the page offers around its results: links to the pages before and
+    after, the facets' links, and the click and vote endpoints with what they need (a
+    signed-in reader's posts carry the CSRF token, given for sites' own scripts)."""
+    from .models import Judgment
+    from .services.results.clicks import click_token
+
+    tools: dict[str, Any] = {"previous_url": "", "next_url": "", "facets": [], "click": None}
+    tools["vote"] = None
+    if page is None:
+        return tools
+    if page.number > 1:
+        tools["previous_url"] = with_params(request, page=page.number - 1)
+    if page.has_next:
+        tools["next_url"] = with_params(request, page=page.number + 1)
+    chosen = request.GET.getlist("facet")
+    for facet in page.facets:
+        values = []
+        for value in facet.values:
+            item = f"{facet.key}:{value.value}"
+            others = [c for c in chosen if not c.startswith(f"{facet.key}:")]
+            toggled = others if value.selected else [*others, item]
+            values.append({"value": value, "url": with_params(request, page=None, facet=toggled)})
+        tools["facets"].append({"facet": facet, "values": values})
+    if page.groups and page.trace_id is not None:
+        url = api_url("retrieval-api:click")
+        if url:
+            token = click_token(page.trace_id, request.user)
+            tools["click"] = {"url": url, "token": token, "csrf": get_token(request)}
+    if page.groups and scope.may_write("add", Judgment, page.collection, whole=False):
+        url = api_url("retrieval-api:feedback")
+        if url:
+            tools["vote"] = {
+                "url": url,
+                "collection": page.collection.slug,
+                "csrf": get_token(request),
+            }
+    return tools
+
+
+def with_params(request: HttpRequest, **changes: Any) -> str:
+    """Return this page's query string with ``changes`` (None: removed; a list: repeated)."""
+    params = request.GET.copy()
+    for key, value in changes.items():
+        params.pop(key, None)
+        if isinstance(value, list):
+            params.setlist(key, value)
+        elif value is not None:
+            params[key] = str(value)
+    return f"{request.path}?{params.urlencode()}"
+
+
+def api_url(name: str) -> str:
+    """Return the URL of an API endpoint, or "" for a site that does not mount the API."""
+    try:
+        return reverse(name)
+    except NoReverseMatch:
+        return ""
+
+
+def search_json(context: dict[str, Any]) -> dict[str, Any]:
+    """Return the results page as JSON: what the template shows, in the same order."""
+    page = context["page"]
+    return {
+        "query": context["query"],
+        "collection": context["selected"],
+        "collections": [c.name for c in context["collections"]],
+        "error": context["error"],
+        "page": page.number if page else None,
+        "previous": context["previous_url"] or None,
+        "next": context["next_url"] or None,
+        "results": [group.to_dict() for group in context["results"]],
+        "facets": [facet.to_dict() for facet in page.facets] if page else [],
+        "click": context["click"],
+        "vote": context["vote"],
+    }
 
 
 class LoginView(auth_views.LoginView):

@@ -73,6 +73,7 @@ def test_names_are_prefixed():
         "retrieval_judgment",
         "retrieval_evalrun",
         "retrieval_querytrace",
+        "retrieval_searchclick",
         "retrieval_promotion",
     }
     ours = {name for name, app in get_commands().items() if app == "retrieval"}

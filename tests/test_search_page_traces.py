@@ -33,7 +33,7 @@ def reader_client(client, django_user_model, keyword_settings, retrieval_setting
 def test_only_the_sites_own_searches_are_traced(reader_client, headers, traced):
     response = reader_client.get("/", {"q": "penguins", "collection": "atlas"}, **headers)
     assert response.status_code == 200
-    assert [r.chunk.content for r in response.context["results"]] == [
+    assert [r.best.chunk.content for r in response.context["results"]] == [
         "Penguins live in Antarctica."
     ]
     assert QueryTrace.objects.filter(query="penguins").exists() is traced

@@ -18,6 +18,7 @@ from retrieval.services.quality.search_log import traced_as
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search, search_batch
 from retrieval.services.registry import rerankers, retrievers, rewriters
+from retrieval.services.results.clicks import click_token
 from retrieval.services.rewriters.base import HISTORY_ROLES, normalize_turn
 from retrieval.services.types import SearchResults
 
@@ -196,6 +197,11 @@ class SearchResponseSerializer(serializers.Serializer):
     trace = serializers.DictField(
         help_text="What ran: rewrites, agentic rounds, reranking, LLM calls (tokens, ms)."
     )
+    click_token = serializers.CharField(
+        allow_null=True,
+        help_text="Post it with a followed result's document to /api/clicks/; null when the "
+        "search was not kept as a trace (TRACE_SAMPLE_RATE).",
+    )
 
 
 class BatchItemSerializer(SearchResponseSerializer):
@@ -206,11 +212,13 @@ class BatchSearchResponseSerializer(serializers.Serializer):
     results = BatchItemSerializer(many=True, help_text="One entry per query, in input order.")
 
 
-def _answer(results: SearchResults) -> dict[str, Any]:
+def _answer(results: SearchResults, user: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"results": [result.to_dict() for result in results]}
     if results.context is not None:
         body["context"] = results.context.to_dict()
     body["trace"] = results.trace
+    kept = results.trace_id is not None
+    body["click_token"] = click_token(results.trace_id, user) if kept else None
     return body
 
 
@@ -263,7 +271,7 @@ class SearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
                 )
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
-        return Response(_answer(results))
+        return Response(_answer(results, request.user))
 
 
 class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
@@ -287,7 +295,7 @@ class BatchSearchView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
         answers = [
-            {"query": query, **_answer(results)}
+            {"query": query, **_answer(results, request.user)}
             for query, results in zip(data["queries"], batches, strict=True)
         ]
         return Response({"results": answers})

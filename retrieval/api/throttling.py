@@ -6,6 +6,7 @@
 ``retrieval_write``    every other write: collections, document delete and reindex,
                        index-run cancel and retry, feedback, tool calls that index
 ``retrieval_graph``    an entity's neighbourhood (a recursive walk of the graph)
+``retrieval_click``    a click on a search result (``POST /api/clicks/``)
 =====================  ==============================================================
 
 A scope without a rate lets every request through. A view says its scope with a
@@ -25,6 +26,7 @@ SEARCH_SCOPE = "retrieval_search"
 UPLOAD_SCOPE = "retrieval_upload"
 WRITE_SCOPE = "retrieval_write"
 GRAPH_SCOPE = "retrieval_graph"
+CLICK_SCOPE = "retrieval_click"
 
 #: Tools of ``services.tools.collection_tools`` whose calls write (index) rather than search.
 WRITING_TOOLS = frozenset({"index_document"})
@@ -80,6 +82,12 @@ class SearchThrottleMixin(ScopedThrottleMixin):
     """Throttle a view under ``retrieval_search``."""
 
     throttle_scope = SEARCH_SCOPE
+
+
+class ClickThrottleMixin(ScopedThrottleMixin):
+    """Throttle a view under ``retrieval_click``."""
+
+    throttle_scope = CLICK_SCOPE
 
 
 class WriteThrottleMixin(ScopedThrottleMixin):

@@ -101,11 +101,18 @@ class RetrievalResult:
 
 class SearchResults(list):
     """A search's results, best first, with the query's trace (rewrites, agentic rounds,
-    LLM calls with their tokens and milliseconds) and, if asked for, the packed context."""
+    LLM calls with their tokens and milliseconds) and, if asked for, the packed context;
+    ``trace_id`` is the primary key of the ``QueryTrace`` kept of it (``None``: not kept)."""
 
     def __init__(
-        self, results: list[RetrievalResult], *, trace: dict[str, Any], context: Any = None
+        self,
+        results: list[RetrievalResult],
+        *,
+        trace: dict[str, Any],
+        context: Any = None,
+        trace_id: int | None = None,
     ) -> None:
         super().__init__(results)
         self.trace = trace
         self.context = context
+        self.trace_id = trace_id

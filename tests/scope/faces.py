@@ -27,6 +27,7 @@ from retrieval.models import (
     Judgment,
     Promotion,
     QueryTrace,
+    SearchClick,
     Triple,
 )
 from retrieval.services.graph.traversal import neighbourhood
@@ -114,9 +115,28 @@ def api_answer(user, name: str, leg: str) -> Answer:
 
 
 def search_page(user, name: str, leg: str) -> Answer:
+    """The results page; then every document's page, and a click on every document with
+    the search's click token: the clicks kept are shown by their documents' ids."""
     set_default_retriever(leg)
-    response = browser(user).get(reverse("retrieval:search"), {"collection": name, "q": QUERY})
-    return Answer(response.status_code, response.content.decode())
+    client = browser(user)
+    params = {"collection": name, "q": QUERY}
+    response = client.get(reverse("retrieval:search"), params)
+    bodies = [response.content.decode()]
+    documents = Document.objects.filter(external_id__in=DOCS.get(name, {}))
+    for document in documents:
+        page = client.get(reverse("retrieval:document", args=[document.pk]))
+        assert page.status_code in (200, 302, 404), page.status_code
+        if page.status_code == 200:
+            bodies.append(page.content.decode())
+    with override_settings(RETRIEVAL={**settings.RETRIEVAL, "TRACE_SAMPLE_RATE": 1}):
+        found = client.get(reverse("retrieval:search"), {**params, "format": "json"})
+    click = found.json()["click"] if found.status_code == 200 else None
+    for document in documents if click else ():
+        body = {"token": click["token"], "document": document.pk}
+        assert client.post(click["url"], body).status_code == 202
+    clicked = SearchClick.objects.filter(trace__user=user.pk, trace__collection__name=name)
+    bodies += clicked.values_list("document__external_id", flat=True)
+    return Answer(response.status_code, " ".join(bodies))
 
 
 def playground(user, name: str, leg: str) -> Answer:

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 #: Every URL name of the app, and the face that covers it (or why none need to).
 COVERED = {
     "retrieval:search": "search_page",
+    "retrieval:document": "search_page (each document's page)",
     "retrieval:login": "none needed: Django's sign-in form, no data",
     "retrieval-api:search": "api_search",
     "retrieval-api:search-batch": "api_batch_search",
@@ -42,6 +43,7 @@ COVERED = {
     "retrieval-api:indexrun-cancel": "api_browse",
     "retrieval-api:indexrun-retry": "api_browse",
     "retrieval-api:feedback": "api_browse",
+    "retrieval-api:click": "search_page (a click on each document)",
     "retrieval-api:api-root": "none needed: lists endpoint URLs, no data",
     "retrieval-api:schema": "none needed: the OpenAPI schema, no data",
     "retrieval-api:docs": "none needed: Swagger UI, no data",
@@ -100,6 +102,9 @@ PYTHON_COVERED = {
     "retrieval.services.query.tools.retrieve_tool": "python_facade (collection_tools)",
     "retrieval.services.query.tools.index_tool": TOOLS_COVERED["index_document"],
     "retrieval.services.graph.traversal.neighbourhood": "python_facade",
+    "retrieval.services.results.page.results_page": "search_page",
+    "retrieval.services.results.facets.facet_counts": "search_page (results_page)",
+    "retrieval.services.results.clicks.record_click": "search_page (its clicks)",
     "retrieval.services.quality.dashboard.collection_figures": "admin_dashboard",
     "retrieval.services.quality.analytics.search_report": "admin_dashboard",
     "retrieval.services.quality.analytics.period_traces": "admin_dashboard (search_report)",

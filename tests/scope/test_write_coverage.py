@@ -36,6 +36,7 @@ API_WRITES = {
     ("retrieval-api:indexrun-cancel", "post"): "api_cancel_run",
     ("retrieval-api:indexrun-retry", "post"): "api_retry_run",
     ("retrieval-api:feedback", "post"): "api_feedback",
+    ("retrieval-api:click", "post"): "api_click",
     ("retrieval-api:tool-call", "post"): "api_index_tool (retrieve only reads)",
     ("retrieval-api:search", "post"): "read: a search",
     ("retrieval-api:search-batch", "post"): "read: a batch of searches",

@@ -145,7 +145,8 @@ def test_who_may_not_write_is_told_so_whatever_is_hidden_from_her(write_world, d
         sees_all, _ = attempt(face, write_world["reader"], target)
         sees_part, _ = attempt(face, peeker, target)
         assert sees_part == sees_all, name
-        assert 400 <= sees_all.status < 500, name
+        if name != "api_click":  # a click on a result needs no permission: readers click
+            assert 400 <= sees_all.status < 500, name
 
 
 #: A document an attacker planted in team a's collection, for whoever comes to see it.

@@ -46,12 +46,14 @@ from retrieval.models import (
     Judgment,
     Promotion,
     QueryTrace,
+    SearchClick,
     Triple,
 )
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection, update_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.quality import goldens
+from retrieval.services.results.clicks import click_token
 from tests.scope.faces import Answer, api, browser
 
 USERS = ["anonymous", "reader", "outsider", "partial", "fenced", "writer", "root"]
@@ -61,6 +63,8 @@ MAY_CHANGE = {"writer", "root"}
 MAY_CHANGE_BY_FACE = {
     # A vote needs only its result visible, not the whole collection.
     "api_feedback": {"writer", "root", "partial"},
+    # A click on a result needs only the result visible, and no permission.
+    "api_click": {"reader", "partial", "fenced", "writer", "root"},
 }
 #: Users from whom Atlas is hidden: each answer must equal the answer for a missing target.
 HIDDEN = {"outsider"}
@@ -127,7 +131,12 @@ def write_world(keyword_settings, retrieval_settings) -> dict:
     eval_set = EvalSet.objects.create(name="Atlas gold", collection=atlas)
     goldens.judge(eval_set, "north", chunk, grade=1, status=Judgment.Status.CANDIDATE)
     EvalRun.objects.create(eval_set=eval_set, pipeline="default", status=EvalRun.Status.SUCCEEDED)
-    QueryTrace.objects.create(query="north", collection=atlas, pipeline="default")
+    QueryTrace.objects.create(
+        query="north",
+        collection=atlas,
+        pipeline="default",
+        results=[{"rank": 1, "chunk_id": chunk.pk, "document_id": chunk.document_id}],
+    )
     Promotion.objects.create(collection=atlas, query="north*", document=chunk.document)
     users: dict = {"anonymous": AnonymousUser()}
     model = get_user_model()
@@ -181,6 +190,7 @@ STATE = {
     QueryTrace: ["pk"],
     IndexOperation: ["pk"],
     Promotion: ["pk", "query", "document_id", "position", "active"],
+    SearchClick: ["pk"],
 }
 
 
@@ -263,6 +273,12 @@ def api_retry_run(user, t: Target) -> Answer:
 def api_feedback(user, t: Target) -> Answer:
     body = {"collection": t.slug, "query": "north", "chunk_id": t.chunk, "relevant": False}
     return _api(api(user).post("/api/feedback/", body, format="json"))
+
+
+def api_click(user, t: Target) -> Answer:
+    """A click on Atlas's team-a document, the trace's one result, with the user's token."""
+    body = {"token": click_token(t.trace, user), "document": t.document}
+    return _api(api(user).post("/api/clicks/", body, format="json"))
 
 
 def api_index_tool(user, t: Target) -> Answer:

@@ -229,7 +229,7 @@ def _answer(
     """Return a search's answer (its context packed if asked) and record its trace."""
     context = None if max_tokens is None else pack_context(results, max_tokens=max_tokens)
     answer = SearchResults(results, trace=trace.to_dict(), context=context)
-    record_search(
+    kept = record_search(
         query,
         collection=collection,
         pipeline=pipeline,
@@ -239,6 +239,7 @@ def _answer(
         trace=answer.trace,
         user=user,
     )
+    answer.trace_id = None if kept is None else kept.pk
     return answer
 
 

@@ -233,7 +233,7 @@ def test_a_search_while_the_engine_is_down_is_refused_clearly_on_every_face(
     call = {"collection": "compass", "name": "retrieve", "arguments": {"query": "north"}}
     assert named in api.post("/api/tools/call/", call, format="json").json()["error"]
     page = client.get(reverse("retrieval:search"), {"collection": "compass", "q": "north"})
-    assert page.status_code == 200 and escape(named) in page.content.decode()
+    assert page.status_code == 503 and escape(named) in page.content.decode()
     with pytest.raises(CommandError, match=re.escape(named)):
         call_command("retrieval_search", "north", collection="compass", retriever="dense")
 
