@@ -248,6 +248,18 @@ DEFAULTS: dict[str, Any] = {
     "TRACE_RETENTION_DAYS": 30,
     # A trace slower than this many milliseconds is "slow" in the admin's filter.
     "TRACE_SLOW_MS": 1000,
+    # Editors' relevance tools (docs/guides/relevance.md). Seconds a collection's synonyms
+    # stay in Django's cache (a change replaces them at once in a shared cache; a
+    # per-process cache's other processes see it within this time).
+    "SYNONYMS_CACHE_TIMEOUT": 300,
+    # Query suggestions (/api/suggest/): the distinct signed-in users who must have
+    # searched a query (with results, on the search page or the API) before others are
+    # offered it; the most suggestions returned; the shortest prefix answered; the days
+    # of traces read.
+    "SUGGEST_MIN_USERS": 3,
+    "SUGGEST_LIMIT": 8,
+    "SUGGEST_MIN_PREFIX": 2,
+    "SUGGEST_DAYS": 90,
 }
 
 

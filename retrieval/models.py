@@ -409,8 +409,10 @@ class Promotion(models.Model):
 
 
 from .models_quality import EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace  # noqa: E402
+from .models_relevance import BlockedSuggestion, HiddenResult, Synonym  # noqa: E402
 
 __all__ = [
+    "BlockedSuggestion",
     "Chunk",
     "Collection",
     "Document",
@@ -419,10 +421,12 @@ __all__ = [
     "EvalRun",
     "EvalSet",
     "GraphExtraction",
+    "HiddenResult",
     "IndexOperation",
     "IndexRun",
     "Judgment",
     "Promotion",
     "QueryTrace",
+    "Synonym",
     "Triple",
 ]
