@@ -8,12 +8,15 @@ from django.contrib.auth.models import AnonymousUser, Permission
 
 import retrieval
 from retrieval.models import (
+    BlockedSuggestion,
     Chunk,
     Collection,
     EvalRun,
     EvalSet,
+    HiddenResult,
     Promotion,
     QueryTrace,
+    Synonym,
     Triple,
 )
 from retrieval.services.graph.extraction import extract_graph
@@ -86,6 +89,10 @@ def world(graph_settings, retrieval_settings):
         # every face shows them to who may read them, and to nobody else.
         for document in collection.documents.filter(metadata__team="b"):
             Promotion.objects.create(collection=collection, query="north*", document=document)
+            HiddenResult.objects.create(collection=collection, query="south*", document=document)
+        # The other rules, of no document: shown to who sees the collection.
+        Synonym.objects.create(collection=collection, rule="south -> austral")
+        BlockedSuggestion.objects.create(collection=collection, query="*rude*")
     assert Triple.objects.filter(object_key__startswith="mark").count() == len(ALL_DOCS)
     users = {"anonymous": AnonymousUser()}
     model = get_user_model()
