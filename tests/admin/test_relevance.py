@@ -53,7 +53,8 @@ def test_a_synonym_saved_in_the_admin_takes_effect_on_the_next_search(two):
     assert Synonym.objects.get().rule == "tv -> television"
     assert found("tv") == {"a1"}
     # A rule of every collection, from whoever may change them all.
-    assert client.post(SYNONYM, {**data, "collection": "", "rule": "boreal, north"}).status_code == 302
+    every = {**data, "collection": "", "rule": "boreal, north"}
+    assert client.post(SYNONYM, every).status_code == 302
     assert found("boreal") == {"a1"}
 
 
