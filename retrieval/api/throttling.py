@@ -6,6 +6,7 @@
 ``retrieval_write``    every other write: collections, document delete and reindex,
                        index-run cancel and retry, feedback, tool calls that index
 ``retrieval_graph``    an entity's neighbourhood (a recursive walk of the graph)
+``retrieval_suggest``  query suggestions (``GET /api/suggest/``, one a keystroke)
 =====================  ==============================================================
 
 A scope without a rate lets every request through. A view says its scope with a
@@ -25,6 +26,7 @@ SEARCH_SCOPE = "retrieval_search"
 UPLOAD_SCOPE = "retrieval_upload"
 WRITE_SCOPE = "retrieval_write"
 GRAPH_SCOPE = "retrieval_graph"
+SUGGEST_SCOPE = "retrieval_suggest"
 
 #: Tools of ``services.tools.collection_tools`` whose calls write (index) rather than search.
 WRITING_TOOLS = frozenset({"index_document"})
@@ -80,6 +82,12 @@ class SearchThrottleMixin(ScopedThrottleMixin):
     """Throttle a view under ``retrieval_search``."""
 
     throttle_scope = SEARCH_SCOPE
+
+
+class SuggestThrottleMixin(ScopedThrottleMixin):
+    """Throttle a view under ``retrieval_suggest``."""
+
+    throttle_scope = SUGGEST_SCOPE
 
 
 class WriteThrottleMixin(ScopedThrottleMixin):

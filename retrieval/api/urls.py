@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import feedback, graph, schema, search, tools, views
+from . import feedback, graph, schema, search, suggest, tools, views
 
 app_name = "retrieval-api"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("search/", search.SearchView.as_view(), name="search"),
     path("search/batch/", search.BatchSearchView.as_view(), name="search-batch"),
     path("feedback/", feedback.FeedbackView.as_view(), name="feedback"),
+    path("suggest/", suggest.SuggestView.as_view(), name="suggest"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
     path("tools/call/", tools.ToolCallView.as_view(), name="tool-call"),
     path("schema/", schema.SchemaView.as_view(), name="schema"),

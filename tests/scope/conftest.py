@@ -129,6 +129,17 @@ def quality(world, retrieval_settings):
         retrieval.search(QUERY, collection=name, user=world["root"])  # names every document
     retrieval.search(QUERY, collection="Bestiary", user=world["stella"])  # her own trace
     assert QueryTrace.objects.filter(user=world["stella"]).count() == 1
+    # Queries naming each document, asked on the API by three readers who see it: popular
+    # enough to be suggested, to readers who may see every document of its collection.
+    fans = [get_user_model().objects.create_user(username=f"fan{i}") for i in range(3)]
+    for name, docs in DOCS.items():
+        collection = Collection.objects.get(name=name)
+        for doc in docs:
+            for fan in fans:
+                QueryTrace.objects.create(
+                    collection=collection, query=f"{marker(doc)} plans", user=fan,
+                    pipeline="default", source=QueryTrace.Source.API, result_count=1,
+                )  # fmt: skip
     retrieval_settings(TRACE_SAMPLE_RATE=0)
 
 

@@ -118,9 +118,7 @@ class BM25Retriever(BaseRetriever):
         (:class:`~retrieval.services.sparse.synonyms.ExpandedTerms` when one fires)."""
         analyzer = analyzers[self.analyzer]
         terms = analyzer.terms(query)
-        return expand(
-            terms, collection=collection, analyzer=analyzer, analyzer_alias=self.analyzer
-        )
+        return expand(terms, collection=collection, analyzer=analyzer, analyzer_alias=self.analyzer)
 
     def normalise(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
         """BM25 scores divided by the ranking's best: the best result scores 1."""
