@@ -1,4 +1,5 @@
-"""Editors' relevance rules beside promotions: synonyms, hidden results, blocked suggestions.
+"""Editors' relevance rules: the bases promotions share, synonyms, hidden results, blocked
+suggestions.
 
 Imported by :mod:`retrieval.models`; searches apply them in
 :mod:`retrieval.services.query.synonyms`, :mod:`retrieval.services.query.hiding` and
@@ -13,21 +14,59 @@ from django.db import models
 from .services.query.normalizing import like_pattern
 
 
-class Synonym(models.Model):
+class EditorsRule(models.Model):
+    """Who wrote a rule, and when."""
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class QueryRule(EditorsRule):
+    """A rule for the queries ``query`` matches: a query or a pattern where ``*`` stands for
+    any text (``vpn*``, ``reset * password``), matched ignoring case and runs of
+    whitespace; ``pattern`` is its SQL ``LIKE`` form, computed by PostgreSQL."""
+
+    query = models.CharField(
+        max_length=500,
+        help_text="The query, or a pattern where * stands for any text: “vpn*”, “reset * "
+        "password”. Case and spacing are ignored.",
+    )
+    pattern = models.GeneratedField(
+        expression=like_pattern("query"),
+        output_field=models.CharField(max_length=2000),
+        db_persist=True,
+    )
+
+    class Meta:
+        abstract = True
+
+
+def optional_collection(related_name: str) -> models.ForeignKey:
+    """A rule's collection, blank for a rule of every collection."""
+    return models.ForeignKey(
+        "retrieval.Collection",
+        on_delete=models.CASCADE,
+        related_name=related_name,
+        null=True,
+        blank=True,
+        help_text="Blank: every collection.",
+    )
+
+
+class Synonym(EditorsRule):
     """Words a BM25 query also looks for: ``couch, sofa`` (two-way: each stands for the
     others) or ``tv -> television`` (one-way: a query saying tv also finds television).
 
     A rule of no collection applies to every collection.
     """
 
-    collection = models.ForeignKey(
-        "retrieval.Collection",
-        on_delete=models.CASCADE,
-        related_name="synonyms",
-        null=True,
-        blank=True,
-        help_text="Blank: every collection.",
-    )
+    collection = optional_collection("synonyms")
     rule = models.CharField(
         max_length=500,
         help_text="Words that mean the same, “couch, sofa”, or a one-way rule, "
@@ -35,11 +74,6 @@ class Synonym(models.Model):
     )
     active = models.BooleanField(default=True)
     note = models.CharField(max_length=500, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["collection", "rule", "pk"]
@@ -49,9 +83,9 @@ class Synonym(models.Model):
         return self.rule
 
 
-class HiddenResult(models.Model):
+class HiddenResult(QueryRule):
     """An editor's removal: a document left out of the results of the queries ``query``
-    matches (a query or a ``*`` pattern, matched as promotions match)."""
+    matches (as promotions match)."""
 
     collection = models.ForeignKey(
         "retrieval.Collection",
@@ -59,26 +93,11 @@ class HiddenResult(models.Model):
         related_name="hidden_results",
         db_index=False,  # led by the (collection, active) index
     )
-    query = models.CharField(
-        max_length=500,
-        help_text="The query, or a pattern where * stands for any text: “vpn*”, “reset * "
-        "password”. Case and spacing are ignored.",
-    )
     document = models.ForeignKey(
         "retrieval.Document", on_delete=models.CASCADE, related_name="hidden_results"
     )
     active = models.BooleanField(default=True)
     note = models.CharField(max_length=500, blank=True, help_text="Why it is hidden.")
-    pattern = models.GeneratedField(
-        expression=like_pattern("query"),
-        output_field=models.CharField(max_length=2000),
-        db_persist=True,
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["collection", "query", "pk"]
@@ -94,35 +113,12 @@ class HiddenResult(models.Model):
         return f"{self.query} ↛ {self.document}"
 
 
-class BlockedSuggestion(models.Model):
-    """Queries never offered as suggestions: a query or a ``*`` pattern (``*casino*``).
+class BlockedSuggestion(QueryRule):
+    """Queries never offered as suggestions (``*casino*``); a rule of no collection
+    applies to every collection."""
 
-    A rule of no collection applies to every collection.
-    """
-
-    collection = models.ForeignKey(
-        "retrieval.Collection",
-        on_delete=models.CASCADE,
-        related_name="blocked_suggestions",
-        null=True,
-        blank=True,
-        help_text="Blank: every collection.",
-    )
-    query = models.CharField(
-        max_length=500,
-        help_text="A query, or a pattern where * stands for any text: “*casino*”. "
-        "Case and spacing are ignored.",
-    )
-    pattern = models.GeneratedField(
-        expression=like_pattern("query"),
-        output_field=models.CharField(max_length=2000),
-        db_persist=True,
-    )
+    collection = optional_collection("blocked_suggestions")
     note = models.CharField(max_length=500, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["collection", "query", "pk"]

@@ -55,8 +55,11 @@ def delete_replaced_source_file(
 
 @receiver(post_save, sender=Synonym, dispatch_uid="retrieval_synonym_saved")
 @receiver(post_delete, sender=Synonym, dispatch_uid="retrieval_synonym_deleted")
-def forget_synonyms(sender: type, **kwargs: Any) -> None:
-    """Make the next search read the synonyms again."""
+def forget_synonyms(sender: type, using: str, **kwargs: Any) -> None:
+    """Make the next search read the synonyms again: now, for this connection's own
+    searches, and once the change commits, for the others' (a search in between would
+    cache the rules as they were)."""
     from .services.sparse.synonyms import forget_synonyms
 
     forget_synonyms()
+    transaction.on_commit(forget_synonyms, using=using)
