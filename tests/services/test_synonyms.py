@@ -139,3 +139,16 @@ def _reader():
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.create_user(username="reader", password="x")
+
+
+def test_rules_read_before_a_change_commits_are_read_again_after(
+    shop, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        rule = Synonym.objects.create(collection=shop, rule="tv -> television")
+        # Another process's search, which cannot see the uncommitted rule yet, caches
+        # the rules as they were (here: the rule made invisible without a signal).
+        Synonym.objects.filter(pk=rule.pk).update(active=False)
+        assert ids(search("tv")) == set()
+        Synonym.objects.filter(pk=rule.pk).update(active=True)
+    assert ids(search("tv")) == {"tv", "secret"}  # the commit made it read them again
