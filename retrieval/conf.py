@@ -252,14 +252,11 @@ DEFAULTS: dict[str, Any] = {
     # stay in Django's cache (a change replaces them at once in a shared cache; a
     # per-process cache's other processes see it within this time).
     "SYNONYMS_CACHE_TIMEOUT": 300,
-    # Query suggestions (/api/suggest/): the distinct signed-in users who must have
-    # searched a query (with results, on the search page or the API) before others are
-    # offered it; the most suggestions returned; the shortest prefix answered; the days
-    # of traces read.
-    "SUGGEST_MIN_USERS": 3,
-    "SUGGEST_LIMIT": 8,
-    "SUGGEST_MIN_PREFIX": 2,
-    "SUGGEST_DAYS": 90,
+    # Query suggestions (/api/suggest/), from readers' searches that found something.
+    "SUGGEST_MIN_USERS": 3,  # distinct signed-in users before a query is offered to others
+    "SUGGEST_LIMIT": 8,  # the most suggestions returned
+    "SUGGEST_MIN_PREFIX": 2,  # the shortest prefix answered
+    "SUGGEST_DAYS": 90,  # days of traces read
 }
 
 
