@@ -26,7 +26,7 @@ from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
-__all__ = ["hidden_documents", "hide", "with_editors_rules"]
+__all__ = ["editors_rules", "hidden_documents", "hide", "with_editors_rules"]
 
 
 def hidden_documents(query: str, collection: Collection) -> dict[int, int]:
@@ -81,6 +81,23 @@ def with_editors_rules(
     """Return ``run(k)``'s results (a search's pipeline asked for ``k``) with the
     promotions and hidden results of ``query`` applied, at most ``top_k``."""
     hidden = hidden_documents(query, collection)
+    results = run(top_k + len(hidden))
+    return editors_rules(
+        query, results, hidden, collection=collection, filters=filters, top_k=top_k
+    )
+
+
+def editors_rules(
+    query: str,
+    results: Sequence[RetrievalResult],
+    hidden: dict[int, int],
+    *,
+    collection: Collection,
+    filters: Filters,
+    top_k: int,
+) -> list[RetrievalResult]:
+    """Return ``results`` (a pipeline's, ``len(hidden)`` more than ``top_k`` if it had as
+    many) with the promotions of ``query`` and its ``hidden`` documents applied."""
     fetched = top_k + len(hidden)
-    results = promote(query, run(fetched), collection=collection, filters=filters, top_k=fetched)
-    return hide(results, hidden, top_k=top_k)
+    promoted = promote(query, results, collection=collection, filters=filters, top_k=fetched)
+    return hide(promoted, hidden, top_k=top_k)

@@ -22,7 +22,7 @@ from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.quality.search_log import carrying_source, record_search
 from retrieval.services.query.databases import primary_if_unreachable
 from retrieval.services.query.filters import Filters
-from retrieval.services.query.hiding import with_editors_rules
+from retrieval.services.query.hiding import editors_rules, hidden_documents, with_editors_rules
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.query.tracing import traced
@@ -207,16 +207,26 @@ def _search_at_once(
     **steps: Any,
 ) -> list[SearchResults]:
     """Answer a batch through :meth:`Pipeline.run_many` (one embedding call, one engine
-    request), recorded as :func:`search` records each query."""
+    request), with the editors' rules and recorded as :func:`search` applies and records
+    them for each query."""
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
         raise TypeError(f"search() got unexpected keyword arguments: {', '.join(unknown)}")
+    scoped = allowed.filters(filters)
     with traced() as trace, primary_if_unreachable() as fallback:
         if fallback:
             trace.record("read_primary", reason=fallback)
-        lists = chosen.run_many(
-            texts, collection=target, top_k=top_k, filters=allowed.filters(filters)
-        )
+        hidden = [hidden_documents(text, target) for text in texts]
+        fetched = top_k + max(len(documents) for documents in hidden)
+        lists = [
+            editors_rules(text, results, documents, collection=target, filters=scoped, top_k=top_k)
+            for text, results, documents in zip(
+                texts,
+                chosen.run_many(texts, collection=target, top_k=fetched, filters=scoped),
+                hidden,
+                strict=True,
+            )
+        ]
     return [
         _answer(text, results, trace, target, chosen.name, top_k, filters, max_tokens, allowed.user)
         for text, results in zip(texts, lists, strict=True)
