@@ -265,6 +265,15 @@ DEFAULTS: dict[str, Any] = {
     "TRACE_RETENTION_DAYS": 30,
     # A trace slower than this many milliseconds is "slow" in the admin's filter.
     "TRACE_SLOW_MS": 1000,
+    # Editors' relevance tools (docs/guides/relevance.md). Seconds a collection's synonyms
+    # stay in Django's cache (a change replaces them at once in a shared cache; a
+    # per-process cache's other processes see it within this time).
+    "SYNONYMS_CACHE_TIMEOUT": 300,
+    # Query suggestions (/api/suggest/), from readers' searches that found something.
+    "SUGGEST_MIN_USERS": 3,  # distinct signed-in users before a query is offered to others
+    "SUGGEST_LIMIT": 8,  # the most suggestions returned
+    "SUGGEST_MIN_PREFIX": 2,  # the shortest prefix answered
+    "SUGGEST_DAYS": 90,  # days of traces read
 }
 
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from pgvector.django import VectorField
 
-from .services.query.normalizing import like_pattern
+from .models_relevance import QueryRule
 from .services.validation.storable import validate_storable_metadata
 
 
@@ -356,13 +356,9 @@ class IndexOperation(models.Model):
         return f"{self.kind} {len(self.chunk_ids)} ids of collection {self.collection_id}"
 
 
-class Promotion(models.Model):
-    """An editor's pick: a document shown first for the queries ``query`` matches.
-
-    ``query`` is a query or a pattern where ``*`` stands for any text (``vpn*``,
-    ``reset * password``), matched ignoring case and runs of whitespace; ``pattern``
-    is its SQL ``LIKE`` form, computed by PostgreSQL.
-    """
+class Promotion(QueryRule):
+    """An editor's pick: a document shown first for the queries ``query`` matches (see
+    :class:`QueryRule`)."""
 
     collection = models.ForeignKey(
         Collection,
@@ -370,27 +366,12 @@ class Promotion(models.Model):
         related_name="promotions",
         db_index=False,  # led by the (collection, active) index
     )
-    query = models.CharField(
-        max_length=500,
-        help_text="The query, or a pattern where * stands for any text: “vpn*”, “reset * "
-        "password”. Case and spacing are ignored.",
-    )
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="promotions")
     position = models.PositiveSmallIntegerField(
         default=1, help_text="Order among the documents promoted for a query (1 comes first)."
     )
     active = models.BooleanField(default=True)
     note = models.CharField(max_length=500, blank=True, help_text="Why it is promoted.")
-    pattern = models.GeneratedField(
-        expression=like_pattern("query"),
-        output_field=models.CharField(max_length=2000),
-        db_persist=True,
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["collection", "query", "position", "pk"]
@@ -416,8 +397,10 @@ from .models_quality import (  # noqa: E402
     QueryTrace,
     SearchClick,
 )
+from .models_relevance import BlockedSuggestion, HiddenResult, Synonym  # noqa: E402
 
 __all__ = [
+    "BlockedSuggestion",
     "Chunk",
     "Collection",
     "Document",
@@ -426,11 +409,13 @@ __all__ = [
     "EvalRun",
     "EvalSet",
     "GraphExtraction",
+    "HiddenResult",
     "IndexOperation",
     "IndexRun",
     "Judgment",
     "Promotion",
     "QueryTrace",
     "SearchClick",
+    "Synonym",
     "Triple",
 ]

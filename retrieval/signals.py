@@ -3,10 +3,10 @@
 from typing import Any
 
 from django.db import transaction
-from django.db.models.signals import post_delete, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
-from .models import Collection, Document
+from .models import Collection, Document, Synonym
 
 
 @receiver(post_delete, sender=Collection, dispatch_uid="retrieval_drop_vector_index")
@@ -51,3 +51,15 @@ def delete_replaced_source_file(
     if previous and previous != instance.source_file.name:
         storage = instance.source_file.storage
         transaction.on_commit(lambda: storage.delete(previous), using=using)
+
+
+@receiver(post_save, sender=Synonym, dispatch_uid="retrieval_synonym_saved")
+@receiver(post_delete, sender=Synonym, dispatch_uid="retrieval_synonym_deleted")
+def forget_synonyms(sender: type, using: str, **kwargs: Any) -> None:
+    """Make the next search read the synonyms again: now, for this connection's own
+    searches, and once the change commits, for the others' (a search in between would
+    cache the rules as they were)."""
+    from .services.sparse.synonyms import forget_synonyms
+
+    forget_synonyms()
+    transaction.on_commit(forget_synonyms, using=using)

@@ -75,6 +75,9 @@ def test_names_are_prefixed():
         "retrieval_querytrace",
         "retrieval_searchclick",
         "retrieval_promotion",
+        "retrieval_synonym",
+        "retrieval_hiddenresult",
+        "retrieval_blockedsuggestion",
     }
     ours = {name for name, app in get_commands().items() if app == "retrieval"}
     assert ours and all(name.startswith("retrieval_") for name in ours)

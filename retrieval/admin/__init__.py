@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (they register)
     goldens,
     graph,
     promotions,
+    relevance,
     runs,
     traces,
     triples,

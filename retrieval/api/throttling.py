@@ -7,6 +7,7 @@
                        index-run cancel and retry, feedback, tool calls that index
 ``retrieval_graph``    an entity's neighbourhood (a recursive walk of the graph)
 ``retrieval_click``    a click on a search result (``POST /api/clicks/``)
+``retrieval_suggest``  query suggestions (``GET /api/suggest/``, one a keystroke)
 =====================  ==============================================================
 
 A scope without a rate lets every request through. A view says its scope with a
@@ -27,6 +28,7 @@ UPLOAD_SCOPE = "retrieval_upload"
 WRITE_SCOPE = "retrieval_write"
 GRAPH_SCOPE = "retrieval_graph"
 CLICK_SCOPE = "retrieval_click"
+SUGGEST_SCOPE = "retrieval_suggest"
 
 #: Tools of ``services.tools.collection_tools`` whose calls write (index) rather than search.
 WRITING_TOOLS = frozenset({"index_document"})
@@ -88,6 +90,10 @@ class ClickThrottleMixin(ScopedThrottleMixin):
     """Throttle a view under ``retrieval_click``."""
 
     throttle_scope = CLICK_SCOPE
+class SuggestThrottleMixin(ScopedThrottleMixin):
+    """Throttle a view under ``retrieval_suggest``."""
+
+    throttle_scope = SUGGEST_SCOPE
 
 
 class WriteThrottleMixin(ScopedThrottleMixin):

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import answers, clicks, feedback, graph, schema, search, tools, views
+from . import answers, clicks, feedback, graph, schema, search, suggest, tools, views
 
 app_name = "retrieval-api"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("answer/", answers.AnswerView.as_view(), name="answer"),
     path("feedback/", feedback.FeedbackView.as_view(), name="feedback"),
     path("clicks/", clicks.ClickView.as_view(), name="click"),
+    path("suggest/", suggest.SuggestView.as_view(), name="suggest"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
     path("tools/call/", tools.ToolCallView.as_view(), name="tool-call"),
     path("schema/", schema.SchemaView.as_view(), name="schema"),

@@ -8,12 +8,15 @@ from django.contrib.auth.models import AnonymousUser, Permission
 
 import retrieval
 from retrieval.models import (
+    BlockedSuggestion,
     Chunk,
     Collection,
     EvalRun,
     EvalSet,
+    HiddenResult,
     Promotion,
     QueryTrace,
+    Synonym,
     Triple,
 )
 from retrieval.services.graph.extraction import extract_graph
@@ -86,6 +89,10 @@ def world(graph_settings, retrieval_settings):
         # every face shows them to who may read them, and to nobody else.
         for document in collection.documents.filter(metadata__team="b"):
             Promotion.objects.create(collection=collection, query="north*", document=document)
+            HiddenResult.objects.create(collection=collection, query="south*", document=document)
+        # The other rules, of no document: shown to who sees the collection.
+        Synonym.objects.create(collection=collection, rule="south -> austral")
+        BlockedSuggestion.objects.create(collection=collection, query="*rude*")
     assert Triple.objects.filter(object_key__startswith="mark").count() == len(ALL_DOCS)
     users = {"anonymous": AnonymousUser()}
     model = get_user_model()
@@ -122,6 +129,17 @@ def quality(world, retrieval_settings):
         retrieval.search(QUERY, collection=name, user=world["root"])  # names every document
     retrieval.search(QUERY, collection="Bestiary", user=world["stella"])  # her own trace
     assert QueryTrace.objects.filter(user=world["stella"]).count() == 1
+    # Queries naming each document, asked on the API by three readers who see it: popular
+    # enough to be suggested, to readers who may see every document of its collection.
+    fans = [get_user_model().objects.create_user(username=f"fan{i}") for i in range(3)]
+    for name, docs in DOCS.items():
+        collection = Collection.objects.get(name=name)
+        for doc in docs:
+            for fan in fans:
+                QueryTrace.objects.create(
+                    collection=collection, query=f"{marker(doc)} plans", user=fan,
+                    pipeline="default", source=QueryTrace.Source.API, result_count=1,
+                )  # fmt: skip
     retrieval_settings(TRACE_SAMPLE_RATE=0)
 
 

@@ -17,17 +17,20 @@ from rest_framework.test import APIClient
 import retrieval
 from retrieval.exceptions import CollectionNotFound
 from retrieval.models import (
+    BlockedSuggestion,
     Chunk,
     Collection,
     Document,
     EvalQuery,
     EvalRun,
     EvalSet,
+    HiddenResult,
     IndexRun,
     Judgment,
     Promotion,
     QueryTrace,
     SearchClick,
+    Synonym,
     Triple,
 )
 from retrieval.services.graph.traversal import neighbourhood
@@ -215,6 +218,7 @@ def api_browse(user, name: str) -> Answer:
         f"/api/triples/?collection={slug}",
         f"/api/triples/neighbourhood/?collection={slug}&entity=North%20Hub&hops=2",
         "/api/index-runs/",
+        f"/api/suggest/?collection={slug}&q=mark",  # popular queries name every document
     ]
     ids = DOCS.get(name, {})
     for document in Document.objects.filter(external_id__in=ids):
@@ -260,7 +264,14 @@ ADMIN_MODELS = {
     "entity": None,
     "indexrun": IndexRun,
     "promotion": Promotion,
+    "synonym": Synonym,
+    "hiddenresult": HiddenResult,
+    "blockedsuggestion": BlockedSuggestion,
 }
+
+
+#: Editors' relevance rules beside promotions (``retrieval/admin/relevance.py``).
+RULES = ("synonym", "hiddenresult", "blockedsuggestion")
 
 
 def admin_browse(user, name: str) -> Answer:
@@ -272,7 +283,7 @@ def admin_browse(user, name: str) -> Answer:
         url = reverse(f"admin:retrieval_{model_name}_changelist")
         field = "id" if model_name == "collection" else "collection__id"
         responses.append(client.get(url, {f"{field}__exact": pk}))
-        if model_name in ("document", "collection", "promotion"):
+        if model_name in ("document", "collection", "promotion", *RULES):
             responses.append(client.get(reverse(f"admin:retrieval_{model_name}_add")))
     ids = DOCS.get(name, {})
     objects = [
@@ -281,6 +292,7 @@ def admin_browse(user, name: str) -> Answer:
         ("triple", Triple.objects.filter(chunk__document__external_id__in=ids)),
         ("collection", Collection.objects.filter(name=name)),
         ("promotion", Promotion.objects.filter(collection__name=name)),
+        *((rule, ADMIN_MODELS[rule].objects.filter(collection__name=name)) for rule in RULES),
     ]
     for model_name, queryset in objects:
         for obj in queryset:

@@ -2,7 +2,8 @@
 
 Atlas holds two documents (teams a and b), Bestiary one; Atlas has a run queued and one
 failed, a triple, an entity, a golden set with a query, a judgment and a run, a trace
-and a promotion. The users (hooks in ``tests.scope.access``), all staff but the anonymous one:
+a promotion, a synonym, a hidden result and a blocked suggestion. The users (hooks in
+``tests.scope.access``), all staff but the anonymous one:
 
 - ``reader``: sees all of Atlas, holds only the "view" permissions;
 - ``outsider``: every permission, sees only Bestiary (Atlas is hidden);
@@ -34,6 +35,7 @@ from django.urls import reverse
 
 from retrieval.exceptions import AccessDenied, CollectionNotFound
 from retrieval.models import (
+    BlockedSuggestion,
     Chunk,
     Collection,
     Document,
@@ -41,12 +43,14 @@ from retrieval.models import (
     EvalQuery,
     EvalRun,
     EvalSet,
+    HiddenResult,
     IndexOperation,
     IndexRun,
     Judgment,
     Promotion,
     QueryTrace,
     SearchClick,
+    Synonym,
     Triple,
 )
 from retrieval.services.access import Scope
@@ -87,10 +91,13 @@ class Target:
     eval_run: int
     trace: int
     promotion: int
+    synonym: int
+    hidden_result: int
+    blocked_suggestion: int
 
 
 NOWHERE = 999_999
-MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 11)
+MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 14)
 
 
 @pytest.fixture
@@ -138,6 +145,9 @@ def write_world(keyword_settings, retrieval_settings) -> dict:
         results=[{"rank": 1, "chunk_id": chunk.pk, "document_id": chunk.document_id}],
     )
     Promotion.objects.create(collection=atlas, query="north*", document=chunk.document)
+    Synonym.objects.create(collection=atlas, rule="north, boreal")
+    HiddenResult.objects.create(collection=atlas, query="south*", document=chunk.document)
+    BlockedSuggestion.objects.create(collection=atlas, query="*rude*")
     users: dict = {"anonymous": AnonymousUser()}
     model = get_user_model()
     for username in USERS[1:]:
@@ -172,6 +182,9 @@ def atlas_target() -> Target:
         eval_run=EvalRun.objects.get(eval_set__collection=atlas).pk,
         trace=QueryTrace.objects.get(collection=atlas).pk,
         promotion=Promotion.objects.get(collection=atlas).pk,
+        synonym=Synonym.objects.get(collection=atlas).pk,
+        hidden_result=HiddenResult.objects.get(collection=atlas).pk,
+        blocked_suggestion=BlockedSuggestion.objects.get(collection=atlas).pk,
     )
 
 
@@ -191,6 +204,9 @@ STATE = {
     IndexOperation: ["pk"],
     Promotion: ["pk", "query", "document_id", "position", "active"],
     SearchClick: ["pk"],
+    Synonym: ["pk", "collection_id", "rule", "active"],
+    HiddenResult: ["pk", "query", "document_id", "active"],
+    BlockedSuggestion: ["pk", "collection_id", "query"],
 }
 
 
@@ -381,6 +397,28 @@ def admin_add_promotion(user, t: Target) -> Answer:
     return _admin(user, reverse("admin:retrieval_promotion_add"), data)
 
 
+def admin_add_synonym(user, t: Target) -> Answer:
+    data = {"collection": t.collection, "rule": "south -> austral", "active": "on", "note": ""}
+    return _admin(user, reverse("admin:retrieval_synonym_add"), data)
+
+
+def admin_add_global_synonym(user, t: Target) -> Answer:
+    """A synonym of every collection: only who sees and may change them all."""
+    data = {"collection": "", "rule": "south -> austral", "active": "on", "note": ""}
+    return _admin(user, reverse("admin:retrieval_synonym_add"), data)
+
+
+def admin_add_hiddenresult(user, t: Target) -> Answer:
+    data = {"collection": t.collection, "query": "hidden", "document": t.document}
+    data |= {"active": "on", "note": ""}
+    return _admin(user, reverse("admin:retrieval_hiddenresult_add"), data)
+
+
+def admin_add_blockedsuggestion(user, t: Target) -> Answer:
+    data = {"collection": t.collection, "query": "*blocked*", "note": ""}
+    return _admin(user, reverse("admin:retrieval_blockedsuggestion_add"), data)
+
+
 def admin_add_query_to_set(user, t: Target) -> Answer:
     """Search analytics' "add to a golden set"."""
     data = {"eval_set": t.eval_set, "query": "a query from the analytics"}
@@ -402,6 +440,11 @@ admin_change_evalset = _change("evalset", lambda t: t.eval_set, {"description": 
 admin_change_evalquery = _change("evalquery", lambda t: t.eval_query, {"text": "changed"})
 admin_change_judgment = _change("judgment", lambda t: t.judgment, {"grade": 3})
 admin_change_promotion = _change("promotion", lambda t: t.promotion, {"query": "changed"})
+admin_change_synonym = _change("synonym", lambda t: t.synonym, {"rule": "north -> top"})
+admin_change_hiddenresult = _change("hiddenresult", lambda t: t.hidden_result, {"query": "x"})
+admin_change_blockedsuggestion = _change(
+    "blockedsuggestion", lambda t: t.blocked_suggestion, {"query": "changed"}
+)
 
 #: Each model's row of the target, for its delete page and its actions.
 ROWS = {
@@ -417,6 +460,9 @@ ROWS = {
     "judgment": lambda t: t.judgment,
     "evalrun": lambda t: t.eval_run,
     "promotion": lambda t: t.promotion,
+    "synonym": lambda t: t.synonym,
+    "hiddenresult": lambda t: t.hidden_result,
+    "blockedsuggestion": lambda t: t.blocked_suggestion,
 }
 #: What the actions' intermediate pages ask, answered at once.
 ACTION_ANSWERS = {"apply": "1", "embedder": "default", "pipeline": "default", "top_k": "10"}

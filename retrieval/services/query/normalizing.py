@@ -61,11 +61,13 @@ def like_pattern(field: str) -> Func:
     return Replace(escaped, Value("*"), Value("%"), output_field=TextField())
 
 
-def matches(query: str, pattern_field: str = "pattern") -> Func:
+def matches(query: str | Expression, pattern_field: str = "pattern") -> Func:
     """Return the condition that ``query``, normalised, matches the ``LIKE`` pattern in
-    ``pattern_field``."""
+    ``pattern_field``; an expression (a normal form already, e.g. ``query_key``) is
+    matched as it is."""
+    text = normalized(Value(query)) if isinstance(query, str) else query
     return Func(
-        normalized(Value(query)),
+        text,
         F(pattern_field),
         template="%(expressions)s",
         arg_joiner=" LIKE ",

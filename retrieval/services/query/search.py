@@ -22,9 +22,9 @@ from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.quality.search_log import carrying_source, record_search
 from retrieval.services.query.databases import primary_if_unreachable
 from retrieval.services.query.filters import Filters
+from retrieval.services.query.hiding import editors_rules, hidden_documents, with_editors_rules
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import Pipeline
-from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
@@ -95,7 +95,8 @@ def search(
 
     The results carry the query's trace (``results.trace``). Documents promoted for the
     query (:mod:`~retrieval.services.query.promotions`) come first, within the scope and
-    the filters, marked ``metadata["promoted"]``.
+    the filters, marked ``metadata["promoted"]``; documents hidden for it
+    (:mod:`~retrieval.services.query.hiding`) are left out.
     """
     allowed = resolve_scope(scope, user, caller="search")
     target = allowed.collection(collection)
@@ -106,8 +107,15 @@ def search(
     with traced() as trace, primary_if_unreachable() as fallback:
         if fallback:
             trace.record("read_primary", reason=fallback)
-        results = chosen.run(query, collection=target, top_k=top_k, filters=scoped, history=history)
-        results = promote(query, results, collection=target, filters=scoped, top_k=top_k)
+        results = with_editors_rules(
+            query,
+            lambda k: chosen.run(
+                query, collection=target, top_k=k, filters=scoped, history=history
+            ),
+            collection=target,
+            filters=scoped,
+            top_k=top_k,
+        )
     return _answer(
         query, results, trace, target, chosen.name, top_k, filters, max_tokens, allowed.user
     )
@@ -199,16 +207,26 @@ def _search_at_once(
     **steps: Any,
 ) -> list[SearchResults]:
     """Answer a batch through :meth:`Pipeline.run_many` (one embedding call, one engine
-    request), recorded as :func:`search` records each query."""
+    request), with the editors' rules and recorded as :func:`search` applies and records
+    them for each query."""
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
         raise TypeError(f"search() got unexpected keyword arguments: {', '.join(unknown)}")
+    scoped = allowed.filters(filters)
     with traced() as trace, primary_if_unreachable() as fallback:
         if fallback:
             trace.record("read_primary", reason=fallback)
-        lists = chosen.run_many(
-            texts, collection=target, top_k=top_k, filters=allowed.filters(filters)
-        )
+        hidden = [hidden_documents(text, target) for text in texts]
+        fetched = top_k + max(len(documents) for documents in hidden)
+        lists = [
+            editors_rules(text, results, documents, collection=target, filters=scoped, top_k=top_k)
+            for text, results, documents in zip(
+                texts,
+                chosen.run_many(texts, collection=target, top_k=fetched, filters=scoped),
+                hidden,
+                strict=True,
+            )
+        ]
     return [
         _answer(text, results, trace, target, chosen.name, top_k, filters, max_tokens, allowed.user)
         for text, results in zip(texts, lists, strict=True)

@@ -20,9 +20,9 @@ from retrieval.services.answers.service import answer
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.quality.search_log import record_search, traced_as
 from retrieval.services.query.filters import Filters
+from retrieval.services.query.hiding import with_editors_rules
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import retriever_alias
-from retrieval.services.query.promotions import promote
 from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
@@ -203,12 +203,11 @@ def retrieve_tool(
 
     def run(arguments: dict[str, Any]) -> dict[str, Any]:
         with traced() as trace:  # an LLM-backed retriever charges the query's budget and trace
-            results = engine.retrieve(
-                arguments["query"], collection=target, top_k=arguments["top_k"], filters=parsed
-            )
-            results = promote(
+            results = with_editors_rules(
                 arguments["query"],
-                results,
+                lambda k: engine.retrieve(
+                    arguments["query"], collection=target, top_k=k, filters=parsed
+                ),
                 collection=target,
                 filters=parsed,
                 top_k=arguments["top_k"],

@@ -12,7 +12,7 @@ from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters, estimated_rows_each
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
-from retrieval.services.sparse.ranking import TOP_K_SQL, WEIGHTS_SQL
+from retrieval.services.sparse.ranking import GROUPED_SCORE_SQL, TOP_K_SQL, WEIGHTS_SQL
 from retrieval.services.sparse.scoped import (
     SCOPE_PRUNING_SHARE,
     ScopedSearch,
@@ -21,6 +21,7 @@ from retrieval.services.sparse.scoped import (
     scoped_statement,
     scoped_top_k,
 )
+from retrieval.services.sparse.synonyms import ExpandedTerms, expand
 from retrieval.services.types import ScoredChunk
 
 # The exhaustive plan (``prune=False``, long queries, and scoped searches the planner
@@ -113,8 +114,11 @@ class BM25Retriever(BaseRetriever):
         self.max_over_fetch = int(max_over_fetch)
 
     def prepare(self, query: str, *, collection: Collection) -> list[str]:
-        """Analyse the query into index terms."""
-        return analyzers[self.analyzer].terms(query)
+        """Analyse the query into index terms, with the collection's synonyms
+        (:class:`~retrieval.services.sparse.synonyms.ExpandedTerms` when one fires)."""
+        analyzer = analyzers[self.analyzer]
+        terms = analyzer.terms(query)
+        return expand(terms, collection=collection, analyzer=analyzer, analyzer_alias=self.analyzer)
 
     def normalise(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
         """BM25 scores divided by the ranking's best: the best result scores 1."""
@@ -176,13 +180,23 @@ class BM25Retriever(BaseRetriever):
         """Return the BM25 scores of the given chunks (those holding none of the terms: 0)."""
         if not terms or not chunk_ids:
             return {}
+        if isinstance(terms, ExpandedTerms):
+            sql, params = self._grouped_query(
+                terms, collection, len(chunk_ids), "AND p.chunk_id = ANY(%s)", [list(chunk_ids)]
+            )
+            with connections[search_database()].cursor() as cursor:
+                cursor.execute(sql, params)
+                return {chunk_id: float(score) for chunk_id, score in cursor.fetchall()}
         params = [*self._weights_params(terms, collection), list(chunk_ids), collection.pk]
         with connections[search_database()].cursor() as cursor:
             cursor.execute(CHUNKS_SCORE_SQL, params)
             return {chunk_id: float(score) for chunk_id, score in cursor.fetchall()}
 
     def _scoped_plan(self, terms: list[str], filters: Filters) -> bool:
-        """True when a filtered search is ranked by the scoped planner."""
+        """True when a filtered search is ranked by the scoped planner (not a query
+        synonyms expanded: it is ranked exhaustively)."""
+        if isinstance(terms, ExpandedTerms):
+            return False
         return self.prune and bool(filters) and len(set(terms)) <= MAX_PRUNED_TERMS
 
     def _score_scoped(
@@ -286,6 +300,8 @@ class BM25Retriever(BaseRetriever):
                 f"WHERE c.collection_id = %s AND {' AND '.join(conditions)})"
             )
             filter_params = [collection.pk, *condition_params]
+        if isinstance(terms, ExpandedTerms):
+            return self._grouped_query(terms, collection, top_k, filter_sql, filter_params)
         if prune and not filter_sql and len(set(terms)) <= MAX_PRUNED_TERMS:
             sql, params = TOP_K_SQL, [collection.pk, list(terms), self.k1, self.b, top_k]
         else:
@@ -293,6 +309,26 @@ class BM25Retriever(BaseRetriever):
             params = [*self._weights_params(terms, collection), collection.pk]
             params += [*filter_params, top_k]
         return sql, params
+
+    def _grouped_query(
+        self,
+        terms: ExpandedTerms,
+        collection: Collection,
+        top_k: int,
+        filter_sql: str,
+        filter_params: list,
+    ) -> tuple[str, list]:
+        """Return ``GROUPED_SCORE_SQL`` and its parameters: each distinct query term one
+        group of its alternatives."""
+        numbers, alternatives, frequencies = [], [], []
+        for number, (group, qtf) in enumerate(terms.groups()):
+            for term in group:
+                numbers.append(number)
+                alternatives.append(term)
+                frequencies.append(qtf)
+        params = [self.k1, self.b, self.k1, self.b, collection.pk]
+        params += [numbers, alternatives, frequencies, collection.pk, collection.pk]
+        return GROUPED_SCORE_SQL.format(filter=filter_sql), [*params, *filter_params, top_k]
 
     def _weights_params(self, terms: list[str], collection: Collection) -> list:
         """The parameters of ``WEIGHTS_SQL``."""

@@ -57,20 +57,59 @@ INDEXED_TOP_K_SQL = (
     SCOPED_TOP_K_SQL[:-1] + ", retrieval_bm25_scope_query(%s, NULL, NULL, %s::text[], %s::jsonb))"
 )
 
-# The per-query constants (idf as float8, length normalisation), computed once for the
-# few query terms: ``n`` and the terms' weights ``q``, shared by ``BM25Retriever``'s
-# statements that score outside the top-k functions (``retrieval/sql/``). Its
-# parameters: k1, b, k1, b, the collection, the terms, the collection.
-WEIGHTS_SQL = """
+# The collection's length normalisation ``n``: its parameters k1, b, k1, b, the collection.
+STATS_CTE = """
 WITH n AS MATERIALIZED (
     SELECT %s::float8 * (1 - %s::float8) AS a,
            %s::float8 * %s::float8 * s.chunk_count / greatest(s.total_length, 1) AS b,
            s.chunk_count
     FROM retrieval_bm25_stats s WHERE s.collection_id = %s
-),
+)"""
+
+# The per-query constants (idf as float8, length normalisation), computed once for the
+# few query terms: ``n`` and the terms' weights ``q``, shared by ``BM25Retriever``'s
+# statements that score outside the top-k functions (``retrieval/sql/``). Its
+# parameters: k1, b, k1, b, the collection, the terms, the collection.
+WEIGHTS_SQL = (
+    STATS_CTE
+    + """,
 q AS MATERIALIZED (
     SELECT t.term, (qt.qtf * ln(1 + (n.chunk_count - t.df + 0.5) / (t.df + 0.5)))::float8 AS w
     FROM n, (SELECT term, count(*) AS qtf FROM unnest(%s::text[]) AS term GROUP BY term) AS qt
     JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = qt.term
 )
 """
+)
+
+# A query whose terms synonyms expanded (``sparse/synonyms.py``), ranked exhaustively:
+# each query term is a group of alternatives, OR'd as one term (Lucene's
+# ``SynonymQuery``): a chunk's tf is the sum of its alternatives' tfs, the group's df
+# the largest of theirs. Its parameters: k1, b, k1, b, the collection, the groups'
+# numbers, terms and query frequencies (one row per alternative), the collection twice,
+# then the filter's and the limit.
+GROUPED_SCORE_SQL = (
+    STATS_CTE
+    + """,
+alt AS MATERIALIZED (
+    SELECT * FROM unnest(%s::int[], %s::text[], %s::int[]) AS alt(grp, term, qtf)
+),
+q AS MATERIALIZED (
+    SELECT alt.grp,
+           (max(alt.qtf) * ln(1 + (n.chunk_count - max(t.df) + 0.5) / (max(t.df) + 0.5)))::float8
+           AS w
+    FROM n, alt JOIN retrieval_bm25_term t ON t.collection_id = %s AND t.term = alt.term
+    GROUP BY alt.grp, n.chunk_count
+)
+SELECT g.chunk_id, sum(q.w * g.tf / (g.tf + n.a + n.b * g.dl)) AS score
+FROM n, q, (
+    SELECT alt.grp, p.chunk_id, sum(p.tf) AS tf, max(p.dl) AS dl
+    FROM alt JOIN retrieval_bm25_posting p ON p.collection_id = %s AND p.term = alt.term
+    WHERE true {filter}
+    GROUP BY alt.grp, p.chunk_id
+) AS g
+WHERE g.grp = q.grp
+GROUP BY g.chunk_id
+ORDER BY score DESC, g.chunk_id
+LIMIT %s
+"""
+)
