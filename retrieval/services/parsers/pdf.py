@@ -1,5 +1,7 @@
 """PDF files via PyMuPDF: one section per page, split further at outline headings.
 
+Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`).
+
 A page with no text layer but images (a scan) is rendered and read by OCR when the
 ``ocr`` extra is installed (:mod:`.ocr`); without it, a PDF of nothing but such pages
 fails naming the extra.
@@ -31,6 +33,7 @@ from retrieval.services.parsers.layout import (
     stem_title,
 )
 from retrieval.services.parsers.pdf_bounds import check_size
+from retrieval.services.parsers.pdf_tables import TableFinder
 from retrieval.services.types import ParsedDocument, Section
 
 if TYPE_CHECKING:
@@ -62,9 +65,10 @@ class PdfParser(BaseParser):
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     extensions: ClassVar[tuple[str, ...]] = (".pdf",)
 
-    def __init__(self, *, use_outline: bool = True, ocr: bool = True) -> None:
+    def __init__(self, *, use_outline: bool = True, ocr: bool = True, tables: bool = True) -> None:
         self.use_outline = use_outline
         self.ocr = ocr
+        self.tables = tables
 
     def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the pages' text joined by blank lines, one section per page (or part of one)."""
@@ -72,7 +76,7 @@ class PdfParser(BaseParser):
         budget = ParseBudget(label)
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
-        content = _read(data, label, use_outline=self.use_outline, use_ocr=self.ocr, budget=budget)
+        content = _read(data, label, self, budget)
         text, sections = _assemble(content.pages, content.outline)
         if not text and content.repaired:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
@@ -84,6 +88,8 @@ class PdfParser(BaseParser):
         if content.scanned:
             key = "ocr_pages" if content.read_scans else "pages_without_text"
             metadata[key] = [index + 1 for index in content.scanned]
+        if content.table_pages:
+            metadata["table_pages"] = content.table_pages
         return ParsedDocument(text=text, title=title, sections=sections, metadata=metadata)
 
 
@@ -96,11 +102,10 @@ class _PdfContent(NamedTuple):
     repaired: bool
     scanned: list[int]  # 0-based: pages with no text layer but images
     read_scans: bool  # whether OCR read them
+    table_pages: list[int]  # 1-based: pages whose tables were read as rows
 
 
-def _read(
-    data: bytes, label: str, *, use_outline: bool, use_ocr: bool, budget: ParseBudget
-) -> _PdfContent:
+def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
     """Return each page's text, the outline entries by page and the metadata title."""
     try:
         document = pymupdf.open(stream=data, filetype="pdf")
@@ -121,26 +126,33 @@ def _read(
             )
         try:
             check_size(document, label)
-            pages = _pages(document, budget)
+            tables = TableFinder(label, budget, TEXT_FLAGS) if parser.tables else None
+            pages = _pages(document, budget, tables)
             scanned = _scanned(document, pages)
-            read_scans = bool(scanned) and _read_scans(document, pages, scanned, label, use_ocr)
+            read_scans = bool(scanned) and _read_scans(document, pages, scanned, label, parser.ocr)
             return _PdfContent(
                 pages=pages,
-                outline=_outline(document) if use_outline else {},
+                outline=_outline(document) if parser.use_outline else {},
                 title=(document.metadata or {}).get("title") or "",
                 repaired=bool(document.is_repaired),
                 scanned=scanned,
                 read_scans=read_scans,
+                table_pages=tables.pages if tables else [],
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
 
 
-def _pages(document: pymupdf.Document, budget: ParseBudget) -> list[str]:
-    """Return each page's text, within the parse budget."""
+def _pages(
+    document: pymupdf.Document, budget: ParseBudget, tables: TableFinder | None
+) -> list[str]:
+    """Return each page's text, its tables as rows, within the parse budget."""
     pages = []
     for number, page in enumerate(document, start=1):
         budget.check(f"before page {number} of {document.page_count}")
+        if tables and (text := tables.page_text(page)) is not None:
+            pages.append(text)
+            continue
         textpage = page.get_textpage(flags=TEXT_FLAGS)
         text = textpage.extractText()
         if len(text) <= SORTED_PAGE_MAX_CHARS:
