@@ -91,12 +91,16 @@ def run_demo(port: str) -> int:
     office_samples = ROOT / "build" / "office-samples"
     check_call([python, str(ROOT / "project" / "sample_office.py"), str(office_samples)])
     step("Indexing the sample documents")
+    samples = ROOT / "project" / "sample_docs"
+    scans = ROOT / "build" / "scanned-samples"  # a scanned page, made now: read by OCR
+    check_call([python, str(samples / "build_scanned_page.py"), str(scans)])
     subprocess.call(
         [
             *manage,
             "retrieval_ingest",
-            str(ROOT / "project" / "sample_docs"),
+            str(samples),
             str(office_samples),
+            str(scans),
             "--collection",
             "handbook",
         ]

@@ -3,6 +3,7 @@ pixels), read by RapidOCR's shipped models through every face; hostile images re
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from io import StringIO
 
@@ -260,15 +261,23 @@ def test_the_admin_upload_indexes_a_scanned_pdf_and_a_jpeg(admin_client, keyword
 
 
 @pytest.mark.django_db(transaction=True)
-def test_retrieval_ingest_indexes_a_folder_of_images(keyword_settings, tmp_path):
+def test_retrieval_ingest_indexes_a_folder_of_images_and_the_demo_s_scan(
+    keyword_settings, tmp_path, sample_docs
+):
     folder = tmp_path / "scans"
     folder.mkdir()
     (folder / "pages.tiff").write_bytes(TestImageParser.sample[2])
-    call_command("retrieval_ingest", str(folder), collection="Scans", stdout=StringIO())
+    # As `dev.py demo` does: its scanned page is written at start-up, then ingested.
+    demo = tmp_path / "demo"
+    subprocess.check_call([sys.executable, str(sample_docs / "build_scanned_page.py"), str(demo)])
+    call_command("retrieval_ingest", str(folder), str(demo), collection="Scans", stdout=StringIO())
     document = Document.objects.get(external_id__endswith="pages.tiff")
     assert document.status == Document.Status.INDEXED, document.error
     assert found("zebras violins", "scans")[0].endswith("pages.tiff")
     assert {chunk.page for chunk in document.chunks.all()} == {1, 2}
+    notice = Document.objects.get(external_id__endswith="scanned-notice.pdf")
+    assert notice.status == Document.Status.INDEXED, notice.error
+    assert found("paper archive invoices", "scans")[0].endswith("scanned-notice.pdf")
 
 
 @pytest.mark.django_db
