@@ -9,6 +9,7 @@ is decoded: every page is checked against ``MAX_IMAGE_PIXELS`` and their count a
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
@@ -113,11 +114,19 @@ def _pages(image: Image, count: int, label: str) -> Iterator[Image]:
     for index in range(count):
         _seek(image, index, label)
         try:
+            _draft(image)
             yield image.convert("RGB")
         except (OSError, ValueError, SyntaxError) as e:  # truncated or corrupt pixel data
             raise ParseError(
                 f"Cannot parse {label}: page {index + 1} cannot be decoded ({e})."
             ) from e
+
+
+def _draft(image: Image) -> None:
+    """Have a JPEG decoded at about the scale OCR reads it at, not in full then shrunk."""
+    scale = ocr.MAX_SIDE / max(image.size)
+    if scale < 1:
+        image.draft("RGB", (math.ceil(image.width * scale), math.ceil(image.height * scale)))
 
 
 def _seek(image: Image, index: int, label: str) -> bool:

@@ -6,8 +6,8 @@ read alone. The page's other text keeps its place: above the table, then the tab
 then what stands beside it, then what is below.
 
 ``find_tables`` costs about forty times a page's text extraction (a second a page here),
-so it runs only on pages whose vector drawings could rule a table (``MIN_RULES``
-horizontal and vertical edges), and only for the first ``SEARCH_SECONDS`` of a file:
+so it runs only on pages whose vector drawings could rule a table (edges at ``MIN_RULES``
+heights and places across), and only for the first ``SEARCH_SECONDS`` of a file:
 pages after that are read as text, their tables as the lines they print.
 """
 
@@ -21,9 +21,9 @@ import pymupdf
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.tables import TableWriter
 
-#: Fewest horizontal, and vertical, edges drawn on a page for it to be searched for tables
-#: (a page border and a rule under the header have fewer).
-MIN_RULES = 4
+#: Fewest heights, and places across, at which a page draws level and upright edges for it
+#: to be searched for tables.
+MIN_RULES = 3
 #: Seconds of a file spent searching its pages for tables; the rest are read as text.
 SEARCH_SECONDS = 20.0
 #: Drawn edges closer to level than this (points) count as horizontal or vertical.
@@ -80,16 +80,23 @@ def _rows(page: pymupdf.Page, table: Any) -> list[list[str]]:
 
 
 def _ruled(page: pymupdf.Page) -> bool:
-    """Return whether the page draws enough level and upright edges to rule a table."""
-    horizontal = vertical = 0
+    """Return whether the page draws edges at ``MIN_RULES`` heights and as many places
+    across: the fewest a table of two rows and two columns needs (code blocks' boxes and
+    rules under headings, stacked one below another, have two places across)."""
+    heights: set[int] = set()
+    places: set[int] = set()
     for path in page.get_cdrawings():
         for item in path["items"]:
-            if item[0] in ("re", "qu"):  # a rectangle: two edges each way
-                horizontal, vertical = horizontal + 2, vertical + 2
+            if item[0] == "re":
+                x0, y0, x1, y1 = item[1]
+                heights.update((round(y0), round(y1)))
+                places.update((round(x0), round(x1)))
             elif item[0] == "l":
                 (x1, y1), (x2, y2) = item[1], item[2]
-                horizontal += abs(y1 - y2) < LEVEL
-                vertical += abs(x1 - x2) < LEVEL
-        if horizontal >= MIN_RULES and vertical >= MIN_RULES:
+                if abs(y1 - y2) < LEVEL:
+                    heights.add(round(y1))
+                elif abs(x1 - x2) < LEVEL:
+                    places.add(round(x1))
+        if len(heights) >= MIN_RULES and len(places) >= MIN_RULES:
             return True
     return False

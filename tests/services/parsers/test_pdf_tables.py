@@ -60,8 +60,11 @@ def test_only_pages_ruled_enough_for_a_table_are_searched_for_one():
         framed = document.new_page()
         framed.draw_rect(framed.rect + (20, 20, -20, -20))  # a border and a rule: no table
         framed.draw_line((72, 90), (500, 90))
+        boxes = document.new_page()  # code blocks' boxes, one below another
+        for top in (100, 300, 500):
+            boxes.draw_rect(pymupdf.Rect(72, top, 500, top + 80), fill=(0.9, 0.9, 0.9))
         draw_table(document.new_page(), ROWS)
-        assert [_ruled(page) for page in document] == [False, True]
+        assert [_ruled(page) for page in document] == [False, False, True]
 
 
 @pytest.mark.django_db
