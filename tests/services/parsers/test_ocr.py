@@ -3,8 +3,10 @@ pixels), read by RapidOCR's shipped models through every face; hostile images re
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import pymupdf
@@ -12,6 +14,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
+from PIL import Image
 from rest_framework.test import APIClient
 
 import retrieval
@@ -20,6 +23,7 @@ from retrieval.models import Chunk, Document
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.parsing import parse, parser_for
+from retrieval.services.parsers import ocr
 from retrieval.services.parsers.image import ImageParser
 from retrieval.services.parsers.ocr import Line, paragraphs
 from retrieval.services.parsers.pdf import PdfParser
@@ -100,6 +104,13 @@ def test_an_image_s_words_are_read(kind):
         "page_count": 1,
         "ocr": True,
     }
+
+
+def test_threads_share_one_engine_and_each_gets_its_own_image_s_text():
+    images = [Image.open(io.BytesIO(image_bytes(text))) for text in (STORMS, ZEBRAS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert list(pool.map(ocr.read_text, images)) == [STORMS, ZEBRAS]
+    assert ocr._load() is ocr._load()  # loaded once per process
 
 
 def test_a_tiff_s_pages_are_sections():
