@@ -271,6 +271,19 @@ def test_the_admin_upload_indexes_a_scanned_pdf_and_a_jpeg(admin_client, keyword
     assert found("zebras violins", "scans")[0].endswith("zebras.jpg")
 
 
+@pytest.mark.django_db
+def test_the_admin_upload_names_the_extra_without_it(admin_client, monkeypatch):
+    collection, _ = get_or_create_collection("Scans")
+    without_ocr(monkeypatch)
+    upload = SimpleUploadedFile("storms.png", image_bytes(STORMS), "image/png")
+    response = admin_client.post(
+        reverse("admin:retrieval_document_add"), {"collection": collection.pk, "files": [upload]}
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "pip install &quot;django-retrieval[ocr]&quot;" in response.content.decode()
+    assert not Document.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_retrieval_ingest_indexes_a_folder_of_images_and_the_demo_s_scan(
     keyword_settings, tmp_path, sample_docs
