@@ -212,9 +212,9 @@ DEFAULTS: dict[str, Any] = {
     # is decoded (an image, a TIFF page, an image on a scanned PDF page); most images or
     # scanned pages one file may send to OCR, counted before the first is read; seconds
     # OCR may take per file, checked between pages. Past any, the file fails naming it.
-    "MAX_IMAGE_PIXELS": 50_000_000,
-    "MAX_OCR_PAGES": 100,
-    "MAX_OCR_SECONDS": 600,
+    "MAX_IMAGE_PIXELS": 50_000_000,  # pixels of one image, from its header
+    "MAX_OCR_PAGES": 100,  # images or scanned pages one file may send to OCR
+    "MAX_OCR_SECONDS": 600,  # seconds of OCR per file, checked between pages
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.
