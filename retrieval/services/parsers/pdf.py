@@ -1,17 +1,27 @@
 """PDF files via PyMuPDF: one section per page, split further at outline headings.
 
+Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`).
+
+A page with no text layer but images (a scan) is rendered and read by OCR when the
+``ocr`` extra is installed (:mod:`.ocr`); without it, a PDF of nothing but such pages
+fails naming the extra.
+
 Work per file is bounded: pages and bytes before any page is read (see
-:mod:`.pdf_bounds`), and ``MAX_PARSE_SECONDS`` between pages.
+:mod:`.pdf_bounds`), and ``MAX_PARSE_SECONDS`` between pages; scanned pages by
+``MAX_OCR_PAGES``, counted before the first is read, each image on them by
+``MAX_IMAGE_PIXELS``, and ``MAX_OCR_SECONDS`` between them.
 """
 
 from __future__ import annotations
 
 import re
-from typing import ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import pymupdf
 
+from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError
+from retrieval.services.parsers import ocr
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
@@ -23,7 +33,11 @@ from retrieval.services.parsers.layout import (
     stem_title,
 )
 from retrieval.services.parsers.pdf_bounds import check_size
+from retrieval.services.parsers.pdf_tables import TableFinder
 from retrieval.services.types import ParsedDocument, Section
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 # Expand ligatures ("ﬁ" -> "fi") and join words hyphenated across lines, so they match queries.
 TEXT_FLAGS = (
@@ -35,6 +49,9 @@ _WHITESPACE = re.compile(r"\s+")
 #: A page with more text than this keeps MuPDF's reading order instead of being sorted by
 #: position: sorting is Python work per word (about 0.3 s for a page this full).
 SORTED_PAGE_MAX_CHARS = 50_000
+#: Highest resolution a scanned page is rendered at for OCR; a page is rendered smaller
+#: when its longer side would pass ``ocr.MAX_SIDE`` pixels (an A4 page: at about 256 dpi).
+OCR_MAX_DPI = 300
 
 OutlineEntry = tuple[int, str]  # (level, title)
 
@@ -48,8 +65,10 @@ class PdfParser(BaseParser):
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     extensions: ClassVar[tuple[str, ...]] = (".pdf",)
 
-    def __init__(self, *, use_outline: bool = True) -> None:
+    def __init__(self, *, use_outline: bool = True, ocr: bool = True, tables: bool = True) -> None:
         self.use_outline = use_outline
+        self.ocr = ocr
+        self.tables = tables
 
     def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
         """Return the pages' text joined by blank lines, one section per page (or part of one)."""
@@ -57,19 +76,21 @@ class PdfParser(BaseParser):
         budget = ParseBudget(label)
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
-        content = _read(data, label, use_outline=self.use_outline, budget=budget)
+        content = _read(data, label, self, budget)
         text, sections = _assemble(content.pages, content.outline)
         if not text and content.repaired:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
         if not text:
-            raise ParseError(
-                f"Cannot parse {label}: it has no extractable text; it may be a scanned "
-                "document, and OCR is not supported."
-            )
+            found = "OCR found none on its scanned pages" if content.read_scans else "no images"
+            raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
         title = clip_title(content.title) or first_line(text) or stem_title(filename)
-        return ParsedDocument(
-            text=text, title=title, sections=sections, metadata={"page_count": len(content.pages)}
-        )
+        metadata: dict[str, object] = {"page_count": len(content.pages)}
+        if content.scanned:
+            key = "ocr_pages" if content.read_scans else "pages_without_text"
+            metadata[key] = [index + 1 for index in content.scanned]
+        if content.table_pages:
+            metadata["table_pages"] = content.table_pages
+        return ParsedDocument(text=text, title=title, sections=sections, metadata=metadata)
 
 
 class _PdfContent(NamedTuple):
@@ -79,9 +100,12 @@ class _PdfContent(NamedTuple):
     outline: dict[int, list[OutlineEntry]]
     title: str
     repaired: bool
+    scanned: list[int]  # 0-based: pages with no text layer but images
+    read_scans: bool  # whether OCR read them
+    table_pages: list[int]  # 1-based: pages whose tables were read as rows
 
 
-def _read(data: bytes, label: str, *, use_outline: bool, budget: ParseBudget) -> _PdfContent:
+def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
     """Return each page's text, the outline entries by page and the metadata title."""
     try:
         document = pymupdf.open(stream=data, filetype="pdf")
@@ -102,27 +126,87 @@ def _read(data: bytes, label: str, *, use_outline: bool, budget: ParseBudget) ->
             )
         try:
             check_size(document, label)
+            tables = TableFinder(label, budget, TEXT_FLAGS) if parser.tables else None
+            pages = _pages(document, budget, tables)
+            scanned = _scanned(document, pages)
+            read_scans = bool(scanned) and _read_scans(document, pages, scanned, label, parser.ocr)
             return _PdfContent(
-                pages=_pages(document, budget),
-                outline=_outline(document) if use_outline else {},
+                pages=pages,
+                outline=_outline(document) if parser.use_outline else {},
                 title=(document.metadata or {}).get("title") or "",
                 repaired=bool(document.is_repaired),
+                scanned=scanned,
+                read_scans=read_scans,
+                table_pages=tables.pages if tables else [],
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
 
 
-def _pages(document: pymupdf.Document, budget: ParseBudget) -> list[str]:
-    """Return each page's text, within the parse budget."""
+def _pages(
+    document: pymupdf.Document, budget: ParseBudget, tables: TableFinder | None
+) -> list[str]:
+    """Return each page's text, its tables as rows, within the parse budget."""
     pages = []
     for number, page in enumerate(document, start=1):
         budget.check(f"before page {number} of {document.page_count}")
+        if tables and (text := tables.page_text(page)) is not None:
+            pages.append(text)
+            continue
         textpage = page.get_textpage(flags=TEXT_FLAGS)
         text = textpage.extractText()
         if len(text) <= SORTED_PAGE_MAX_CHARS:
             text = page.get_text("text", sort=True, textpage=textpage)
         pages.append(text)
     return pages
+
+
+def _scanned(document: pymupdf.Document, pages: list[str]) -> list[int]:
+    """Return the indexes of the pages with no text layer that show images: scans."""
+    return [
+        index
+        for index, text in enumerate(pages)
+        if not text.strip() and document[index].get_images(full=True)
+    ]
+
+
+def _read_scans(
+    document: pymupdf.Document, pages: list[str], scanned: list[int], label: str, use_ocr: bool
+) -> bool:
+    """Put the text OCR reads on the ``scanned`` pages into ``pages``; return whether it ran.
+
+    Without the ocr extra (or with OCR turned off), the pages are left empty; a PDF with
+    no other text then fails naming the extra.
+    """
+    reason = ocr.unavailable() if use_ocr else "OCR is turned off for PDFs (the ocr option)."
+    if reason:
+        if not any(text.strip() for text in pages):
+            raise ParseError(
+                f"Cannot parse {label}: its pages have no text layer (a scanned document?) "
+                f"and reading them needs OCR: {reason}"
+            )
+        return False
+    ocr.check_pages(len(scanned), label, "pages with no text layer to read by OCR")
+    budget = ocr.budget(label)
+    for done, index in enumerate(scanned):
+        budget.check(f"before page {index + 1} ({done} of {len(scanned)} scanned pages read)")
+        page = document[index]
+        for _, _, width, height, *_ in page.get_images(full=True):
+            ocr.check_pixels(width, height, label, f"an image on page {index + 1}")
+        pages[index] = ocr.read_text(_render(page))
+    return True
+
+
+def _render(page: pymupdf.Page) -> Image:
+    """Return the page as a PIL image, at most ``OCR_MAX_DPI`` and ``MAX_IMAGE_PIXELS``."""
+    width, height = max(page.rect.width, 1.0), max(page.rect.height, 1.0)
+    zoom = min(
+        OCR_MAX_DPI / 72,
+        ocr.MAX_SIDE / max(width, height),
+        (int(retrieval_settings.MAX_IMAGE_PIXELS) / (width * height)) ** 0.5,
+    )
+    matrix = pymupdf.Matrix(zoom, zoom)
+    return page.get_pixmap(matrix=matrix, colorspace=pymupdf.csRGB, alpha=False).pil_image()
 
 
 def _assemble(

@@ -19,6 +19,8 @@ ZIP = "application/zip"
 OLE2 = "application/x-ole-storage"  # .msg, .doc, .xls, .ppt: told apart by their streams
 #: How far into a file ``%PDF-`` may start (readers accept leading junk up to 1 KiB).
 PDF_HEAD_BYTES = 1024
+#: The sizes a BMP's second header (after its 14-byte file header) declares, by version.
+BMP_HEADER_SIZES = (12, 16, 40, 52, 56, 64, 108, 124)
 #: The most bytes of a container's ``mimetype`` member read (the longest real one is ~60).
 MIMETYPE_BYTES = 256
 
@@ -29,7 +31,6 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "image/gif"),
     (b"II*\x00", "image/tiff"),
     (b"MM\x00*", "image/tiff"),
-    (b"BM", "image/bmp"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", OLE2),
     (b"\x1f\x8b", "application/gzip"),
     (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
@@ -72,6 +73,8 @@ def sniff(data: bytes) -> str | None:
             return mime_type
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
+    if data[:2] == b"BM" and int.from_bytes(data[14:18], "little") in BMP_HEADER_SIZES:
+        return "image/bmp"  # "BM" alone is how text may start ("BM25 is ...")
     if b"%PDF-" in data[:PDF_HEAD_BYTES]:
         return "application/pdf"
     if data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
