@@ -253,6 +253,9 @@ DEFAULTS: dict[str, Any] = {
     # Document metadata keys the search page offers as facets (string values, or strings
     # in lists), each value with its count of the documents the reader may see.
     "SEARCH_PAGE_FACETS": [],
+    # Whether the search page offers a grounded answer above the results (on request: a
+    # link asks for it, so no search costs a model call unasked; see ANSWERS).
+    "SEARCH_PAGE_ANSWERS": True,
     # DATABASES alias (a read replica) that ranking and loading chunks read from; writes
     # stay on the primary. None: the alias Django's router picks for reads.
     "SEARCH_DATABASE": None,

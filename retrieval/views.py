@@ -76,11 +76,19 @@ class SearchView(ReaderMixin, TemplateView):
                 error, status = str(e), 503
             except (RetrievalError, ValueError) as e:
                 error, status = str(e), 400
+        box, answer_error = None, ""
+        offered = bool(retrieval_settings.SEARCH_PAGE_ANSWERS)
+        if offered and page is not None and page.number == 1 and request.GET.get("answer"):
+            box, answer_error = ask(query, page, scope, chosen_facets(request))
         context.update(
             collections=collections,
             query=query,
             selected=selected,
             page=page,
+            answer=box,
+            answer_error=answer_error,
+            answer_url=with_params(request, answer="1", page=None) if page else "",
+            answers_offered=bool(retrieval_settings.SEARCH_PAGE_ANSWERS),
             results=page.groups if page else [],
             error=error,
             status=status,
@@ -109,6 +117,26 @@ class DocumentView(ReaderMixin, TemplateView):
         chunks = list(document.chunks.order_by("index"))
         context.update(document=document, segments=segments(document.content, chunks))
         return context
+
+
+def ask(query: str, page: Any, scope: Any, facets: dict[str, str]) -> tuple[Any, str]:
+    """Return the answer box for ``query`` over the page's collection and facets, or why
+    there is none; an answer is only ever made of what ``scope`` sees."""
+    from .services.answers.service import answer
+    from .services.results.answer_box import answer_box
+    from .services.results.facets import facet_filter
+
+    metadata = facet_filter(page.facets) if facets else {}
+    try:
+        made = answer(
+            query,
+            collection=page.collection,
+            scope=scope,
+            filters={"metadata": metadata} if metadata else None,
+        )
+    except (RetrievalError, ValueError) as e:  # a service down, a bad setting: said on the page
+        return None, str(e)
+    return answer_box(made), ""
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -209,6 +237,7 @@ def search_json(context: dict[str, Any]) -> dict[str, Any]:
         "facets": [facet.to_dict() for facet in page.facets] if page else [],
         "click": context["click"],
         "vote": context["vote"],
+        "answer": context["answer"].to_dict() if context["answer"] else None,
     }
 
 

@@ -254,3 +254,30 @@ def test_readers_who_may_judge_get_a_vote_on_each_result(library, client):
         1,
         "penguins",
     )
+
+
+def test_an_answer_is_offered_and_cites_only_what_the_reader_sees(library):
+    offered = library.get("/", {"collection": "atlas", "q": "Where do penguins live?"})
+    body = offered.content.decode()
+    assert 'class="retrieval-ask"' in body and "answer=1" in body
+    status, answered = page(library, q="Where do penguins live?", answer="1")
+    assert status == 200
+    answer = answered["answer"]
+    assert answer["mode"] == "extractive" and not answer["abstained"]
+    assert "Antarctica" in answer["text"] and "[1]" in answer["text"]
+    titles = {source["title"] for source in answer["sources"]}
+    assert titles and all("secret" not in title for title in titles)
+    assert "team b" not in answer["text"]  # the hidden document never reaches the answer
+    html = library.get(
+        "/", {"collection": "atlas", "q": "Where do penguins live?", "answer": "1"}
+    ).content.decode()
+    assert 'href="#retrieval-source-1"' in html and 'id="retrieval-source-1"' in html
+    birds = Document.objects.get(external_id="birds.md")
+    assert f'href="/documents/{birds.pk}/#chunk-' in html  # the cited passage, on its page
+
+
+def test_the_page_offers_no_answer_when_the_site_says_so(library, retrieval_settings):
+    retrieval_settings(SEARCH_PAGE_ANSWERS=False)
+    body = library.get("/", {"collection": "atlas", "q": "penguins", "answer": "1"}).content
+    assert b"retrieval-answer" not in body
+    assert page(library, q="penguins", answer="1")[1]["answer"] is None

@@ -129,7 +129,7 @@ def reindex_collections(
     for collection in queryset:
         run = queue_reindex(collection, user=request.user)
         level = messages.ERROR if run.documents_failed else messages.SUCCESS
-        modeladmin.message_user(request, run_said(f"{collection}: index run #{run.pk}", run), level)
+        modeladmin.message_user(request, run_said(run, str(collection)), level)
     return None
 
 

@@ -140,7 +140,7 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
         if reindex:
             for run in queue_indexing([obj], user=request.user):
                 level = messages.ERROR if run.documents_failed else messages.INFO
-                self.message_user(request, run_said(f"Index run #{run.pk}", run), level)
+                self.message_user(request, run_said(run), level)
 
     def add_view(
         self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None
@@ -164,7 +164,7 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
             self.message_user(request, f"{len(documents)} file(s) uploaded.", messages.SUCCESS)
             for run in queue_indexing(documents, user=request.user):
                 level = messages.ERROR if run.documents_failed else messages.INFO
-                self.message_user(request, run_said(f"Index run #{run.pk}", run), level)
+                self.message_user(request, run_said(run), level)
             return HttpResponseRedirect(reverse("admin:retrieval_document_changelist"))
         form = form or UploadForm(
             initial={"collection": request.GET.get("collection")}, scope=scope

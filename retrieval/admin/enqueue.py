@@ -37,11 +37,15 @@ def queue_reindex(collection: Collection, *, user: Any = None) -> IndexRun:
     return enqueue_run(reindex_collection, collection.pk, collection=collection, created_by=user)
 
 
-def run_said(subject: str, run: IndexRun) -> str:
+def run_said(run: IndexRun, subject: str = "") -> str:
     """Return the message that tells an editor what became of ``run``: its own message, or
-    its state (a queued run has no message yet, and "Index run #5:" ended at the colon)."""
+    its state (a queued run has no message yet, and "Index run #5:" ended at the colon).
+
+    ``subject`` names what the run is for ("atlas"); without one the run names itself.
+    """
     if run.message:
-        return f"{subject}: {run.message}"
+        return f"{subject or f'Index run #{run.pk}'}: {run.message}"
     state = run.get_status_display().lower()
     waiting = " for a worker" if run.status == IndexRun.Status.QUEUED else ""
-    return f"{subject} {state}{waiting}."
+    said = f"index run #{run.pk} {state}{waiting}."
+    return f"{subject}: {said}" if subject else said[0].upper() + said[1:]

@@ -68,7 +68,9 @@ def _screens(site: AdminSite, models: list[dict[str, Any]]) -> list[dict[str, An
         screens.append(
             {
                 "name": name,
-                "object_name": name.replace(" ", ""),
+                # Django's index ids a row "<app>-<object_name>": "retrieval-dashboard" would
+                # be the dashboard's own id on the app's page.
+                "object_name": "Screen" + name.replace(" ", ""),
                 "model": None,
                 "admin_url": url,
                 "add_url": None,

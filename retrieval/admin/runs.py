@@ -66,7 +66,7 @@ def retry_runs(modeladmin: IndexRunAdmin, request: HttpRequest, queryset: QueryS
             modeladmin.message_user(request, str(e), messages.WARNING)
             continue
         level = messages.ERROR if new.status == IndexRun.Status.FAILED else messages.SUCCESS
-        said = run_said(f"Retry of #{run.pk}: index run #{new.pk}", new)
+        said = run_said(new, f"Retry of run #{run.pk}")
         modeladmin.message_user(request, said, level)
 
 

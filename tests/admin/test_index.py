@@ -50,3 +50,11 @@ def test_a_screen_is_listed_only_to_those_who_may_list_its_model():
     links = index_links(get_user_model().objects.get(pk=user.pk))
     assert "Dashboard" in links and "Search playground" in links
     assert "Search analytics" not in links and "Graph explorer" not in links
+
+
+def test_the_screens_rows_do_not_reuse_the_dashboard_s_id():
+    root = get_user_model().objects.create_superuser("root", password="x")
+    client = Client()
+    client.force_login(root)
+    landing = client.get(reverse("admin:app_list", kwargs={"app_label": "retrieval"}))
+    assert landing.content.decode().count('id="retrieval-dashboard"') == 1

@@ -22,6 +22,8 @@ __all__ = ["Citation", "PackedContext", "pack_context", "sentence_boundaries"]
 SEPARATOR = "\n\n"
 # Where a sentence ends: after . ! ? (optionally closed by quotes or brackets) before
 # whitespace, after 。！？, or at a line break.
+# A text that ends a sentence (or a heading line's colon), perhaps closed by quotes.
+_ENDS_SENTENCE = re.compile(r"[.!?:;\u3002\uff01\uff1f][\"')\]]*\s*$")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|[\u3002\uff01\uff1f]|(?=\n)")
 
 
@@ -112,8 +114,11 @@ class _Passage:
             if piece.start < previous.end:  # overlapping chunks: keep the new part only
                 parts.append(piece.text[previous.end - piece.start :])
             else:
-                # The gap between neighbouring chunks is the whitespace chunkers trim.
-                parts.append("\n" if piece.start > previous.end else "")
+                # The gap between neighbouring chunks is the whitespace chunkers trim: a
+                # line break after a sentence, a space inside one (a chunk cut mid-sentence
+                # read as two lines made its first half a heading to the extractive answer).
+                if piece.start > previous.end:
+                    parts.append("\n" if _ENDS_SENTENCE.search(previous.text) else " ")
                 parts.append(piece.text)
         return "".join(parts)
 
