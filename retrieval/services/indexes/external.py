@@ -29,7 +29,13 @@ from django.db.models import QuerySet
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection, IndexOperation
-from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
+from retrieval.services.indexes.base import (
+    BaseIndex,
+    VectorRow,
+    check_query_dimensions,
+    vector_literal,
+)
+from retrieval.services.indexes.pgvector import PgvectorIndex
 from retrieval.services.query.filters import (
     Filters,
     allowed_chunks,
@@ -444,8 +450,6 @@ def rank_in_postgres(
 ) -> list[ScoredChunk]:
     """Rank with pgvector's planner over PostgreSQL's vectors, which hold every committed
     chunk: an exact scan of a small allowed set, the HNSW index where there is one."""
-    from retrieval.services.indexes.pgvector import PgvectorIndex
-
     return PgvectorIndex().rank(
         vector,
         collection=collection,
@@ -477,8 +481,6 @@ def rank_pending(
 ) -> list[ScoredChunk]:
     """Rank, by exact cosine similarity in PostgreSQL, the chunks of the collection's
     pending "write" operations (few: what the engine has not caught up on)."""
-    from retrieval.services.indexes.pgvector import vector_literal
-
     dimensions = int(collection.dimensions)
     similarity = f"1 - ((c.embedding::vector({dimensions})) <=> %s::vector)"
     conditions, params = filters.sql("c", collection_id=collection.pk)
