@@ -138,7 +138,7 @@ def remove_object(model_label: str, object_pk: Any, *, run_id: int) -> None:
 
 @task
 def evaluate(eval_run_id: int) -> None:
-    """Run a queued evaluation (an EvalRun, see services.eval_runs)."""
+    """Run a queued evaluation (an EvalRun, see services.quality.eval_runs)."""
     from retrieval.services.quality.eval_runs import execute
 
     execute(eval_run_id)

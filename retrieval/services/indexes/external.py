@@ -112,11 +112,19 @@ class ExternalIndex(BaseIndex):
     def _delete(self, name: str, collection_id: int, chunk_ids: Sequence[int]) -> None:
         """Delete ids (absent ones are ignored)."""
 
-    @abstractmethod
     def _search(
         self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
     ) -> list[tuple[int, float]]:
-        """Return up to ``limit`` (chunk id, cosine similarity), best first."""
+        """Return up to ``limit`` (chunk id, cosine similarity), best first.
+
+        An engine implements this or :meth:`_search_many` (one request for many vectors):
+        here, one vector is a batch of one.
+        """
+        if type(self)._search_many is ExternalIndex._search_many:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither _search nor _search_many."
+            )
+        return self._search_many(name, collection_id, [vector], limit, filters, {})[0]
 
     @abstractmethod
     def _all_ids(self, name: str, collection_id: int) -> set[int]:
@@ -410,7 +418,8 @@ class ExternalIndex(BaseIndex):
         filters: Any,
         hints: dict[str, Any],
     ) -> list[list[tuple[int, float]]]:
-        """Return each vector's hits; one request per vector unless the engine batches."""
+        """Return each vector's hits: one :meth:`_search` per vector, unless the engine
+        batches them (then it implements this instead)."""
         return [self._search(name, collection_id, vector, limit, filters) for vector in vectors]
 
 
