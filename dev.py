@@ -232,7 +232,7 @@ def ensure_environment(environment: dict[str, str]) -> str:
 
 def ensure_static(python: str) -> None:
     """Download the pinned, integrity-checked JavaScript the admin draws with (once)."""
-    check_call([python, "-m", "retrieval.static_vendor"])
+    check_call([python, str(ROOT / "tools" / "static_vendor.py")])
 
 
 def ensure_chromium() -> None:

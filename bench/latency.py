@@ -371,7 +371,7 @@ def query_latency(size: int, n_queries: int) -> None:
     import Stemmer
     from django.db import connection, transaction
 
-    from retrieval.services.indexes.pgvector import vector_literal
+    from retrieval.services.indexes.base import vector_literal
     from retrieval.services.registry import analyzers, embedders, retrievers
     from retrieval.services.retrievers.hybrid import HybridRetriever
 

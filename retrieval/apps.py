@@ -8,7 +8,8 @@ class RetrievalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, signals  # noqa: F401  (registers checks and receivers)
+        # Registers the checks, the signal receivers and the background work, by name.
+        from . import checks, signals, tasks  # noqa: F401
         from .conf import retrieval_settings
 
         retrieval_settings.connect_reload()

@@ -17,18 +17,22 @@ class RendezvousRetriever(BaseRetriever):
     """BM25 that records each search's thread and connection, and waits at a barrier.
 
     With ``parties`` searches meeting at the barrier, a batch that ran them one after
-    another would break it (``BrokenBarrierError``) instead of passing.
+    another would break it (``BrokenBarrierError``) instead of passing. Each thread has an
+    instance of its own (the registry's), so a test starts the barrier and the record
+    with :meth:`meet`.
     """
 
     barrier = None
     seen: list = []
     costly_prepare = True  # so fusion prepares the legs on separate threads
 
-    def __init__(self, parties: int = 2) -> None:
+    @classmethod
+    def meet(cls, parties: int = 2) -> None:
+        """Have the next ``parties`` searches meet at the barrier; forget those seen."""
         import threading
 
-        type(self).barrier = threading.Barrier(parties, timeout=10)
-        type(self).seen = []
+        cls.barrier = threading.Barrier(parties, timeout=10)
+        cls.seen = []
 
     def prepare(self, query, *, collection):
         import threading
@@ -69,3 +73,23 @@ class FailingScorerRetriever(RankOnlyRetriever):
 
     def score_chunks(self, prepared, chunk_ids, *, collection):
         raise RetrievalError("scores are down")
+
+
+class LastQueryRetriever(BaseRetriever):
+    """BM25 that keeps the query it prepared on ``self`` and ranks the one it kept, as a
+    component with per-call state does. Searches meet at ``barrier`` in between: two that
+    shared one instance would both rank the query kept last."""
+
+    barrier = None
+
+    def prepare(self, query, *, collection):
+        self.query = query
+        type(self).barrier.wait()
+        return query
+
+    def _rank(self, prepared, *, collection, top_k, filters):
+        from retrieval.services.registry import retrievers
+
+        return retrievers["bm25"].rank(
+            self.query, collection=collection, top_k=top_k, filters=filters
+        )

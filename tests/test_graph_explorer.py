@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from retrieval.admin import graph as admin_graph
-from retrieval.static_vendor import ensure_all
 from tests.browser import screenshot
+from tools.static_vendor import ensure_all
 
 
 def urls(collection) -> dict[str, str]:
@@ -60,7 +60,7 @@ def test_page_says_when_the_drawing_library_is_missing(admin_client, town, monke
     assert "Knowledge graph of town" in page and "owns" in page  # predicate filter
     monkeypatch.setattr(admin_graph, "VENDOR_SCRIPT", "retrieval/vendor/missing.js")
     page = admin_client.get(urls(town)["explorer"]).content.decode()
-    assert 'id="graph-missing-library"' in page and "python -m retrieval.static_vendor" in page
+    assert 'id="graph-missing-library"' in page and "python3 tools/static_vendor.py" in page
     changelist = admin_client.get(reverse("admin:retrieval_entity_changelist")).content.decode()
     assert urls(town)["explorer"] in changelist
 

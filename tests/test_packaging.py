@@ -136,6 +136,9 @@ def test_the_readme_install_line_installs_the_built_wheel_and_a_minimal_site_mig
     assert not wanted - in_sdist, sorted(wanted - in_sdist)
     for kind in ("sql/bm25_top_k.sql", "migrations/frozen/", "templates/retrieval/login.html"):
         assert any(name.startswith(f"retrieval/{kind}") for name in in_wheel), kind
+    # The app alone: development tools (tools/static_vendor.py) stay in the checkout.
+    shipped = {name.split("/")[0] for name in in_wheel if not name.startswith("django_retrieval-")}
+    assert shipped == {"retrieval"} and "retrieval/static_vendor.py" not in in_wheel, shipped
 
     # The README's lines, as written, from the folder the wheel was built in.
     readme = (ROOT / "README.md").read_text()

@@ -231,7 +231,7 @@ def test_a_django_q2_worker_sweeps_as_it_starts_and_schedules_the_sweep(
         post_spawn.send(sender="django_q", proc_name="Process-1")  # as each worker starts
     dead.refresh_from_db()
     assert dead.status == IndexRun.Status.FAILED and dead.resumes.count() == 1
-    schedule = Schedule.objects.get(func=runs.SWEEP_TASK)
+    schedule = Schedule.objects.get(func="retrieval.tasks.sweep_index_runs")
     assert (schedule.schedule_type, schedule.minutes) == (Schedule.MINUTES, 1)
 
     later = dead_run(collection)  # what the schedule's task finds a minute on

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from retrieval.models import EvalRun, EvalSet, IndexRun
-from retrieval.services.ingestion.runs import WATCH_TASK, enqueue_run
+from retrieval.services.ingestion.runs import enqueue_run
 from retrieval.services.quality import goldens
 from retrieval.services.quality.eval_runs import create_eval_run
 from retrieval.services.queues import runs_inline
@@ -70,7 +70,9 @@ def test_a_tasks_database_worker_runs_index_and_evaluation_runs(tasks_queue):
     assert DBTaskResult.objects.ready().count() == 2  # enqueued on commit, nothing ran yet
     # and the run's watch, a heartbeat timeout later (it resumes the run if its worker dies)
     later = DBTaskResult.objects.exclude(pk__in=DBTaskResult.objects.ready().values("pk"))
-    assert [task.args_kwargs["args"][:2] for task in later] == [[WATCH_TASK, [run.pk]]]
+    assert [task.args_kwargs["args"][:2] for task in later] == [
+        ["retrieval.tasks.watch_index_run", [run.pk]]
+    ]
     run.refresh_from_db()
     assert run.status == IndexRun.Status.QUEUED and run.task_id
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.db import DataError, IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import DataError, IntegrityError, InterfaceError, OperationalError
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils.text import slugify
 from drf_spectacular.openapi import AutoSchema
@@ -37,7 +37,6 @@ from retrieval.exceptions import (
 )
 from retrieval.models import Chunk, Collection, Document, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.indexes import outbox
 from retrieval.services.ingestion.collections import (
     EDITABLE_FIELDS,
     create_collection,
@@ -186,9 +185,8 @@ class CollectionViewSet(WriteThrottleMixin, RetrievalAPIMixin, viewsets.ModelVie
 
     def perform_destroy(self, instance: Collection) -> None:
         self.scope.authorize("delete", Collection, instance)
-        with transaction.atomic():
-            instance.delete()
-            outbox.changed()  # an external index drops the collection's space after the commit
+        # The delete's signal records an external index's "drop" and drains it after the commit.
+        instance.delete()
 
 
 FILTER_PARAMETERS = [

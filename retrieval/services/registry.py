@@ -1,7 +1,14 @@
-"""Named components: alias -> ``BACKEND(**OPTIONS)``, built lazily and cached.
+"""Named components: alias -> ``BACKEND(**OPTIONS)``, built lazily and cached per thread.
 
 Code says ``embedders["default"]`` or ``retrievers["dense"]``; a site swaps any
 component through ``RETRIEVAL`` settings without code changes.
+
+As Django keeps its database connections and caches (``BaseConnectionHandler``), each
+thread (each async context, under ASGI) has its own instance of an alias, so a component
+may keep per-call state on ``self``: concurrent requests of a threaded server never share
+one. What is costly and safe to share (a local model's ONNX session) is shared by the
+component's own means (``clients.onnx.shared``). A change of ``RETRIEVAL`` drops every
+thread's instances.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
+from asgiref.local import Local
 from django.utils.module_loading import import_string
 
 from retrieval.conf import retrieval_settings
@@ -20,11 +28,11 @@ SINGULAR = {"INDEXES": "index"}
 
 
 class ComponentHandler(Generic[T]):
-    """Build and cache the components of one kind (``"EMBEDDERS"``, ...)."""
+    """Build and cache, per thread, the components of one kind (``"EMBEDDERS"``, ...)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._instances: dict[str, T] = {}
+        self._instances = Local()
 
     def configs(self) -> dict[str, Any]:
         return getattr(retrieval_settings, self.kind)
@@ -47,9 +55,12 @@ class ComponentHandler(Generic[T]):
         return alias in self.configs()
 
     def __getitem__(self, alias: str) -> T:
-        if alias not in self._instances:
-            self._instances[alias] = self.create(alias)
-        return self._instances[alias]
+        try:
+            return getattr(self._instances, alias)
+        except AttributeError:
+            instance = self.create(alias)
+            setattr(self._instances, alias, instance)
+            return instance
 
     def create(self, alias: str) -> T:
         """Build a fresh instance of ``alias`` from settings."""
@@ -80,7 +91,8 @@ class ComponentHandler(Generic[T]):
         return [self[alias] for alias in self.aliases()]
 
     def reset(self) -> None:
-        self._instances.clear()
+        """Drop every thread's instances (as Django does for ``CACHES``: a new ``Local``)."""
+        self._instances = Local()
 
 
 class LLMHandler(ComponentHandler[Any]):

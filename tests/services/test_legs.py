@@ -32,6 +32,7 @@ TEST_RETRIEVERS = {
 @pytest.fixture
 def compass(keyword_settings, retrieval_settings):
     retrieval_settings(RETRIEVERS=TEST_RETRIEVERS)
+    RendezvousRetriever.meet()
     return collection_of("compass", TEXTS)
 
 

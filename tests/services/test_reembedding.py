@@ -7,7 +7,8 @@ from django.db import connection
 
 from retrieval.models import Chunk, IndexRun
 from retrieval.services.access import Scope
-from retrieval.services.ingestion.collections import get_or_create_collection, vector_index_name
+from retrieval.services.indexes.pgvector import vector_index_name
+from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.ingestion.reembedding import reembed
 from retrieval.services.ingestion.runs import enqueue_run

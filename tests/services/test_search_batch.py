@@ -25,6 +25,7 @@ def atlas(keyword_settings, retrieval_settings):
             "broken": {"BACKEND": "tests.retrievers.BrokenRetriever"},
         }
     )
+    RendezvousRetriever.meet()
     collection, _ = get_or_create_collection("atlas")
     ingest(collection, [Source.from_text(t, external_id=k) for k, t in TEXTS.items()])
     return collection

@@ -7,14 +7,36 @@ tokenizer, an onnxruntime CPU session, and batches padded to their longest input
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from retrieval.exceptions import MissingDependencyError
 
 RUNTIME_HINT = 'pip install "django-retrieval[local]" (onnxruntime and tokenizers)'
+
+T = TypeVar("T")
+#: What :func:`shared` loaded, by key: one copy a process, whatever its threads.
+_loaded: dict[Hashable, Any] = {}
+_loading = threading.Lock()
+
+
+def shared(key: Hashable, load: Callable[[], T]) -> T:
+    """Return ``load()``, called once a process for ``key``: a model's session or tokenizer,
+    which every thread's instance of a component uses (components are per thread; a
+    session runs concurrent calls, and a model loaded per thread would cost its memory
+    and its 1-7 s load again in each)."""
+    try:
+        return _loaded[key]
+    except KeyError:
+        pass
+    with _loading:
+        if key not in _loaded:
+            _loaded[key] = load()
+        return _loaded[key]
 
 
 def require_module(name: str, hint: str = RUNTIME_HINT) -> Any:

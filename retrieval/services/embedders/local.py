@@ -12,7 +12,7 @@ import numpy as np
 from django.core import checks
 
 from retrieval.exceptions import EmbeddingError, MissingDependencyError
-from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer
+from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer, shared
 from retrieval.services.embedders.base import BaseEmbedder
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -119,9 +119,9 @@ class LocalEmbedder(BaseEmbedder):
         if self._counter is None:
             with self._lock:
                 if self._counter is None:
-                    counter = self._load_tokenizer()
-                    counter.no_truncation()
-                    self._counter = counter
+                    self._counter = shared(
+                        ("counter", self.find_tokenizer_path()), self._load_counter
+                    )
         return [len(encoding.ids) for encoding in self._counter.encode_batch(texts)]
 
     def check(self) -> list[checks.CheckMessage]:
@@ -188,18 +188,33 @@ class LocalEmbedder(BaseEmbedder):
         if self._query_session is None:
             with self._lock:
                 if self._query_session is None:
-                    self._query_session = load_session(
-                        self.find_model_path(), threads=self.query_threads, error=EmbeddingError
-                    )
+                    self._query_session = self._shared_session(self.query_threads)
         return self._query_session
 
     def _load_tokenizer(self) -> Any:
-        return load_tokenizer(
-            self.find_tokenizer_path(), max_length=self.max_length, error=EmbeddingError
+        path = self.find_tokenizer_path()
+        return shared(
+            ("tokenizer", path, self.max_length),
+            lambda: load_tokenizer(path, max_length=self.max_length, error=EmbeddingError),
         )
 
+    def _load_counter(self) -> Any:
+        """Return a tokenizer of its own that counts every token (no truncation)."""
+        counter = load_tokenizer(
+            self.find_tokenizer_path(), max_length=self.max_length, error=EmbeddingError
+        )
+        counter.no_truncation()
+        return counter
+
     def _load_session(self) -> Any:
-        return load_session(self.find_model_path(), threads=self.threads, error=EmbeddingError)
+        return self._shared_session(self.threads)
+
+    def _shared_session(self, threads: int | None) -> Any:
+        path = self.find_model_path()
+        return shared(
+            ("session", path, threads),
+            lambda: load_session(path, threads=threads, error=EmbeddingError),
+        )
 
     def _run(self, session: Any, encodings: list[Any]) -> np.ndarray:
         """Return unit mean-pooled vectors of one batch of encodings."""

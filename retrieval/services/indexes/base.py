@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Collection
 from retrieval.services.query.filters import Filters
@@ -21,6 +23,9 @@ from retrieval.services.types import ScoredChunk
 
 #: One vector to store: (chunk id, document id, chunk metadata, vector).
 VectorRow = tuple[int, int, dict[str, Any], Sequence[float]]
+#: The widest ``ef_search`` search hint: pgvector's widest ``hnsw.ef_search`` (a wider one
+#: is an error of the search).
+MAX_EF_SEARCH = 1000
 
 
 @dataclass(frozen=True)
@@ -193,3 +198,26 @@ def check_query_dimensions(vector: Sequence[float], collection: Collection) -> N
             f"Query vector has {len(vector)} dimensions; collection {collection.name!r} "
             f"holds {collection.dimensions}."
         )
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """Return pgvector's text form of ``vector`` (float32, as stored), as a query of the
+    chunks' ``embedding`` column takes it, whichever index ranks them.
+
+    Nine significant digits, the fewest that give every float32 back exactly: a third
+    shorter than Python's float repr, and quicker to build and to parse.
+    """
+    values = np.asarray(vector, dtype=np.float32).tolist()
+    return "[" + ("%.9g," * len(values) % tuple(values))[:-1] + "]"
+
+
+def check_search_options(ef_search: int, exact_scan_limit: int) -> None:
+    """Refuse search hints that make no sense (the index's, and the dense retriever's,
+    which passes them on to whichever index ranks)."""
+    if not 1 <= ef_search <= MAX_EF_SEARCH:
+        raise ValueError(
+            f"ef_search must be between 1 and {MAX_EF_SEARCH} (pgvector's range), "
+            f"not {ef_search!r}."
+        )
+    if exact_scan_limit < 0:
+        raise ValueError(f"exact_scan_limit must be >= 0, not {exact_scan_limit!r}.")

@@ -181,11 +181,6 @@ class ChromaIndex(ExternalIndex):
     def _count(self, name: str, collection_id: int) -> int:
         return int(self._collection(name).count())
 
-    def _search(
-        self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
-    ) -> list[tuple[int, float]]:
-        return self._search_many(name, collection_id, [vector], limit, filters, {})[0]
-
     def _search_many(
         self,
         name: str,

@@ -29,7 +29,13 @@ from django.db.models import QuerySet
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection, IndexOperation
-from retrieval.services.indexes.base import BaseIndex, VectorRow, check_query_dimensions
+from retrieval.services.indexes.base import (
+    BaseIndex,
+    VectorRow,
+    check_query_dimensions,
+    vector_literal,
+)
+from retrieval.services.indexes.pgvector import PgvectorIndex
 from retrieval.services.query.filters import (
     Filters,
     allowed_chunks,
@@ -106,11 +112,19 @@ class ExternalIndex(BaseIndex):
     def _delete(self, name: str, collection_id: int, chunk_ids: Sequence[int]) -> None:
         """Delete ids (absent ones are ignored)."""
 
-    @abstractmethod
     def _search(
         self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
     ) -> list[tuple[int, float]]:
-        """Return up to ``limit`` (chunk id, cosine similarity), best first."""
+        """Return up to ``limit`` (chunk id, cosine similarity), best first.
+
+        An engine implements this or :meth:`_search_many` (one request for many vectors):
+        here, one vector is a batch of one.
+        """
+        if type(self)._search_many is ExternalIndex._search_many:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither _search nor _search_many."
+            )
+        return self._search_many(name, collection_id, [vector], limit, filters, {})[0]
 
     @abstractmethod
     def _all_ids(self, name: str, collection_id: int) -> set[int]:
@@ -404,7 +418,8 @@ class ExternalIndex(BaseIndex):
         filters: Any,
         hints: dict[str, Any],
     ) -> list[list[tuple[int, float]]]:
-        """Return each vector's hits; one request per vector unless the engine batches."""
+        """Return each vector's hits: one :meth:`_search` per vector, unless the engine
+        batches them (then it implements this instead)."""
         return [self._search(name, collection_id, vector, limit, filters) for vector in vectors]
 
 
@@ -444,8 +459,6 @@ def rank_in_postgres(
 ) -> list[ScoredChunk]:
     """Rank with pgvector's planner over PostgreSQL's vectors, which hold every committed
     chunk: an exact scan of a small allowed set, the HNSW index where there is one."""
-    from retrieval.services.indexes.pgvector import PgvectorIndex
-
     return PgvectorIndex().rank(
         vector,
         collection=collection,
@@ -477,8 +490,6 @@ def rank_pending(
 ) -> list[ScoredChunk]:
     """Rank, by exact cosine similarity in PostgreSQL, the chunks of the collection's
     pending "write" operations (few: what the engine has not caught up on)."""
-    from retrieval.services.indexes.pgvector import vector_literal
-
     dimensions = int(collection.dimensions)
     similarity = f"1 - ((c.embedding::vector({dimensions})) <=> %s::vector)"
     conditions, params = filters.sql("c", collection_id=collection.pk)

@@ -335,11 +335,6 @@ class MilvusIndex(ExternalIndex):
                     f"ones (e.g. {sorted(present)[:3]})."
                 )
 
-    def _search(
-        self, name: str, collection_id: int, vector: Sequence[float], limit: int, filters: Any
-    ) -> list[tuple[int, float]]:
-        return self._search_many(name, collection_id, [vector], limit, filters, {})[0]
-
     def _search_many(
         self,
         name: str,

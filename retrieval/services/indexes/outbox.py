@@ -30,8 +30,8 @@ from django.db.models import Min
 from django.utils import timezone
 
 from retrieval.models import Chunk, Collection, IndexOperation
-from retrieval.services.queues import enqueue_after_commit, runs_inline
-from retrieval.services.registry import indexes, queues
+from retrieval.services.queues import enqueue_after_commit, runs_inline, schedule_every
+from retrieval.services.registry import indexes
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ BATCH = 50
 WRITE_BATCH = 500
 MAX_BACKOFF_SECONDS = 300
 #: The task that drains the outbox on the queue's workers.
-DRAIN_TASK = "retrieval.tasks.drain_index_outbox"
+DRAIN_TASK = "drain_index_outbox"
 
 
 @dataclass
@@ -61,7 +61,7 @@ def record_drop(collection_id: int, alias: str, *, using: str = "default") -> No
     IndexOperation.objects.using(using).create(
         collection_id=collection_id, index=alias, kind=IndexOperation.Kind.DROP
     )
-    schedule_drain(using=using)
+    _schedule_drain(using=using)
 
 
 def record_rebuild(collection: Collection) -> None:
@@ -69,7 +69,7 @@ def record_rebuild(collection: Collection) -> None:
     IndexOperation.objects.create(
         collection_id=collection.pk, index=collection.index, kind=IndexOperation.Kind.REBUILD
     )
-    schedule_drain()
+    _schedule_drain()
 
 
 def pending(collection_id: int) -> dict[str, object]:
@@ -236,26 +236,29 @@ def sync_ids(index, collection: Collection, chunk_ids: list[int]) -> None:
     index.await_visible(collection, written=written, deleted=deleted)
 
 
-def changed(*, using: str = "default") -> None:
-    """Drain after this transaction if any collection is on an external index.
-
-    Called by the paths that delete documents (their chunks' deletes are recorded by
-    the triggers); on workers a schedule also drains every minute (:func:`ensure_schedule`).
+def changed(collection: Collection | None = None, *, using: str = "default") -> None:
+    """Drain after this transaction if its chunk writes were recorded here: ``collection``
+    is on an external index (without one: any collection is, for deletes that may span
+    several). The one kick of the paths that write or delete chunks (the triggers record
+    what they did); :func:`record_drop` and :func:`record_rebuild` kick for what they
+    record, and on workers a schedule also drains every minute (:func:`ensure_schedule`).
     """
-    if Collection.objects.using(using).filter(external_index=True).exists():
-        schedule_drain(using=using)
+    if collection is not None:
+        external = collection.external_index
+    else:
+        external = Collection.objects.using(using).filter(external_index=True).exists()
+    if external:
+        _schedule_drain(using=using)
 
 
 def ensure_schedule() -> None:
     """On a queue that runs schedules (django-q2), drain the outbox every minute too."""
     if runs_inline():
         return
-    queues["default"].schedule_every(
-        DRAIN_TASK, minutes=1, name="retrieval: drain the index outbox"
-    )
+    schedule_every(DRAIN_TASK, minutes=1, label="retrieval: drain the index outbox")
 
 
-def schedule_drain(*, using: str = "default") -> None:
+def _schedule_drain(*, using: str = "default") -> None:
     """Drain once the current transaction commits: inline, or on the queue's workers."""
     if not runs_inline():
         enqueue_after_commit(DRAIN_TASK, label="retrieval: drain the index outbox", using=using)

@@ -8,6 +8,7 @@ from django.db import connection, transaction
 
 from retrieval.models import Chunk, Collection, IndexOperation
 from retrieval.services.indexes import index_for, outbox
+from retrieval.services.indexes.pgvector import PgvectorIndex
 from retrieval.services.registry import indexes
 
 
@@ -88,8 +89,6 @@ def move(collection: Collection, alias: str) -> None:
     A move to pgvector builds its HNSW index once the switch has committed (concurrently,
     writes going on); searches scan the collection exactly until it is built.
     """
-    from retrieval.services.indexes.pgvector import PgvectorIndex
-
     target = indexes[alias]  # InvalidComponentError naming the configured ones
     leaving = index_for(collection)
     external = not target.features.transactional

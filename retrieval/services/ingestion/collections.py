@@ -15,7 +15,6 @@ from retrieval.models import Collection
 from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
-from retrieval.services.indexes.pgvector import vector_index_name
 from retrieval.services.registry import chunkers, embedders, indexes, retrievers
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "get_or_create_collection",
     "lock_embedding_space",
     "update_collection",
-    "vector_index_name",
 ]
 
 # A slug taken by a concurrent creation is replaced by the next free one this many times.

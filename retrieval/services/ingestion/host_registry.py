@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,12 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.template import Context, Engine
 
+from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, IndexRun
+from retrieval.services.indexes import outbox
+from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.ingestion.runs import finish_removal, label_run
 from retrieval.services.parsers.html import HtmlParser
 from retrieval.services.visibility import Visibility
 
@@ -249,20 +253,61 @@ def delete_documents(collection: Collection, documents: models.QuerySet) -> int:
     An external index follows through the outbox (triggers record the chunk deletes).
     """
     deleted = documents.delete()[1].get(Document._meta.label, 0)
-    if deleted and collection.external_index:
-        from retrieval.services.indexes import outbox
-
-        outbox.schedule_drain()
+    if deleted:
+        outbox.changed(collection)
     return deleted
 
 
-def index_objects(
-    collection: Collection, objects: list[tuple[str, Any]], *, run: IndexRun
-) -> IndexRun:
-    """Index registered objects ``(model label, pk)`` of ``collection`` again, recording
+def index_object(label: str, pk: Any, *, run: IndexRun) -> None:
+    """Index the registered object ``pk`` of the model ``label`` into its collection,
+    recording into ``run``; one gone or no longer wanted loses its document instead."""
+    entry = _registered(label)
+    collection, _ = get_or_create_collection(entry.collection)
+    label_run(run, collection)
+    external_id = entry.external_id(pk)
+    obj, removed = settle(collection, entry, pk)
+    if obj is None:
+        finish_removal(run, external_id if removed else None)
+        return
+    ingest(collection, [entry.source(obj)], total=1, run=run)
+    # What was read before a change that committed while this embedded is not kept.
+    if settle(collection, entry, pk, after_writers=True)[1]:
+        run.options = {**run.options, "removed": external_id}
+        run.save(update_fields=["options"])
+
+
+def remove_object(label: str, pk: Any, *, run: IndexRun) -> None:
+    """Remove the document of the deleted (or no longer wanted) object ``pk`` of the model
+    ``label``, and its chunks, recording into ``run``."""
+    entry = _registered(label)
+    collection = Collection.objects.filter(name=entry.collection).first()
+    label_run(run, collection)
+    external_id = entry.external_id(pk)
+    deleted = 0
+    if collection is not None:
+        deleted = delete_documents(collection, collection.documents.filter(external_id=external_id))
+    finish_removal(run, external_id if deleted else None)
+
+
+def _registered(label: str) -> HostIndex:
+    entry = registration(label)
+    if entry is None:
+        raise RetrievalError(f"{label} is not registered with retrieval.host_models")
+    return entry
+
+
+def index_objects(objects: Iterable[Sequence[Any]], *, run: IndexRun) -> IndexRun:
+    """Index registered objects ``(model label, pk)`` of one collection again, recording
     into ``run``; those gone or no longer wanted lose their documents (a section's pages
     after a move, a slug change or a new view restriction). Each is settled again once
     written, so a change committed meanwhile wins over what was read before it."""
+    objects = [(label, pk) for label, pk in objects]
+    entries = [registration(label) for label, _ in objects]
+    names = {entry.collection for entry in entries if entry is not None}
+    if len(names) != 1:
+        raise RetrievalError(f"objects of one registered collection expected, not {names}")
+    collection, _ = get_or_create_collection(names.pop())
+    label_run(run, collection)
     removed: list[str] = []
     written: list[tuple[HostIndex, Any]] = []
 

@@ -134,8 +134,7 @@ def ingest(
         finish_run(run, failure=f"Interrupted: {e.__class__.__name__}: {e}")
         raise
     finally:
-        if collection.external_index:
-            outbox.schedule_drain()  # the chunk triggers recorded the writes
+        outbox.changed(collection)  # the chunk triggers recorded the writes
     finish_run(run)
     return run
 

@@ -27,7 +27,14 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Document, IndexRun
-from retrieval.services.queues import enqueue_after_commit, run_now, runs_inline
+from retrieval.services.queues import (
+    Work,
+    enqueue_after_commit,
+    run_now,
+    runs_inline,
+    schedule_every,
+    task,
+)
 from retrieval.services.registry import queues
 
 logger = logging.getLogger(__name__)
@@ -44,25 +51,23 @@ PROGRESS_FIELDS = [
 ]
 FINISH_FIELDS = [*PROGRESS_FIELDS, "status", "message", "finished_at"]
 ACTIVE = (IndexRun.Status.QUEUED, IndexRun.Status.RUNNING)
-#: The work an IndexRun records: functions of :mod:`retrieval.tasks`, named here so that
-#: services enqueue them by path and never import the tasks.
-RUN_TASKS = (
-    "index_document",
-    "index_documents",
-    "reindex_collection",
-    "reembed_collection",
-    "extract_graph",
-    "index_object",
-    "index_objects",
-    "remove_object",
-)
+#: The work an IndexRun records, by name: functions of :mod:`retrieval.tasks`, each
+#: registered there with :func:`recorded`, so that services enqueue them by name and never
+#: import the tasks.
+RUN_TASKS: dict[str, Callable[..., None]] = {}
 #: Tasks whose resume indexes only the documents the dead run had not indexed yet
 #: (their ``since`` argument); the others are resumed as they were asked.
 RESUMED_SINCE = ("index_documents", "reindex_collection")
 #: The task that sweeps stale runs on the queue's workers, every minute.
-SWEEP_TASK = "retrieval.tasks.sweep_index_runs"
+SWEEP_TASK = "sweep_index_runs"
 #: The task that watches one run on a queue without schedules (see :func:`watch_run`).
-WATCH_TASK = "retrieval.tasks.watch_index_run"
+WATCH_TASK = "watch_index_run"
+
+
+def recorded(function: Work) -> Work:
+    """Register ``function`` (taking ``run_id``) as background work an IndexRun records."""
+    RUN_TASKS[function.__name__] = function
+    return task(function)
 
 
 class RunCancelled(RetrievalError):
@@ -135,6 +140,37 @@ def finish_run(run: IndexRun, *, failure: str = "", counts: str | None = None) -
             resumed = f"Resumed run #{run.resumed_from_id} after its worker stopped."
             run.message = f"{resumed} {run.message}"
         run.save(update_fields=FINISH_FIELDS)
+
+
+def execute_run(run_id: int, work: Callable[[IndexRun], None]) -> None:
+    """Start the queued run ``run_id``, do its ``work``, and end the run whatever happens
+    (the body of every task an IndexRun records)."""
+    sweep_stale_runs()
+    run = start_run(run_id)
+    if run is None:
+        return
+    try:
+        work(run)
+    except Exception as e:
+        logger.exception("Index run #%s failed", run_id)
+        run.refresh_from_db(fields=["finished_at"])
+        if run.finished_at is None:
+            finish_run(run, failure=f"{e.__class__.__name__}: {e}")
+
+
+def label_run(run: IndexRun, collection: Collection | None) -> None:
+    """Record on ``run`` the collection its work turned out to concern."""
+    if collection is not None and run.collection_id != collection.pk:
+        run.collection = collection
+        run.save(update_fields=["collection"])
+
+
+def finish_removal(run: IndexRun, external_id: str | None) -> None:
+    """Finish a run that removed the document ``external_id`` (``None``: there was none)."""
+    run.documents_total = run.documents_done = 1
+    run.options = {**run.options, "removed": external_id}
+    run.save(update_fields=["options"])
+    finish_run(run)
 
 
 def cancel_run(run: IndexRun) -> bool:
@@ -220,9 +256,7 @@ def worker_started() -> None:
     try:
         sweep_stale_runs()
         if queues["default"].supports_schedules:
-            queues["default"].schedule_every(
-                SWEEP_TASK, minutes=1, name="retrieval: sweep stale index runs"
-            )
+            schedule_every(SWEEP_TASK, minutes=1, label="retrieval: sweep stale index runs")
     except Exception:  # the worker must start all the same; its first run sweeps again
         logger.exception("Sweeping stale index runs as a worker started failed")
 
@@ -291,13 +325,12 @@ def _enqueue(
         resumed_from=resumed_from,
         message=(f"Resumes run #{resumed_from.pk}, whose worker stopped." if resumed_from else ""),
     )
-    path = f"retrieval.tasks.{name}"
     if runs_inline(sync):
-        run_now(path, *args, run_id=run.pk, **kwargs)
+        run_now(name, *args, run_id=run.pk, **kwargs)
         run.refresh_from_db()
         return run
     enqueue_after_commit(
-        path,
+        name,
         *args,
         run_id=run.pk,
         label=f"retrieval.{name} run {run.pk}",

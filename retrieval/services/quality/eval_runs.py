@@ -59,7 +59,7 @@ def create_eval_run(
         run.refresh_from_db()
         return run
     enqueue_after_commit(
-        "retrieval.tasks.evaluate",
+        "evaluate",
         run.pk,
         label=f"retrieval.evaluate run {run.pk}",
         queued=lambda task_id: EvalRun.objects.filter(pk=run.pk).update(task_id=task_id),

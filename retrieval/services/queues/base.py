@@ -1,8 +1,9 @@
 """The queue seam: where the app's background work runs.
 
-The app hands work to a queue by dotted path (``"retrieval.tasks.index_document"``)
-with JSON-able arguments, once the transaction commits; it never imports a queue
-library itself. Backends: django-q2 (the default) and Django's Tasks framework
+The app names its work (``"index_document"``, registered by :mod:`retrieval.tasks`)
+and hands a backend the work's dotted path (``"retrieval.tasks.index_document"``) with
+JSON-able arguments, once the transaction commits; it never imports a queue library
+itself. Backends: django-q2 (the default) and Django's Tasks framework
 (``django.tasks`` on Django 6, the ``django-tasks`` backport on 5.2), so any Tasks
 backend (database, RQ, Celery ...) runs the app's work.
 """

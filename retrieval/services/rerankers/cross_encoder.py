@@ -11,7 +11,7 @@ import numpy as np
 from django.core import checks
 
 from retrieval.exceptions import MissingDependencyError, RetrievalError
-from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer
+from retrieval.services.clients.onnx import batch_inputs, load_session, load_tokenizer, shared
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
 
@@ -120,13 +120,21 @@ class CrossEncoderReranker(BaseReranker):
                             raise MissingDependencyError(
                                 f"No {name} in the cross-encoder folder {self.model_dir}."
                             )
-                    tokenizer = load_tokenizer(
-                        self.model_dir / "tokenizer.json",
-                        max_length=self.max_length,
-                        error=CrossEncoderError,
+                    tokenizer = shared(
+                        ("tokenizer", self.model_dir / "tokenizer.json", self.max_length),
+                        lambda: load_tokenizer(
+                            self.model_dir / "tokenizer.json",
+                            max_length=self.max_length,
+                            error=CrossEncoderError,
+                        ),
                     )
-                    session = load_session(
-                        self.model_dir / "model.onnx", threads=self.threads, error=CrossEncoderError
+                    session = shared(
+                        ("session", self.model_dir / "model.onnx", self.threads),
+                        lambda: load_session(
+                            self.model_dir / "model.onnx",
+                            threads=self.threads,
+                            error=CrossEncoderError,
+                        ),
                     )
                     self._loaded = (tokenizer, session)
         return self._loaded

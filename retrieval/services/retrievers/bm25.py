@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from django.db import connections
 
 from retrieval.models import Collection
-from retrieval.services.indexes.pgvector import declared_marks, indexed_scope, scope_parts
+from retrieval.services.indexes.scopes import declared_marks, indexed_scope, scope_parts
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters, estimated_rows_each
 from retrieval.services.registry import analyzers

@@ -9,8 +9,11 @@ from django.db import connections
 
 from retrieval.models import Collection
 from retrieval.services.indexes import index_for
-from retrieval.services.indexes.base import check_query_dimensions
-from retrieval.services.indexes.pgvector import check_search_options, vector_literal
+from retrieval.services.indexes.base import (
+    check_query_dimensions,
+    check_search_options,
+    vector_literal,
+)
 from retrieval.services.ingestion.collections import embedder_for
 from retrieval.services.query.databases import search_database
 from retrieval.services.query.filters import Filters

@@ -35,7 +35,7 @@ the collection's (upper bounds for any of its chunks), θ comes from the scope's
 so the ranking is the exhaustive scoped one when the marks are exactly the scope.
 
 Given as well a declared scope's marks (its chunks have a GIN index of their own,
-``indexes/pgvector.py``), every look-up holds them, and the function's statements are
+``indexes/pgvector/ddl.py``), every look-up holds them, and the function's statements are
 planned for the call, so that the planner matches them to that index's predicate and
 reads the scope's own index.
 """

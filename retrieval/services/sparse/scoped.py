@@ -196,7 +196,7 @@ class ScopedSearch:
     (``indexed_chunk_count``) and ``estimate`` the planner's estimate of the allowed ones
     (``query.filters.allowed_chunks``' rows), both read once per search however many parts it ranks;
     ``declared`` a declared scope the conditions imply, as its marks take it (its access
-    tokens and metadata JSON: ``indexes.pgvector.declared_marks``).
+    tokens and metadata JSON: ``indexes.scopes.declared_marks``).
     """
 
     collection_id: int

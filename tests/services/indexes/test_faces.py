@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from retrieval.models import Collection, Document, IndexOperation
 from retrieval.services.indexes import index_for
 from tests.conftest import editor
+from tests.engines import free_port
 from tests.services.indexes.conftest import BACKENDS, engine_for
 
 
@@ -73,3 +74,24 @@ def test_api_creates_on_an_index_and_deletes_reach_the_engine(chroma, api):
     assert api.delete(f"/api/documents/{document.pk}/").status_code == 204
     assert not IndexOperation.objects.exists()
     assert index.count(collection) == 1
+
+
+@pytest.mark.django_db
+def test_a_collection_deleted_through_the_api_schedules_one_drain(
+    api, keyword_settings, retrieval_settings, django_capture_on_commit_callbacks
+):
+    from django_q.models import OrmQ
+
+    down = {"host": "127.0.0.1", "port": free_port(), "timeout": 1}  # the drain never runs here
+    retrieval_settings(
+        INDEXES={"ext": {"BACKEND": BACKENDS["chroma"], "OPTIONS": down}}, TASKS_SYNC=False
+    )
+    for name in ("Atlas", "Globe"):  # Globe stays on the external index
+        created = api.post("/api/collections/", {"name": name, "index": "ext"}, format="json")
+        assert created.status_code == 201, created.content
+    OrmQ.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.delete("/api/collections/atlas/").status_code == 204
+    assert IndexOperation.objects.filter(kind=IndexOperation.Kind.DROP).count() == 1
+    queued = [task.task["func"] for task in OrmQ.objects.all()]
+    assert queued == ["retrieval.tasks.drain_index_outbox"]  # the drop's, once

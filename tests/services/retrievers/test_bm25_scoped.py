@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
-from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name, scope_parts
+from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name
+from retrieval.services.indexes.scopes import scope_parts
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.filters import (

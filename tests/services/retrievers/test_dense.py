@@ -11,12 +11,9 @@ from django.db import connection
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Chunk, Collection, Document
 from retrieval.services.access import Scope
-from retrieval.services.indexes.pgvector import vector_literal
-from retrieval.services.ingestion.collections import (
-    ensure_vector_index,
-    get_or_create_collection,
-    vector_index_name,
-)
+from retrieval.services.indexes.base import vector_literal
+from retrieval.services.indexes.pgvector import vector_index_name
+from retrieval.services.ingestion.collections import ensure_vector_index, get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
 from retrieval.services.retrievers.dense import PgvectorRetriever

@@ -1,11 +1,12 @@
 """Fetch the JavaScript libraries the admin pages draw with into the app's static files.
 
-The repository holds only code this project wrote: third-party files are
-downloaded from the npm registry at install time, as pinned tarballs whose
-``dist.integrity`` (SHA-512, from ``npm view NAME@VERSION dist.integrity``) is
-checked before anything is extracted::
+A development tool, not part of the package: the repository holds only code this project
+wrote, so third-party files are downloaded from the npm registry into a checkout, as
+pinned tarballs whose ``dist.integrity`` (SHA-512, from ``npm view NAME@VERSION
+dist.integrity``) is checked before anything is extracted; a wheel built afterwards
+ships them with the app's other static files::
 
-    python -m retrieval.static_vendor          # idempotent: skips files already present
+    python3 tools/static_vendor.py          # idempotent: skips files already present
 
 ``dev.py`` runs it before the tests and the demo.
 """
@@ -21,7 +22,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-VENDOR_DIR = Path(__file__).resolve().parent / "static" / "retrieval" / "vendor"
+ROOT = Path(__file__).resolve().parent.parent
+VENDOR_DIR = ROOT / "retrieval" / "static" / "retrieval" / "vendor"
 REGISTRY = "https://registry.npmjs.org"
 
 
