@@ -19,6 +19,7 @@ from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.static_vendor import ensure_all
 from tests.a11y import VIEWPORTS, axe_violations, contrast, doc_screenshot, overflow
+from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -54,11 +55,7 @@ def pages(site, chromium, live_server, django_user_model) -> Iterator[object]:
         context.set_default_timeout(20_000)
         contexts.append(context)
         page = context.new_page()
-        page.goto(f"{live_server.url}/admin/login/")
-        page.fill("#id_username", "a11y-admin")
-        page.fill("#id_password", "a11y-pass")
-        page.click("input[type=submit]")
-        page.wait_for_url(f"{live_server.url}/admin/")
+        sign_in(page, live_server, "a11y-admin", "a11y-pass")
         return page
 
     yield open_page
