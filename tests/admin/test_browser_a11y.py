@@ -13,12 +13,13 @@ from collections.abc import Iterator
 import pytest
 from django.urls import reverse
 
+import dev
 import retrieval
 from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.static_vendor import ensure_all
-from tests.a11y import VIEWPORTS, axe_violations, contrast, doc_screenshot, overflow
+from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
 from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
 
@@ -205,3 +206,9 @@ def test_judging_keeps_the_editors_place(site, pages, live_server):
     assert page.evaluate(
         "id => document.getElementById(id).contains(document.activeElement)", anchor
     )
+
+
+def test_without_axe_core_the_tests_fail_naming_dev_py(monkeypatch, tmp_path):
+    monkeypatch.setattr(dev, "AXE_DIR", tmp_path / "axe-core-0")
+    with pytest.raises(AssertionError, match=r"run `python3 dev\.py test`"):
+        axe_script()
