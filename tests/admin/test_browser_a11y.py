@@ -78,6 +78,8 @@ def admin_pages(town) -> dict[str, str]:
         "document": f"{admin}/document/{document.pk}/change/",
         "upload": f"{admin}/document/add/",
         "chunks": f"{admin}/chunk/",
+        "chunk": f"{admin}/chunk/{document.chunks.first().pk}/change/",
+        "triples": f"{admin}/triple/",
         "runs": f"{admin}/indexrun/",
         "run": f"{admin}/indexrun/{run.pk}/change/",
         "traces": f"{admin}/querytrace/",
@@ -86,6 +88,8 @@ def admin_pages(town) -> dict[str, str]:
         "playground": f"{admin}/collection/playground/?collection={town.pk}&query=bob",
         "golden sets": f"{admin}/evalset/",
         "golden set": f"{admin}/evalset/{eval_set.pk}/change/",
+        "add to a golden set": f"{admin}/evalset/add-query/?collection={town.pk}&query=zebra",
+        "import a golden set": f"{admin}/evalset/import/",
         "evaluation runs": f"{admin}/evalrun/",
         "graph": f"{admin}/entity/",
         "graph explorer": reverse("admin:retrieval_graph_explorer", args=[town.pk]),
@@ -103,7 +107,8 @@ def test_every_admin_page_is_axe_clean_and_fits(viewport, site, pages, live_serv
     page = pages(viewport)
     problems = []
     for name, path in admin_pages(site).items():
-        page.goto(live_server.url + path)
+        response = page.goto(live_server.url + path)
+        assert response.status == 200, f"{name}: {response.status}"
         if name == "graph explorer":
             show_bob(page)
         for violation in axe_violations(page):
