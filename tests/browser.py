@@ -93,11 +93,16 @@ def admin_login(django_user_model) -> Callable[[object, object], object]:
         user.is_staff = user.is_superuser = True
         user.set_password("browser-pass")
         user.save()
-        page.goto(f"{live_server.url}/admin/login/")
-        page.fill("#id_username", "browser-admin")
-        page.fill("#id_password", "browser-pass")
-        page.click("input[type=submit]")
-        page.wait_for_url(f"{live_server.url}/admin/")
+        sign_in(page, live_server, "browser-admin", "browser-pass")
         return user
 
     return login
+
+
+def sign_in(page, live_server, username: str, password: str) -> None:
+    """Sign ``username`` in through the admin's login form."""
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")

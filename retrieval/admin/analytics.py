@@ -29,7 +29,7 @@ from retrieval.services.quality.analytics import QueryRow, SearchReport, search_
 from retrieval.services.query.normalizing import key_of
 
 from .base import EDIT_GOLDEN, scope_of
-from .charts import latency_svg, volume_svg
+from .charts import latency_svg, series_table, volume_svg
 
 #: The periods the trace list, the dashboard and search analytics offer: value -> days.
 PERIODS = {"1d": 1, "7d": 7, "30d": 30, "90d": 90}
@@ -110,6 +110,7 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
             "period_label": period_label(PERIODS[period]),
             "volume": volume_svg(report.series, report.step),
             "latency": latency_svg(report.series, report.step),
+            "series_table": series_table(report.series, report.step),
             "top": actions.rows(report.top),
             "no_results": actions.rows(report.no_results),
             "slowest": actions.rows(report.slowest),

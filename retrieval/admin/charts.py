@@ -13,13 +13,15 @@ from django.utils.safestring import SafeString, mark_safe
 from retrieval.models import EvalRun
 from retrieval.services.quality.analytics import Bucket
 
-#: Metric -> line colour.
+#: Metric -> line colour and dash pattern: every colour has at least 3:1 contrast on white,
+#: and the dashes tell the lines apart without colour.
 SERIES = {
     "ndcg@10": "#417690",
-    "recall@100": "#e8a33d",
-    "mrr@10": "#5b9a52",
+    "recall@100": "#b35c00",
+    "mrr@10": "#3f7d36",
     "map@100": "#a4508b",
 }
+DASHES = {"ndcg@10": "", "recall@100": "6 3", "mrr@10": "2 2", "map@100": "8 2 2 2"}
 WIDTH, HEIGHT, PAD = 640, 220, 32
 
 
@@ -50,8 +52,10 @@ def history_svg(runs: Sequence[EvalRun]) -> SafeString:
         points = [(x(i), y(run.metrics.get(metric, 0.0))) for i, run in enumerate(runs)]
         lines.append(
             format_html(
-                '<polyline fill="none" stroke="{}" stroke-width="2" points="{}" data-metric="{}"/>',
+                '<polyline fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}" '
+                'points="{}" data-metric="{}"/>',
                 colour,
+                DASHES[metric],
                 " ".join(f"{px:.1f},{py:.1f}" for px, py in points),
                 metric,
             )
@@ -77,15 +81,19 @@ def history_svg(runs: Sequence[EvalRun]) -> SafeString:
         '<text x="{}" y="{}" class="retrieval-axis" text-anchor="middle">#{}</text>',
         ((f"{x(i):.1f}", HEIGHT - 10, run.pk) for i, run in enumerate(runs)),
     )
-    legend = format_html_join(
-        "",
-        '<span class="retrieval-key"><i style="background:{}"></i>{}</span>',
-        ((colour, metric) for metric, colour in SERIES.items()),
+    table = data_table(
+        "Metric history",
+        ["run", "pipeline", *SERIES],
+        (
+            [f"#{run.pk}", run.pipeline]
+            + [f"{run.metrics[m]:.4f}" if m in run.metrics else "—" for m in SERIES]
+            for run in runs
+        ),
     )
     return format_html(
         '<div class="retrieval-chart"><svg xmlns="http://www.w3.org/2000/svg" width="{}" '
         'height="{}" viewBox="0 0 {} {}" role="img" aria-label="Metric history">{}{}{}</svg>'
-        '<div class="retrieval-legend">{}</div></div>',
+        "{}{}</div>",
         WIDTH,
         HEIGHT,
         WIDTH,
@@ -93,14 +101,16 @@ def history_svg(runs: Sequence[EvalRun]) -> SafeString:
         grid,
         mark_safe("".join(lines)),
         labels,
-        legend,
+        _legend({metric: (colour, DASHES[metric]) for metric, colour in SERIES.items()}),
+        table,
     )
 
 
 # Search analytics: volume and latency over a period, and the dashboard's trend line.
 
-#: Colours of the analytics charts.
-VOLUME, EMPTY, P50, P95 = "#417690", "#d9534f", "#5b9a52", "#e8a33d"
+#: Colours of the analytics charts, each with at least 3:1 contrast on white; p50 and p95
+#: also differ by dash pattern and marker shape.
+VOLUME, EMPTY, P50, P95 = "#417690", "#c0392b", "#3f7d36", "#b35c00"
 
 
 def _time_label(start: datetime, step: str) -> str:
@@ -206,7 +216,8 @@ def latency_svg(buckets: Sequence[Bucket], step: str) -> SafeString:
     top = max(b.p95 for b in measured) or 1.0
     inner = HEIGHT - 2 * PAD
     lines = []
-    for name, colour in (("p50", P50), ("p95", P95)):
+    # p50 solid with round markers, p95 dashed with square ones, each named at its end.
+    for name, colour, dash, marker in (("p50", P50, "", "circle"), ("p95", P95, "6 3", "square")):
         points = [
             (_x(i, len(buckets)), HEIGHT - PAD - getattr(b, name) / top * inner, b)
             for i, b in enumerate(buckets)
@@ -214,8 +225,10 @@ def latency_svg(buckets: Sequence[Bucket], step: str) -> SafeString:
         ]
         lines.append(
             format_html(
-                '<polyline fill="none" stroke="{}" stroke-width="2" points="{}" data-series="{}"/>',
+                '<polyline fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}" '
+                'points="{}" data-series="{}"/>',
                 colour,
+                dash,
                 " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
                 name,
             )
@@ -223,35 +236,102 @@ def latency_svg(buckets: Sequence[Bucket], step: str) -> SafeString:
         lines.append(
             format_html_join(
                 "",
-                '<circle cx="{}" cy="{}" r="2.5" fill="{}"><title>{}: {} {} ms</title></circle>',
+                "{}",
                 (
                     (
-                        f"{x:.1f}",
-                        f"{y:.1f}",
-                        colour,
-                        _time_label(b.start, step),
-                        name,
-                        f"{getattr(b, name):.1f}",
+                        _marker(
+                            marker,
+                            x,
+                            y,
+                            colour,
+                            f"{_time_label(b.start, step)}: {name} {getattr(b, name):.1f} ms",
+                        ),
                     )
                     for x, y, b in points
                 ),
             )  # fmt: skip
         )
-    legend = _legend({"p50": P50, "p95": P95})
+        x, y, _ = points[-1]
+        lines.append(
+            format_html(
+                '<text x="{}" y="{}" class="retrieval-axis" fill="{}">{}</text>',
+                f"{x + 6:.1f}",
+                f"{y + 3:.1f}",
+                colour,
+                name,
+            )
+        )
+    legend = _legend({"p50": (P50, ""), "p95": (P95, "6 3")})
     svg = _frame(
         "Latency", mark_safe("".join(lines)), top=top, unit=" ms", buckets=buckets, step=step
     )
     return format_html('<div class="retrieval-chart" data-chart="latency">{}{}</div>', svg, legend)
 
 
-def _legend(series: dict[str, str]) -> SafeString:
+def _marker(shape: str, x: float, y: float, colour: str, title: str) -> SafeString:
+    """A data point: a circle or a square at (x, y), its value in a tooltip."""
+    if shape == "square":
+        return format_html(
+            '<rect x="{}" y="{}" width="6" height="6" fill="{}"><title>{}</title></rect>',
+            f"{x - 3:.1f}",
+            f"{y - 3:.1f}",
+            colour,
+            title,
+        )
     return format_html(
-        '<div class="retrieval-legend">{}</div>',
+        '<circle cx="{}" cy="{}" r="3" fill="{}"><title>{}</title></circle>',
+        f"{x:.1f}",
+        f"{y:.1f}",
+        colour,
+        title,
+    )
+
+
+def _legend(series: dict[str, str | tuple[str, str]]) -> SafeString:
+    """A key of each series: a swatch (bars) or a line in its dash pattern (lines)."""
+    keys = []
+    for name, style in series.items():
+        if isinstance(style, str):
+            swatch = format_html('<i style="background:{}"></i>', style)
+        else:
+            colour, dash = style
+            swatch = format_html(
+                '<svg width="24" height="10" aria-hidden="true"><line x1="0" y1="5" x2="24" '
+                'y2="5" stroke="{}" stroke-width="2" stroke-dasharray="{}"/></svg>',
+                colour,
+                dash,
+            )
+        keys.append(format_html('<span class="retrieval-key">{} {}</span>', swatch, name))
+    return format_html('<div class="retrieval-legend">{}</div>', mark_safe("".join(keys)))
+
+
+def data_table(caption: str, header: Sequence[str], rows) -> SafeString:
+    """Return a chart's figures as a table, folded under a "data table" disclosure."""
+    return format_html(
+        '<details class="retrieval-data"><summary>{} as a table</summary>'
+        '<div class="retrieval-scroll-x"><table><caption>{}</caption><thead><tr>{}</tr></thead>'
+        "<tbody>{}</tbody></table></div></details>",
+        caption,
+        caption,
+        format_html_join("", '<th scope="col">{}</th>', ((h,) for h in header)),
         format_html_join(
             "",
-            '<span class="retrieval-key"><i style="background:{}"></i>{}</span>',
-            ((colour, name) for name, colour in series.items()),
+            "<tr>{}</tr>",
+            ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
         ),
+    )
+
+
+def series_table(buckets: Sequence[Bucket], step: str) -> SafeString:
+    """Return the analytics charts' figures per bucket as one table."""
+
+    def ms(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}"
+
+    return data_table(
+        f"Searches and latency per {step}",
+        [step, "searches", "no results", "p50 ms", "p95 ms"],
+        ([_time_label(b.start, step), b.searches, b.empty, ms(b.p50), ms(b.p95)] for b in buckets),
     )
 
 

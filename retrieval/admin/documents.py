@@ -109,6 +109,14 @@ class DocumentAdmin(ScopedAdminMixin, admin.ModelAdmin):
         fixed = ["collection", "external_id", "mime_type"] if obj is not None else []
         return [*fixed, *self.readonly_fields]
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "source_file" and field is not None:
+            # Django 6's admin names a file input by its fieldset's legend, which is no
+            # label to assistive technology (axe-core: "Form elements must have labels").
+            field.widget.attrs.setdefault("aria-label", str(db_field.verbose_name).capitalize())
+        return field
+
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
         delete_documents(Document.objects.filter(pk=obj.pk), scope=scope_of(request))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django import template
@@ -34,11 +35,17 @@ def judge_buttons(
         ).first()
         if judgment is not None:
             judged.append((eval_set.name, judgment))
+    # Each form gets an id of the page, and judging comes back to it: the editor keeps
+    # their place (and keyboard users their focus point) instead of starting at the top.
+    forms = context.render_context.setdefault("retrieval_judge_forms", itertools.count(1))
+    anchor = f"retrieval-judge-{next(forms)}"
+    back = request.get_full_path() if request is not None else ""
     return {
         "sets": sets,
         "judged": judged,
         "query": query,
         "chunk": chunk,
         "csrf_token": context.get("csrf_token"),
-        "next": request.get_full_path() if request is not None else "",
+        "anchor": anchor,
+        "next": f"{back}#{anchor}" if back else "",
     }

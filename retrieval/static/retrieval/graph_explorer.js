@@ -12,6 +12,7 @@
   var options = document.getElementById("graph-entity-options");
   var confidence = document.getElementById("graph-confidence");
   var confidenceValue = document.getElementById("graph-confidence-value");
+  var table = document.getElementById("graph-table");
 
   if (typeof window.cytoscape !== "function") {
     status.textContent = "The graph cannot be drawn: the Cytoscape.js library is missing " +
@@ -53,6 +54,35 @@
   function updateCounts() {
     container.dataset.nodeCount = cy.nodes().length;
     container.dataset.edgeCount = cy.edges().length;
+    listTriples();
+  }
+
+  function expandButton(id) {
+    var node = cy.getElementById(id);
+    var button = text("button", node.data("label") || id);
+    button.type = "button";
+    button.addEventListener("click", function () { expand(node); });
+    return button;
+  }
+
+  // The drawing's text alternative: one row a triple, kept in step with the drawing.
+  function listTriples() {
+    var rows = cy.edges().map(function (edge) {
+      var data = edge.data();
+      var row = document.createElement("tr");
+      row.dataset.triple = data.id;
+      var subject = document.createElement("td");
+      var object = document.createElement("td");
+      var source = document.createElement("td");
+      subject.append(expandButton(data.source));
+      object.append(expandButton(data.target));
+      if (data.chunk_id) source.append(chunkLink(data));
+      row.append(subject, text("td", data.predicate), object,
+                 text("td", Number(data.confidence).toFixed(2)), source);
+      return row;
+    });
+    table.tBodies[0].replaceChildren.apply(table.tBodies[0], rows);
+    table.hidden = !rows.length;
   }
 
   function fetchNeighbourhood(entity, hops) {
@@ -141,12 +171,18 @@
                   text("span", data.object));
     details.append(triple, text("p", "Confidence " + Number(data.confidence).toFixed(2)));
     if (data.chunk_id) {
-      var link = document.createElement("a");
-      link.href = root.dataset.chunkUrl.replace("/0/", "/" + data.chunk_id + "/");
+      var link = chunkLink(data);
       link.textContent = "Open source chunk" + (data.document ? " (" + data.document + ")" : "");
       link.id = "graph-chunk-link";
       details.append(link);
     }
+  }
+
+  function chunkLink(data) {
+    var link = document.createElement("a");
+    link.href = root.dataset.chunkUrl.replace("/0/", "/" + data.chunk_id + "/");
+    link.textContent = data.document || "chunk " + data.chunk_id;
+    return link;
   }
 
   cy.on("tap", "node", function (event) { expand(event.target); });
