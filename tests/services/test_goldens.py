@@ -164,3 +164,49 @@ def test_a_set_judging_chunks_ranks_chunks(atlas):
     run = create_eval_run(chunks, "lexical", sync=True)
     assert run.per_query["q1"]["ranking"] == ["sun#0"]
     assert run.metrics["ndcg@10"] == 1.0 and run.metrics["mrr@10"] == 1.0
+
+
+def test_reference_answers_and_unanswerable_queries_survive_export_and_import(golden, tmp_path):
+    golden.queries.filter(text="hill").update(reference_answer="Up the hill.")
+    unanswerable = goldens.query_for(golden, "where is the sea")
+    unanswerable.answerable = False
+    unanswerable.save()
+    folder = goldens.export_beir(golden, tmp_path / "export")
+    lines = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    by_text = {line["text"]: line for line in lines}
+    assert by_text["hill"] == {"_id": "q1", "text": "hill", "answer": "Up the hill."}
+    assert by_text["where is the sea"]["answerable"] is False
+    assert set(by_text["sun"]) == {"_id", "text"}  # plain BEIR where nothing differs
+    dataset = load_beir(folder)
+    assert dataset.answers == {"q1": "Up the hill."} and dataset.unanswerable == {"q4"}
+
+    again = goldens.import_beir("imported", golden.collection, folder)
+    imported = {q.text: q for q in again.queries.all()}
+    assert imported["hill"].reference_answer == "Up the hill." and imported["hill"].answerable
+    assert imported["sun"].reference_answer == ""
+    # Kept although nothing judges it: nothing answers it.
+    assert imported["where is the sea"].answerable is False
+    questions = goldens.answer_questions(again)
+    assert [(q.question_id, q.answerable) for q in questions] == [
+        ("q1", True), ("q2", True), ("q3", True), ("q4", False)
+    ]  # fmt: skip
+    assert questions[0].qrels == {"hill": 2, "mix": 0} and questions[0].reference == "Up the hill."
+    assert dataset.answer_questions() == questions
+
+
+def test_a_set_without_reference_answers_measures_search_only(golden):
+    assert goldens.answer_questions(golden) == []
+
+
+def test_answer_fields_of_the_wrong_type_are_refused_naming_the_line(golden, tmp_path):
+    folder = goldens.export_beir(golden, tmp_path / "export")
+    queries = folder / "queries.jsonl"
+    lines = queries.read_text().splitlines()
+    for bad, message in (
+        ({"answer": 42}, "'answer' must be a string"),
+        ({"answerable": "no"}, "'answerable' must be true or false"),
+    ):
+        queries.write_text("\n".join([lines[0], json.dumps({**json.loads(lines[1]), **bad})]))
+        with pytest.raises(RetrievalError, match=rf"queries.jsonl, line 2: {message}"):
+            goldens.import_beir("bad", golden.collection, folder)
+    assert not EvalSet.objects.filter(name="bad").exists()
