@@ -7,8 +7,10 @@ constant vector, closest to the document holding all three keywords.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -16,6 +18,7 @@ from django.core.management.base import CommandError
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, EvalRun, EvalSet, Judgment
+from retrieval.services.access import Scope
 from retrieval.services.quality import goldens
 from retrieval.services.quality.eval_runs import compare, create_eval_run
 from retrieval.services.quality.evaluation import load_beir, score_run
@@ -210,3 +213,111 @@ def test_answer_fields_of_the_wrong_type_are_refused_naming_the_line(golden, tmp
         with pytest.raises(RetrievalError, match=rf"queries.jsonl, line 2: {message}"):
             goldens.import_beir("bad", golden.collection, folder)
     assert not EvalSet.objects.filter(name="bad").exists()
+
+
+# --- retrieval_evaluate --answers, through its --answer-function seam --------------------
+
+ASKED: list[tuple[str, dict]] = []
+
+
+def fake_answer(question: str, **options) -> SimpleNamespace:
+    """Answer as a grounded answerer might: cite by keyword, abstain on the sea."""
+    ASKED.append((question, options))
+    if "sea" in question:
+        return SimpleNamespace(text="The passages do not say.", abstained=True, citations=[])
+    cited = [c for c in Chunk.objects.select_related("document") if question in c.content]
+    citations = [
+        SimpleNamespace(external_id=c.document.external_id, chunk_ids=(c.pk,)) for c in cited
+    ]
+    return SimpleNamespace(
+        text=cited[0].content if cited else "", abstained=False, citations=citations
+    )
+
+
+@pytest.fixture
+def answered(golden):
+    golden.queries.filter(text="hill").update(reference_answer="Up the hill.")
+    golden.queries.filter(text="sun").update(reference_answer="It rises in the east.")
+    sea = goldens.query_for(golden, "the sea")
+    sea.answerable = False
+    sea.save()
+    ASKED.clear()
+    return golden
+
+
+def test_evaluate_answers_reports_the_answer_metrics(answered, tmp_path):
+    report = evaluate(
+        "--eval-set", "atlas-gold", "--pipeline", "lexical", "--answers",
+        "--answer-function", f"{__name__}.fake_answer", "--extractive",
+    )  # fmt: skip
+    answers = report["answers"]
+    assert [question for question, _ in ASKED] == ["hill", "river north", "sun", "the sea"]
+    options = ASKED[0][1]
+    assert options["collection"] == answered.collection and options["pipeline"] == "lexical"
+    assert options["extractive"] is True and options["llm"] is None
+    assert options["scope"] is Scope.ALL
+    assert answers["answerable"] == 3 and answers["unanswerable"] == 1
+    # "hill" cites hill (relevant); "river north" cites nothing; "sun" cites sun.
+    assert answers["citation_precision"] == 1.0 and answers["citation_precision_n"] == 2
+    assert answers["citation_recall"] == pytest.approx(2 / 3)
+    assert answers["abstention_accuracy"] == 1.0 and answers["false_abstention"] == 0.0
+    # "up the hill" against "Up the hill.": 1; "the sun rises east" against "It rises in
+    # the east.": sun rises east / it rises in east: P 2/3, R 2/4.
+    assert answers["token_f1"] == pytest.approx((1 + 4 / 7) / 2)
+    assert report["ndcg@10"] > 0  # the retrieval report is still there
+
+    text = StringIO()
+    call_command(
+        "retrieval_evaluate", "--eval-set", "atlas-gold", "--pipeline", "lexical", "--answers",
+        "--answer-function", f"{__name__}.fake_answer", stdout=text, stderr=StringIO(),
+    )  # fmt: skip
+    assert "Answers: 4 questions (3 answerable, 1 unanswerable)" in text.getvalue()
+    assert "abstention_accuracy" in text.getvalue()
+
+    # The same from the set's BEIR export.
+    folder = goldens.export_beir(answered, tmp_path / "export")
+    ASKED.clear()
+    from_files = evaluate(
+        "--dataset", str(folder), "--collection", "atlas", "--pipeline", "lexical", "--answers",
+        "--answer-function", f"{__name__}.fake_answer",
+    )  # fmt: skip
+    assert from_files["answers"] == answers
+    assert len(ASKED) == 4
+
+
+def test_evaluate_answers_on_a_set_judging_chunks(atlas):
+    chunks = EvalSet.objects.create(name="chunks", collection=atlas, level="chunks")
+    goldens.judge(chunks, "sun", chunk("sun"), grade=1)
+    chunks.queries.update(reference_answer="the sun rises east")
+    report = evaluate(
+        "--eval-set", "chunks", "--pipeline", "lexical", "--answers",
+        "--answer-function", f"{__name__}.fake_answer",
+    )  # fmt: skip
+    assert report["answers"]["citation_precision"] == 1.0
+    assert report["answers"]["citation_recall"] == 1.0
+    assert report["answers"]["token_f1"] == 1.0
+
+
+def test_evaluate_answers_says_what_is_missing(golden, answered):
+    with pytest.raises(CommandError, match="Cannot import the answer function 'tests.nope.answer'"):
+        evaluate("--eval-set", "atlas-gold", "--answers", "--answer-function", "tests.nope.answer")
+    with pytest.raises(CommandError, match="--extractive and --llm go with --answers"):
+        evaluate("--eval-set", "atlas-gold", "--extractive")
+    golden.queries.update(reference_answer="", answerable=True)
+    err = StringIO()
+    out = StringIO()
+    call_command(
+        "retrieval_evaluate", "--eval-set", "atlas-gold", "--pipeline", "lexical", "--answers",
+        "--answer-function", f"{__name__}.fake_answer", "--json", stdout=out, stderr=err,
+    )  # fmt: skip
+    assert json.loads(out.getvalue())["answers"] is None
+    assert "answers not measured" in err.getvalue() and not ASKED
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("retrieval.services.answers") is not None,
+    reason="the answer service is installed",
+)
+def test_evaluate_answers_without_the_answer_service(answered):
+    with pytest.raises(CommandError, match="The answer service is not installed"):
+        evaluate("--eval-set", "atlas-gold", "--answers")

@@ -8,6 +8,7 @@ judgments count in evaluations; votes from the feedback endpoint arrive as candi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,25 @@ def target_of(eval_set: EvalSet, chunk: Chunk) -> str:
     if eval_set.level == EvalSet.Level.CHUNKS:
         return f"{external_id}#{chunk.index}"
     return external_id
+
+
+def chunk_target(eval_set: EvalSet) -> Callable[[int], str | None] | None:
+    """Return a chunk id -> target lookup for a set judging chunks (``None`` for documents).
+
+    A chunk outside the set's collection has no target.
+    """
+    if eval_set.level != EvalSet.Level.CHUNKS:
+        return None
+    known: dict[int, str | None] = {}
+
+    def target(pk: int) -> str | None:
+        if pk not in known:
+            chunks = Chunk.objects.select_related("document")
+            found = chunks.filter(pk=pk, collection_id=eval_set.collection_id).first()
+            known[pk] = None if found is None else target_of(eval_set, found)
+        return known[pk]
+
+    return target
 
 
 def query_for(eval_set: EvalSet, text: str) -> EvalQuery:
