@@ -98,7 +98,7 @@ def test_outcome_reads_documents_or_chunks_and_what_was_retrieved():
 def case(cited=(), *, abstained=False, text="", reference="", answerable=True, qrels=QRELS,
          retrieved=None) -> AnswerCase:  # fmt: skip
     outcome = AnswerOutcome(text, abstained, frozenset(cited), retrieved)
-    return AnswerCase("q", outcome, qrels, reference, answerable)
+    return AnswerCase(AnswerQuestion("q", "?", qrels, reference, answerable), outcome)
 
 
 def test_score_answer_counts_each_metric_where_it_applies():

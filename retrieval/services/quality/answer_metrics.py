@@ -70,14 +70,22 @@ class AnswerOutcome:
 
 
 @dataclass(frozen=True)
-class AnswerCase:
-    """One question of a set, its answer, and what the set says about it."""
+class AnswerQuestion:
+    """A question to answer, with its judgments, reference answer and ``answerable`` flag."""
 
     question_id: str
-    outcome: AnswerOutcome
+    text: str
     qrels: Mapping[str, int]
     reference: str = ""
     answerable: bool = True
+
+
+@dataclass(frozen=True)
+class AnswerCase:
+    """A question and the answer it got."""
+
+    question: AnswerQuestion
+    outcome: AnswerOutcome
 
 
 def outcome_of(
@@ -168,22 +176,23 @@ def token_f1(prediction: str, reference: str) -> float:
 
 def score_answer(case: AnswerCase) -> dict[str, float | None]:
     """Return each metric of one question; ``None`` where the question does not count."""
-    outcome = case.outcome
+    question, outcome = case.question, case.outcome
     scores: dict[str, float | None] = dict.fromkeys(ANSWER_METRICS)
-    if not case.answerable:
+    if not question.answerable:
         scores["abstention_accuracy"] = float(outcome.abstained)
         return scores
     scores["false_abstention"] = float(outcome.abstained)
-    if relevant_targets(case.qrels):
+    if relevant_targets(question.qrels):
         cited = frozenset() if outcome.abstained else outcome.cited
-        scores["citation_precision"] = citation_precision(cited, case.qrels)
-        scores["citation_recall"] = citation_recall(cited, case.qrels)
+        scores["citation_precision"] = citation_precision(cited, question.qrels)
+        scores["citation_recall"] = citation_recall(cited, question.qrels)
         if outcome.retrieved is not None:
             scores["citation_recall_retrieved"] = citation_recall(
-                cited, case.qrels, within=outcome.retrieved
+                cited, question.qrels, within=outcome.retrieved
             )
-    if case.reference.strip():
-        scores["token_f1"] = 0.0 if outcome.abstained else token_f1(outcome.text, case.reference)
+    if question.reference.strip():
+        reference = question.reference
+        scores["token_f1"] = 0.0 if outcome.abstained else token_f1(outcome.text, reference)
     return scores
 
 
@@ -199,25 +208,14 @@ def score_answers(cases: Sequence[AnswerCase]) -> dict[str, float | int]:
     per_question = [score_answer(case) for case in cases]
     report: dict[str, float | int] = {
         "questions": len(cases),
-        "answerable": sum(case.answerable for case in cases),
-        "unanswerable": sum(not case.answerable for case in cases),
+        "answerable": sum(case.question.answerable for case in cases),
+        "unanswerable": sum(not case.question.answerable for case in cases),
     }
     for name in ANSWER_METRICS:
         values = [s[name] for s in per_question if s[name] is not None]
         report[name] = statistics.fmean(values) if values else 0.0
         report[f"{name}_n"] = len(values)
     return report
-
-
-@dataclass(frozen=True)
-class AnswerQuestion:
-    """A question to answer, with its judgments, reference answer and ``answerable`` flag."""
-
-    question_id: str
-    text: str
-    qrels: Mapping[str, int]
-    reference: str = ""
-    answerable: bool = True
 
 
 def answer_questions(
@@ -256,15 +254,7 @@ def run_answers(
     cases = []
     for question in questions:
         outcome = outcome_of(answer_fn(question.text), chunk_target=chunk_target)
-        cases.append(
-            AnswerCase(
-                question_id=question.question_id,
-                outcome=outcome,
-                qrels=question.qrels,
-                reference=question.reference,
-                answerable=question.answerable,
-            )
-        )
+        cases.append(AnswerCase(question, outcome))
         if on_question:
             on_question()
     return cases
