@@ -78,6 +78,10 @@ def test_token_f1():
     assert token_f1("cat cat", "cat") == pytest.approx(2 / 3)  # counts, not sets
     assert token_f1("the", "a") == 1.0  # both empty once normalised
     assert token_f1("", "cat") == 0.0
+    # Citation markers are not words of the answer; other bracketed text is.
+    assert token_f1("Up the hill [1]. Cats sat [2, 3][4].", "up hill cats sat") == 1.0
+    assert token_f1("up [hill]", "up hill") == 1.0
+    assert token_f1("up [1] 1", "up") == pytest.approx(2 / 3)
 
 
 def test_outcome_reads_documents_or_chunks_and_what_was_retrieved():

@@ -321,3 +321,21 @@ def test_evaluate_answers_says_what_is_missing(golden, answered):
 def test_evaluate_answers_without_the_answer_service(answered):
     with pytest.raises(CommandError, match="The answer service is not installed"):
         evaluate("--eval-set", "atlas-gold", "--answers")
+
+
+def test_evaluate_answers_with_the_extractive_answer_service(answered):
+    """The real ``retrieval.answer`` (extractive: no model) answers the set as it is read."""
+    pytest.importorskip("retrieval.services.answers", reason="the answer service is not installed")
+    report = evaluate(
+        "--eval-set", "atlas-gold", "--pipeline", "lexical", "--answers", "--extractive"
+    )  # fmt: skip
+    answers = report["answers"]
+    assert answers["questions"] == 4 and answers["unanswerable"] == 1
+    # BM25 finds nothing for "the sea": the answer abstains; each other query's relevant
+    # document is the passage it quotes and cites.
+    assert answers["abstention_accuracy"] == 1.0 and answers["false_abstention"] == 0.0
+    assert answers["citation_precision"] == 1.0 and answers["citation_recall"] == 1.0
+    assert answers["citation_recall_retrieved_n"] == 3  # the answer lists what it retrieved
+    # "up the hill" is the reference's words; "the sun rises east" only half of "It rises
+    # in the east."
+    assert 0 < answers["token_f1"] < 1

@@ -15,8 +15,9 @@ reference answer and ``answerable`` flag. Per question:
 - **abstention accuracy**: on questions marked unanswerable, 1 if the answer abstained;
   **false abstention**: on answerable ones, 1 if it did.
 - **token F1**: SQuAD's overlap of the answer's words with the reference answer's (lower
-  case, punctuation and the articles a/an/the removed); an abstention scores 0. Only
-  answerable questions with a reference answer count.
+  case, punctuation and the articles a/an/the removed), citation markers such as ``[1]``
+  or ``[1, 2]`` dropped first; an abstention scores 0. Only answerable questions with a
+  reference answer count.
 
 Precision and both recalls count only answerable questions with at least one relevant
 judgment. :func:`score_answers` averages each metric over the questions it counts and
@@ -152,6 +153,7 @@ def citation_recall(
     return len(relevant & set(cited)) / len(relevant)
 
 
+_CITATION_MARKER = re.compile(r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -162,9 +164,12 @@ def normalize_answer(text: str) -> str:
 
 
 def token_f1(prediction: str, reference: str) -> float:
-    """Return SQuAD's token F1 of ``prediction`` against ``reference``."""
-    predicted = normalize_answer(prediction).split()
-    expected = normalize_answer(reference).split()
+    """Return SQuAD's token F1 of ``prediction`` against ``reference``.
+
+    Citation markers (``[1]``, ``[2, 3]``) are not words of the answer: they are dropped.
+    """
+    predicted = normalize_answer(_CITATION_MARKER.sub(" ", prediction)).split()
+    expected = normalize_answer(_CITATION_MARKER.sub(" ", reference)).split()
     if not predicted or not expected:
         return float(predicted == expected)
     common = sum((Counter(predicted) & Counter(expected)).values())
