@@ -314,6 +314,21 @@ def test_evaluate_answers_says_what_is_missing(golden, answered):
     assert "answers not measured" in err.getvalue() and not ASKED
 
 
+def test_fail_under_holds_answer_metrics_too(answered):
+    fake = ("--answers", "--answer-function", f"{__name__}.fake_answer")
+    gate = ("--eval-set", "atlas-gold", "--pipeline", "lexical")
+    evaluate(*gate, *fake, "--fail-under", "citation_recall=0.66", "--fail-under", "ndcg@10=0")
+    with pytest.raises(CommandError, match=r"Below the threshold: citation_recall 0.6667 < 0.7"):
+        evaluate(*gate, *fake, "--fail-under", "citation_recall=0.7")
+    with pytest.raises(CommandError, match="--fail-under token_f1 needs --answers"):
+        evaluate(*gate, "--fail-under", "token_f1=0.1")
+    with pytest.raises(CommandError, match="invalid threshold value: 'false_abstention=0.1'"):
+        evaluate(*gate, *fake, "--fail-under", "false_abstention=0.1")  # lower is better
+    answered.queries.update(reference_answer="", answerable=True)
+    with pytest.raises(CommandError, match="no answer was measured"):
+        evaluate(*gate, *fake, "--fail-under", "token_f1=0")
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("retrieval.services.answers") is not None,
     reason="the answer service is installed",

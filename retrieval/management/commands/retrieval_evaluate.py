@@ -25,7 +25,11 @@ from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.quality import goldens
-from retrieval.services.quality.answer_metrics import ANSWER_METRICS, AnswerQuestion
+from retrieval.services.quality.answer_metrics import (
+    ANSWER_METRICS,
+    GATED_ANSWER_METRICS,
+    AnswerQuestion,
+)
 from retrieval.services.quality.answer_runs import answer_function, measure_answers
 from retrieval.services.quality.eval_runs import create_eval_run, fail_under
 from retrieval.services.quality.evaluation import METRICS, load_beir
@@ -35,7 +39,7 @@ from retrieval.services.query.search import search
 
 def threshold(value: str) -> tuple[str, float]:
     name, sep, number = value.partition("=")
-    if not sep or name.strip().lower() not in METRICS:
+    if not sep or name.strip().lower() not in (*METRICS, *GATED_ANSWER_METRICS):
         raise ValueError(value)
     return name.strip().lower(), float(number)
 
@@ -73,7 +77,8 @@ class Command(BaseCommand):
             default=[],
             type=threshold,
             metavar="METRIC=VALUE",
-            help=f"Exit 1 if METRIC ({', '.join(METRICS)}) is below VALUE; repeatable.",
+            help=f"Exit 1 if METRIC ({', '.join(METRICS)}; with --answers also "
+            f"{', '.join(GATED_ANSWER_METRICS)}) is below VALUE; repeatable.",
         )
         parser.add_argument(
             "--answers",
@@ -101,13 +106,29 @@ class Command(BaseCommand):
         answering = [options[name] for name in ("answer_function", "extractive", "llm")]
         if any(answering) and not options["answers"]:
             raise CommandError("--answer-function, --extractive and --llm go with --answers.")
+        thresholds = dict(options["fail_under"])
+        answer_thresholds = {k: v for k, v in thresholds.items() if k in GATED_ANSWER_METRICS}
+        if answer_thresholds and not options["answers"]:
+            raise CommandError(f"--fail-under {', '.join(answer_thresholds)} needs --answers.")
         if options["eval_set"]:
             report = self.golden_set(options)
         else:
             report = self.beir(options)
         self.show(report, options)
+        if answer_thresholds and not report.get("answers"):
+            # Fail closed: a gate on answers nobody measured is not met.
+            raise CommandError(
+                f"--fail-under {', '.join(answer_thresholds)}: no query has a reference answer "
+                "or is unanswerable, so no answer was measured."
+            )
         try:
-            missed = fail_under(report, dict(options["fail_under"]))
+            missed = fail_under(
+                report, {k: v for k, v in thresholds.items() if k not in answer_thresholds}
+            )
+            if answer_thresholds:
+                missed += fail_under(
+                    report["answers"], answer_thresholds, names=GATED_ANSWER_METRICS
+                )
         except RetrievalError as e:
             raise CommandError(str(e)) from e
         if missed:

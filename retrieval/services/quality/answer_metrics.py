@@ -44,6 +44,9 @@ ANSWER_METRICS = (
     "token_f1",
 )
 
+#: The metrics a higher value of which is better (``retrieval_evaluate --fail-under`` takes them).
+GATED_ANSWER_METRICS = tuple(name for name in ANSWER_METRICS if name != "false_abstention")
+
 
 class CitationLike(Protocol):
     """A cited passage: its document's external id and the chunks it was made of."""
