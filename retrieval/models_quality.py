@@ -52,6 +52,16 @@ class EvalQuery(models.Model):
     eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="queries")
     query_id = models.CharField(max_length=200)
     text = models.TextField()
+    reference_answer = models.TextField(
+        blank=True,
+        help_text="A short answer written from the documents; grounded answers are scored "
+        "against it (token F1). Blank: not scored.",
+    )
+    answerable = models.BooleanField(
+        default=True,
+        help_text="Whether the documents answer the query; an answer service should abstain "
+        "on those that are not.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -101,7 +101,10 @@ class ImportForm(forms.Form):
     name = forms.CharField(max_length=200, help_text="The golden set to create or extend.")
     collection = forms.ModelChoiceField(queryset=Collection.objects.all())
     level = forms.ChoiceField(choices=EvalSet.Level.choices)
-    archive = forms.FileField(help_text="A zip of queries.jsonl and qrels/<split>.tsv.")
+    archive = forms.FileField(
+        help_text="A zip of queries.jsonl and qrels/<split>.tsv; a query may carry an optional "
+        '"answer" (its reference answer) and "answerable": false.'
+    )
     split = forms.CharField(initial="test", max_length=50)
 
 
@@ -308,10 +311,15 @@ def _beir_member(name: str) -> bool:
 @admin.register(EvalQuery)
 class EvalQueryAdmin(QualityScopedAdminMixin, admin.ModelAdmin):
     collection_path = "eval_set__collection"
-    list_display = ["query_id", "text", "eval_set"]
-    list_filter = [("eval_set", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["text", "query_id"]
+    list_display = ["query_id", "text", "eval_set", "answerable", "has_reference_answer"]
+    list_filter = [("eval_set", admin.RelatedOnlyFieldListFilter), "answerable"]
+    search_fields = ["text", "query_id", "reference_answer"]
+    fields = ["eval_set", "query_id", "text", "reference_answer", "answerable"]
     inlines = [JudgmentInline]
+
+    @admin.display(description="reference answer", boolean=True)
+    def has_reference_answer(self, query: EvalQuery) -> bool:
+        return bool(query.reference_answer)
 
 
 @admin.action(description="Accept selected judgments", permissions=["change"])

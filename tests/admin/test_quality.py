@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from retrieval.models import Chunk, EvalRun, EvalSet, Judgment, QueryTrace
+from retrieval.models import Chunk, EvalQuery, EvalRun, EvalSet, Judgment, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.query.search import search as scoped_search
 from tests.conftest import collection_of
@@ -187,6 +187,44 @@ def test_importing_a_beir_zip_creates_the_set(admin_client, atlas):
     broken.name = "x.zip"
     again = admin_client.post(url, {**form, "archive": broken})
     assert again.status_code == 200 and "File is not a zip file" in again.content.decode()
+
+
+def test_imported_reference_answers_show_and_are_edited_in_the_admin(admin_client, atlas):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(
+            "set/queries.jsonl",
+            '{"_id": "a", "text": "hill", "answer": "Up the hill."}\n'
+            '{"_id": "b", "text": "where is the sea", "answerable": false}\n',
+        )
+        archive.writestr("set/qrels/test.tsv", "query-id\tcorpus-id\tscore\na\thill\t1\n")
+    buffer.seek(0)
+    buffer.name = "set.zip"
+    form = {"name": "answers", "collection": atlas.pk, "level": "documents", "split": "test"}
+    done = admin_client.post(
+        reverse("admin:retrieval_evalset_import"), {**form, "archive": buffer}, follow=True
+    )
+    assert "answers: 2 queries." in messages_of(done)
+    changelist = reverse("admin:retrieval_evalquery_changelist")
+    unanswerable = admin_client.get(changelist, {"answerable__exact": "0"})
+    assert [q.query_id for q in unanswerable.context["cl"].result_list] == ["b"]
+    hill = EvalQuery.objects.get(query_id="a")
+    page = admin_client.get(reverse("admin:retrieval_evalquery_change", args=[hill.pk]))
+    assert "Up the hill." in page.content.decode()
+    edited = admin_client.post(
+        reverse("admin:retrieval_evalquery_change", args=[hill.pk]),
+        {
+            "eval_set": hill.eval_set_id,
+            "query_id": "a",
+            "text": "hill",
+            "reference_answer": "At the top of the hill.",
+            "judgments-TOTAL_FORMS": "0",
+            "judgments-INITIAL_FORMS": "0",
+        },
+    )
+    assert edited.status_code == 302
+    hill.refresh_from_db()
+    assert hill.reference_answer == "At the top of the hill." and not hill.answerable
 
 
 def test_trace_list_filters_and_the_page_explaining_a_ranking(

@@ -3,11 +3,14 @@
 ``--eval-set NAME --pipeline P`` evaluates a golden set of the database (the run is kept
 and shows in the admin's history); ``--dataset DIR --collection NAME`` reads BEIR files.
 ``--fail-under ndcg@10=0.6`` exits with status 1 when a metric is below its threshold.
+``--answers`` also measures grounded answers on the queries with reference answers or
+marked unanswerable (``retrieval.answer``, or the callable ``--answer-function`` names).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,17 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.management.index_outbox import apply_index_outbox
 from retrieval.management.progress import progress_bar
-from retrieval.models import EvalRun, EvalSet
+from retrieval.models import Collection, EvalRun, EvalSet
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from retrieval.services.quality import goldens
+from retrieval.services.quality.answer_metrics import (
+    ANSWER_METRICS,
+    GATED_ANSWER_METRICS,
+    AnswerQuestion,
+)
+from retrieval.services.quality.answer_runs import answer_function, measure_answers
 from retrieval.services.quality.eval_runs import create_eval_run, fail_under
 from retrieval.services.quality.evaluation import METRICS, load_beir
 from retrieval.services.quality.evaluation import evaluate as run_evaluation
@@ -29,7 +39,7 @@ from retrieval.services.query.search import search
 
 def threshold(value: str) -> tuple[str, float]:
     name, sep, number = value.partition("=")
-    if not sep or name.strip().lower() not in METRICS:
+    if not sep or name.strip().lower() not in (*METRICS, *GATED_ANSWER_METRICS):
         raise ValueError(value)
     return name.strip().lower(), float(number)
 
@@ -67,8 +77,25 @@ class Command(BaseCommand):
             default=[],
             type=threshold,
             metavar="METRIC=VALUE",
-            help=f"Exit 1 if METRIC ({', '.join(METRICS)}) is below VALUE; repeatable.",
+            help=f"Exit 1 if METRIC ({', '.join(METRICS)}; with --answers also "
+            f"{', '.join(GATED_ANSWER_METRICS)}) is below VALUE; repeatable.",
         )
+        parser.add_argument(
+            "--answers",
+            action="store_true",
+            help="Also answer the queries with reference answers or marked unanswerable, and "
+            "report citation precision/recall, abstention and token F1.",
+        )
+        parser.add_argument(
+            "--answer-function",
+            metavar="DOTTED.PATH",
+            help="With --answers: the callable answering (default retrieval.answer); it takes "
+            "the question and retrieval.answer's keyword arguments.",
+        )
+        parser.add_argument(
+            "--extractive", action="store_true", help="With --answers: answer with no LLM."
+        )
+        parser.add_argument("--llm", help="With --answers: the LLMS alias that answers.")
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -76,13 +103,32 @@ class Command(BaseCommand):
             raise CommandError("--top-k must be at least 1.")
         if bool(options["eval_set"]) == bool(options["dataset"]):
             raise CommandError("Give either --eval-set NAME or --dataset DIR (one of them).")
+        answering = [options[name] for name in ("answer_function", "extractive", "llm")]
+        if any(answering) and not options["answers"]:
+            raise CommandError("--answer-function, --extractive and --llm go with --answers.")
+        thresholds = dict(options["fail_under"])
+        answer_thresholds = {k: v for k, v in thresholds.items() if k in GATED_ANSWER_METRICS}
+        if answer_thresholds and not options["answers"]:
+            raise CommandError(f"--fail-under {', '.join(answer_thresholds)} needs --answers.")
         if options["eval_set"]:
             report = self.golden_set(options)
         else:
             report = self.beir(options)
         self.show(report, options)
+        if answer_thresholds and not report.get("answers"):
+            # Fail closed: a gate on answers nobody measured is not met.
+            raise CommandError(
+                f"--fail-under {', '.join(answer_thresholds)}: no query has a reference answer "
+                "or is unanswerable, so no answer was measured."
+            )
         try:
-            missed = fail_under(report, dict(options["fail_under"]))
+            missed = fail_under(
+                report, {k: v for k, v in thresholds.items() if k not in answer_thresholds}
+            )
+            if answer_thresholds:
+                missed += fail_under(
+                    report["answers"], answer_thresholds, names=GATED_ANSWER_METRICS
+                )
         except RetrievalError as e:
             raise CommandError(str(e)) from e
         if missed:
@@ -117,13 +163,23 @@ class Command(BaseCommand):
             raise CommandError(str(e)) from e
         if run.status != EvalRun.Status.SUCCEEDED:
             raise CommandError(f"Eval run #{run.pk} failed: {run.message}")
-        return {
+        report = {
             **run.metrics,
             "eval_set": eval_set.name,
             "collection": collection.name,
             "pipeline": pipeline,
             "run": run.pk,
         }
+        if options["answers"]:
+            report["answers"] = self.answers(
+                goldens.answer_questions(eval_set),
+                options,
+                collection=collection,
+                pipeline=pipeline,
+                retriever=None,
+                chunk_target=goldens.chunk_target(eval_set),
+            )
+        return report
 
     def beir(self, options: dict[str, Any]) -> dict[str, Any]:
         if not options["collection"]:
@@ -169,7 +225,19 @@ class Command(BaseCommand):
                 )
             except (RetrievalError, ValueError) as e:
                 raise CommandError(str(e)) from e
-        return {
+            answers = (
+                self.answers(
+                    dataset.answer_questions(),
+                    options,
+                    collection=collection,
+                    pipeline=options["pipeline"],
+                    retriever=options["retriever"],
+                    bar=bar,
+                )
+                if options["answers"]
+                else None
+            )
+        report = {
             **evaluation.as_dict(),
             "collection": collection.name,
             "retriever": options["retriever"] or collection.default_retriever or "default",
@@ -180,6 +248,46 @@ class Command(BaseCommand):
             "documents_failed": run.documents_failed,
             "corpus": run.message,
         }
+        if options["answers"]:
+            report["answers"] = answers
+        return report
+
+    def answers(
+        self,
+        questions: list[AnswerQuestion],
+        options: dict[str, Any],
+        *,
+        collection: Collection,
+        pipeline: str | None,
+        retriever: str | None,
+        chunk_target: Callable[[int], str | None] | None = None,
+        bar: Any = None,
+    ) -> dict[str, Any] | None:
+        """Measure the answer function on ``questions``; ``None`` when there are none."""
+        if not questions:
+            self.stderr.write("No reference answers or unanswerable queries: answers not measured.")
+            return None
+        try:
+            answer_fn = answer_function(
+                options["answer_function"],
+                collection=collection,
+                scope=Scope.ALL,  # a command acts for no user
+                pipeline=pipeline,
+                retriever=retriever,
+                llm=options["llm"],
+                extractive=options["extractive"],
+            )
+            if bar is None:
+                return measure_answers(answer_fn, questions, chunk_target=chunk_target)
+            answering = bar.add_task("Answering", total=len(questions))
+            return measure_answers(
+                answer_fn,
+                questions,
+                chunk_target=chunk_target,
+                on_question=lambda: bar.advance(answering),
+            )
+        except (RetrievalError, ValueError) as e:
+            raise CommandError(str(e)) from e
 
     def show(self, report: dict[str, Any], options: dict[str, Any]) -> None:
         if options["json"]:
@@ -202,3 +310,13 @@ class Command(BaseCommand):
             f"  latency     p50 {report['latency_ms_p50']:.1f} ms, "
             f"p95 {report['latency_ms_p95']:.1f} ms"
         )
+        if report.get("answers"):
+            self.show_answers(report["answers"])
+
+    def show_answers(self, answers: dict[str, Any]) -> None:
+        self.stdout.write(
+            f"Answers: {answers['questions']} questions "
+            f"({answers['answerable']} answerable, {answers['unanswerable']} unanswerable):"
+        )
+        for name in ANSWER_METRICS:
+            self.stdout.write(f"  {name:<26} {answers[name]:.4f}  (over {answers[name + '_n']})")

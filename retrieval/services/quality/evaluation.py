@@ -1,5 +1,10 @@
 """Retrieval evaluation on BEIR-layout datasets: loading, running and scoring.
 
+A line of ``queries.jsonl`` may carry two optional fields beyond BEIR's ``_id`` and
+``text``, for measuring grounded answers: ``answer`` (a reference answer, a string) and
+``answerable`` (``false`` for a question the corpus does not answer; default ``true``).
+Readers that ignore them read the file as plain BEIR.
+
 Metrics follow trec_eval's definitions: nDCG@10 with graded (linear) gains,
 Recall@100 and MAP@100 over documents judged relevant (grade >= 1), MRR@10 the
 reciprocal rank of the first relevant document in the top 10. Each is averaged
@@ -13,10 +18,11 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.exceptions import RetrievalError
+from retrieval.services.quality.answer_metrics import AnswerQuestion, answer_questions
 
 
 class DatasetError(RetrievalError):
@@ -37,6 +43,10 @@ class BeirDataset:
     corpus_path: Path
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
+    #: Reference answers by query id (only the queries that have one).
+    answers: dict[str, str] = field(default_factory=dict)
+    #: Ids of the queries marked ``"answerable": false``.
+    unanswerable: frozenset[str] = frozenset()
 
     def corpus(self) -> Iterator[CorpusEntry]:
         """Yield the corpus entries in file order (read lazily: corpora can be large)."""
@@ -51,6 +61,11 @@ class BeirDataset:
     def corpus_size(self) -> int:
         with self.corpus_path.open("rb") as f:
             return sum(1 for line in f if line.strip())
+
+    def answer_questions(self) -> list[AnswerQuestion]:
+        """Return the questions that measure grounded answers (none without reference
+        answers or unanswerable queries)."""
+        return answer_questions(self.queries, self.qrels, self.answers, self.unanswerable)
 
     def judged_queries(self) -> dict[str, str]:
         """Return the queries that have at least one relevant document, in qrels order."""
@@ -68,10 +83,16 @@ def load_beir(directory: Path | str, split: str = "test") -> BeirDataset:
     queries_path = _existing(directory / "queries.jsonl")
     qrels_path = _existing(directory / "qrels" / f"{split}.tsv")
     queries: dict[str, str] = {}
+    answers: dict[str, str] = {}
+    unanswerable: set[str] = set()
     for line_number, record in _jsonl(queries_path):
-        queries[str(_field(record, "_id", queries_path, line_number))] = str(
-            _field(record, "text", queries_path, line_number)
-        )
+        query_id = str(_field(record, "_id", queries_path, line_number))
+        queries[query_id] = str(_field(record, "text", queries_path, line_number))
+        answer, answerable = _answer_fields(record, queries_path, line_number)
+        if answer:
+            answers[query_id] = answer
+        if not answerable:
+            unanswerable.add(query_id)
     qrels: dict[str, dict[str, int]] = {}
     with qrels_path.open(encoding="utf-8") as f:
         for line_number, line in enumerate(f, start=1):
@@ -94,7 +115,26 @@ def load_beir(directory: Path | str, split: str = "test") -> BeirDataset:
                     f"{qrels_path}, line {line_number}: "
                     f"query {query_id!r} is not in {queries_path.name}"
                 )
-    return BeirDataset(corpus_path=corpus_path, queries=queries, qrels=qrels)
+    return BeirDataset(
+        corpus_path=corpus_path,
+        queries=queries,
+        qrels=qrels,
+        answers=answers,
+        unanswerable=frozenset(unanswerable),
+    )
+
+
+def _answer_fields(record: dict, path: Path, line_number: int) -> tuple[str, bool]:
+    """Return a query line's optional reference ``answer`` and ``answerable`` flag."""
+    answer = record.get("answer", "")
+    if answer is None:
+        answer = ""
+    if not isinstance(answer, str):
+        raise DatasetError(f"{path}, line {line_number}: 'answer' must be a string")
+    answerable = record.get("answerable", True)
+    if not isinstance(answerable, bool):
+        raise DatasetError(f"{path}, line {line_number}: 'answerable' must be true or false")
+    return answer.strip(), answerable
 
 
 def _existing(path: Path) -> Path:

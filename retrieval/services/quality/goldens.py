@@ -8,6 +8,7 @@ judgments count in evaluations; votes from the feedback endpoint arrive as candi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from django.db import transaction
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
+from retrieval.services.quality import answer_metrics
+from retrieval.services.quality.answer_metrics import AnswerQuestion
 from retrieval.services.quality.evaluation import load_beir
 
 
@@ -24,6 +27,25 @@ def target_of(eval_set: EvalSet, chunk: Chunk) -> str:
     if eval_set.level == EvalSet.Level.CHUNKS:
         return f"{external_id}#{chunk.index}"
     return external_id
+
+
+def chunk_target(eval_set: EvalSet) -> Callable[[int], str | None] | None:
+    """Return a chunk id -> target lookup for a set judging chunks (``None`` for documents).
+
+    A chunk outside the set's collection has no target.
+    """
+    if eval_set.level != EvalSet.Level.CHUNKS:
+        return None
+    known: dict[int, str | None] = {}
+
+    def target(pk: int) -> str | None:
+        if pk not in known:
+            chunks = Chunk.objects.select_related("document")
+            found = chunks.filter(pk=pk, collection_id=eval_set.collection_id).first()
+            known[pk] = None if found is None else target_of(eval_set, found)
+        return known[pk]
+
+    return target
 
 
 def query_for(eval_set: EvalSet, text: str) -> EvalQuery:
@@ -106,6 +128,21 @@ def judged_queries(eval_set: EvalSet) -> dict[str, str]:
     }
 
 
+def answer_questions(eval_set: EvalSet) -> list[AnswerQuestion]:
+    """Return the set's questions that measure grounded answers (see
+    :func:`~retrieval.services.quality.answer_metrics.answer_questions`)."""
+    queries, answers, unanswerable = {}, {}, []
+    rows = eval_set.queries.order_by("pk").values_list(
+        "query_id", "text", "reference_answer", "answerable"
+    )
+    for query_id, text, reference, answerable in rows:
+        queries[query_id] = text
+        answers[query_id] = reference
+        if not answerable:
+            unanswerable.append(query_id)
+    return answer_metrics.answer_questions(queries, qrels(eval_set), answers, unanswerable)
+
+
 def export_beir(eval_set: EvalSet, directory: Path | str, *, split: str = "test") -> Path:
     """Write the set as a BEIR folder: the collection's documents, the queries, the qrels."""
     directory = Path(directory)
@@ -117,8 +154,17 @@ def export_beir(eval_set: EvalSet, directory: Path | str, *, split: str = "test"
         ).iterator():
             f.write(_line({"_id": external_id, "title": title, "text": content}))
     with (directory / "queries.jsonl").open("w", encoding="utf-8") as f:
-        for query_id, text in eval_set.queries.order_by("pk").values_list("query_id", "text"):
-            f.write(_line({"_id": query_id, "text": text}))
+        rows = eval_set.queries.order_by("pk").values_list(
+            "query_id", "text", "reference_answer", "answerable"
+        )
+        for query_id, text, answer, answerable in rows:
+            record: dict[str, Any] = {"_id": query_id, "text": text}
+            # Only what differs from plain BEIR, so other readers see the file they expect.
+            if answer:
+                record["answer"] = answer
+            if not answerable:
+                record["answerable"] = False
+            f.write(_line(record))
     with (directory / "qrels" / f"{split}.tsv").open("w", encoding="utf-8") as f:
         f.write("query-id\tcorpus-id\tscore\n")
         for query_id, judged in qrels(eval_set).items():
@@ -137,18 +183,28 @@ def import_beir(
 ) -> EvalSet:
     """Create (or extend) the set ``name`` from a BEIR folder's queries and qrels, at once.
 
-    Queries without judgments in ``split`` are left out; the corpus is not read (ingest
-    it with ``retrieval_ingest`` or ``retrieval_evaluate --dataset``).
+    Queries without judgments in ``split`` are left out, except those marked
+    ``"answerable": false`` (nothing answers them); a query's optional ``answer`` becomes
+    its reference answer. The corpus is not read (ingest it with ``retrieval_ingest`` or
+    ``retrieval_evaluate --dataset``).
     """
     dataset = load_beir(directory, split)
+    kept = [*dataset.qrels, *(q for q in dataset.queries if q in dataset.unanswerable)]
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(
             name=name, collection=collection, defaults={"level": level}
         )
-        for query_id, judged in dataset.qrels.items():
+        for query_id in dict.fromkeys(kept):
             eval_query, _ = EvalQuery.objects.update_or_create(
-                eval_set=eval_set, query_id=query_id, defaults={"text": dataset.queries[query_id]}
+                eval_set=eval_set,
+                query_id=query_id,
+                defaults={
+                    "text": dataset.queries[query_id],
+                    "reference_answer": dataset.answers.get(query_id, ""),
+                    "answerable": query_id not in dataset.unanswerable,
+                },
             )
+            judged = dataset.qrels.get(query_id, {})
             for target, grade in judged.items():
                 Judgment.objects.update_or_create(
                     query=eval_query,
