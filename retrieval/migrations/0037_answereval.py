@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('retrieval', '0033_querytrace_source'),
+        ('retrieval', '0036_relevance'),
     ]
 
     operations = [
