@@ -77,8 +77,8 @@ def test_a_worker_killed_mid_run_loses_nothing_and_a_new_worker_resumes_it(
     env = {
         "DATABASE_URL": database_url(connection.settings_dict),
         "DJANGO_SETTINGS_MODULE": worker_settings,
-        # Embedding calls 1-4 embed documents 0-3, which are then written in one
-        # transaction; call 6, for documents 4-7, hangs: the worker is mid-run.
+        # Embedding calls 1-5 embed documents 0-4, each written once its vectors are
+        # in; call 6, for document 5, hangs: the worker is mid-run.
         "RETRIEVAL_TEST_HANG_ON_CALL": "6",
     }
     log = tmp_path / "worker.log"
@@ -89,7 +89,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_a_new_worker_resumes_it(
 
         def first_group_written() -> bool:
             now = chunk_ids()
-            return sum(now[k] != before[k] for k in before) >= 4
+            return sum(now[k] != before[k] for k in before) >= 5
 
         wait_for(first_group_written, timeout=120, what="the first documents", log=log)
         run.refresh_from_db()
@@ -100,7 +100,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_a_new_worker_resumes_it(
     # Killed: what was written stays, the documents in flight kept their old chunks.
     after = chunk_ids()
     changed = sorted(k for k in before if after[k] != before[k])
-    assert changed == [f"note{i:02}.txt" for i in range(4)]
+    assert changed == [f"note{i:02}.txt" for i in range(5)]
     assert all(after[k] == before[k] for k in before if k not in changed)
     for chunk in Chunk.objects.select_related("document"):
         assert chunk.content == chunk.document.content[chunk.start : chunk.end]

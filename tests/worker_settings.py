@@ -1,8 +1,8 @@
 """Settings of the django-q2 worker the crash test starts and kills (tests/test_worker.py).
 
-The keyword embedder, one text per call, so documents are embedded four at a time and
-written together; ``RETRIEVAL_TEST_HANG_ON_CALL`` makes one embedding call hang, so
-the worker is stopped mid-run at a known point.
+The keyword embedder, one text per call, so each one-chunk document is written as soon as
+its call returns; ``RETRIEVAL_TEST_HANG_ON_CALL`` makes one embedding call hang, so the
+worker is stopped mid-run at a known point.
 """
 
 import os

@@ -18,10 +18,10 @@ import retrieval
 from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.static_vendor import ensure_all
 from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
 from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
+from tools.static_vendor import ensure_all
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
