@@ -12,10 +12,12 @@ clicked: kept traces of the search page's and the API's searches that found some
 (:data:`CLICKABLE`). The click-through rate is the share of those with at least one
 click; the mean click position averages every click's position (1 the first document).
 Unique searchers are distinct signed-in users; anonymous searches are counted apart,
-not as searchers, and a searcher is shown only as :func:`searcher_key`, a keyed hash. Readers' searches count, editors' (the playground's,
-evaluations') only when asked for: testing a pipeline is not traffic. What a user is
-shown follows the access policy (:meth:`~retrieval.services.access.Scope.restrict_traces`):
-the traces of collections they see, only their own under a document restriction.
+not as searchers, and a searcher is shown only as :func:`searcher_key`, a keyed hash.
+
+Readers' searches count, editors' (the playground's, evaluations') only when asked
+for: testing a pipeline is not traffic. What a user is shown follows the access policy
+(:meth:`~retrieval.services.access.Scope.restrict_traces`): the traces of collections
+they see, only their own under a document restriction.
 Negative feedback comes from the votes of ``POST /api/feedback/`` (judgments of grade
 0), which, like golden sets, are closed to users restricted to some documents.
 """
