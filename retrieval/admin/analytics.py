@@ -43,6 +43,8 @@ READERS = "readers"
 #: The first day a custom range may start on (no search is older; earlier dates would
 #: overflow some time zones' arithmetic).
 FIRST_DAY = date(1970, 1, 2)
+#: The longest custom range, in days: its charts draw a bar a day.
+MAX_RANGE_DAYS = 366
 
 
 def period_label(days: int) -> str:
@@ -60,6 +62,8 @@ def day_range(first: date | None, last: date | None) -> tuple[datetime, datetime
         raise ValidationError(f"Dates start on {FIRST_DAY.isoformat()}.", code="invalid")
     if last < first:
         raise ValidationError("The range ends (to) before it starts (from).", code="invalid")
+    if (last - first).days >= MAX_RANGE_DAYS:
+        raise ValidationError(f"A range spans at most {MAX_RANGE_DAYS} days.", code="invalid")
     return _midnight(first), _midnight(last + timedelta(days=1))
 
 

@@ -284,6 +284,8 @@ def test_a_custom_date_range_applies_to_figures_charts_exports_and_the_trace_lis
         ({"from": "2026-02-30"}, "from"),  # no such day
         ({"from": "0001-01-01", "to": "0001-01-02"}, "to"),  # before any search
         ({"from": "9999-12-31"}, "to"),  # to (today) before from
+        ({"from": "2020-01-01", "to": "2026-01-01"}, "to"),  # longer than a year
+        ({"from": "2026-01-01", "to": "9999-12-30"}, "to"),  # millions of daily buckets
     ],
 )
 def test_a_bad_date_range_is_a_form_error_not_a_server_error(atlas, root, dates, field):
