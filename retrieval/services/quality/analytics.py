@@ -276,7 +276,7 @@ def click_figures() -> dict[str, Aggregate]:
 def searcher_key(user_id: Any) -> str:
     """Return how a searcher is shown: a hash of their id keyed with ``SECRET_KEY``,
     the same on every report of a site, that nobody without the key can reverse."""
-    return salted_hmac("retrieval.searcher", str(user_id)).hexdigest()[:12]
+    return salted_hmac("retrieval.searcher", str(user_id), algorithm="sha256").hexdigest()[:12]
 
 
 def top_queries(traces: QuerySet, limit: int) -> list[QueryRow]:
