@@ -203,16 +203,17 @@ class QueryTrace(models.Model):
         indexes = [
             # Every figure of the dashboard and of search analytics reads a collection's
             # traces of a period from this index alone (an index-only scan); the source is
-            # included so that leaving editors' searches out reads no table row ...
+            # included so that leaving editors' searches out reads no table row, the user
+            # for unique searchers, the id to join the clicks ...
             models.Index(
                 fields=["collection", "created_at"],
-                include=["query_key", "result_count", "ms", "source"],
+                include=["query_key", "result_count", "ms", "source", "user", "id"],
                 name="retrieval_trace_report_idx",
             ),
             # ... or, for staff who see only their own traces, from this one.
             models.Index(
                 fields=["user", "collection", "created_at"],
-                include=["query_key", "result_count", "ms", "source"],
+                include=["query_key", "result_count", "ms", "source", "id"],
                 name="retrieval_trace_user_idx",
             ),
             # Searches that found nothing, a small share: their queries without the rest.

@@ -8,6 +8,7 @@ from django.contrib import admin
 
 from . import (  # noqa: F401  (they register)
     chunks,
+    clicks,
     collections,
     documents,
     evals,

@@ -1,23 +1,25 @@
 """Search analytics: a collection's searches over a period, as tables, charts and CSV.
 
-Top queries, queries that found nothing, the slowest queries and those readers voted
-down, with volume and latency charts; each table downloads as CSV. From any query:
-its traces, the playground, "add to a golden set" and "promote a document". The
-figures come from :func:`retrieval.services.quality.analytics.search_report`, within
-the user's scope.
+Top queries (with click-through rate and mean click position), queries that found
+nothing, queries whose results nobody clicked, the slowest queries, those readers voted
+down and the most active searchers (hashed), with volume and latency charts; each table
+downloads as CSV. The period is one of :data:`PERIODS` or the days ``from`` … ``to``
+(both included). From any query: its traces (with their clicks), the playground, "add
+to a golden set" and "promote a document". The figures come from
+:func:`retrieval.services.quality.analytics.search_report`, within the user's scope.
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -38,8 +40,38 @@ DEFAULT_PERIOD = "7d"
 READERS = "readers"
 
 
+#: The first day a custom range may start on (no search is older; earlier dates would
+#: overflow some time zones' arithmetic).
+FIRST_DAY = date(1970, 1, 2)
+#: The longest custom range, in days: its charts draw a bar a day.
+MAX_RANGE_DAYS = 366
+
+
 def period_label(days: int) -> str:
     return "last 24 hours" if days == 1 else f"last {days} days"
+
+
+def day_range(first: date | None, last: date | None) -> tuple[datetime, datetime]:
+    """Return the period of the days ``first`` to ``last`` (both included, in the current
+    time zone; ``last`` defaults to today) as ``[since, until)``, or raise
+    :class:`ValidationError` saying what is wrong with them."""
+    if first is None:
+        raise ValidationError("Give the first day of the range (from).", code="required")
+    last = last or timezone.localdate()
+    if first < FIRST_DAY or last < FIRST_DAY or last >= date.max:
+        raise ValidationError(f"Dates start on {FIRST_DAY.isoformat()}.", code="invalid")
+    if last < first:
+        raise ValidationError("The range ends (to) before it starts (from).", code="invalid")
+    if (last - first).days >= MAX_RANGE_DAYS:
+        raise ValidationError(f"A range spans at most {MAX_RANGE_DAYS} days.", code="invalid")
+    return _midnight(first), _midnight(last + timedelta(days=1))
+
+
+def _midnight(day: date) -> datetime:
+    moment = datetime.combine(day, time.min)
+    if timezone.is_naive(timezone.now()):  # USE_TZ = False
+        return moment
+    return timezone.make_aware(moment).astimezone(UTC)
 
 
 class AnalyticsForm(forms.Form):
@@ -57,12 +89,61 @@ class AnalyticsForm(forms.Form):
         super().__init__(*args, **kwargs)
         # A hidden collection is not offered; asking for it reads as an unknown choice.
         self.fields["collection"].queryset = scope.visible_collections()
+        # "from" is a keyword: these fields are named here, not as class attributes.
+        picker = {"widget": forms.DateInput(attrs={"type": "date"}), "required": False}
+        self.fields["from"] = forms.DateField(label="From", **picker)
+        self.fields["to"] = forms.DateField(label="To", help_text="Both days included.", **picker)
+
+    def clean(self) -> dict[str, Any]:
+        """Work out the period: the days from … to when given, else the fixed period."""
+        data = super().clean()
+        first, last = data.get("from"), data.get("to")
+        if first is None and last is None:
+            if "period" in data:
+                days = PERIODS[data["period"]]
+                data["until"] = timezone.now()
+                data["since"] = data["until"] - timedelta(days=days)
+                data["label"], data["slug"] = period_label(days), data["period"]
+            return data
+        if "from" in self.errors or "to" in self.errors:
+            return data
+        try:
+            data["since"], data["until"] = day_range(first, last)
+        except ValidationError as e:
+            self.add_error("from" if e.code == "required" else "to", e)
+            return data
+        last = last or timezone.localdate()
+        data["label"] = f"days {first.isoformat()} to {last.isoformat()}"
+        data["slug"] = f"{first.isoformat()}_{last.isoformat()}"
+        return data
+
+    def range_params(self) -> dict[str, str]:
+        """Return the query parameters of the chosen period, for links and exports."""
+        data = self.cleaned_data
+        if data.get("from") is None:
+            return {"period": data["period"]}
+        last = data.get("to") or timezone.localdate()
+        return {"from": data["from"].isoformat(), "to": last.isoformat()}
 
 
 #: The tables a report downloads as CSV: name -> (header, the report's rows as lists).
 EXPORTS = {
-    "top": ["query", "searches", "no results", "avg ms", "max ms", "last seen"],
+    "top": [
+        "query",
+        "searches",
+        "no results",
+        "avg ms",
+        "max ms",
+        "last seen",
+        "clickable",
+        "clicked",
+        "ctr",
+        "mean click position",
+        "searchers",
+    ],
     "no_results": ["query", "searches", "last seen"],
+    "no_clicks": ["query", "searches", "last seen"],
+    "searchers": ["searcher", "searches", "last seen"],
     "slowest": ["query", "searches", "avg ms", "max ms", "last seen"],
     "negative_feedback": ["query", "votes", "last seen"],
     "series": ["start", "searches", "no results", "p50 ms", "p95 ms"],
@@ -79,20 +160,23 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
         "collection": request.GET.get("collection") or first or "",
         "period": request.GET.get("period") or DEFAULT_PERIOD,
         "editors": request.GET.get("editors") or "",
+        "from": request.GET.get("from") or "",
+        "to": request.GET.get("to") or "",
     }
     form = AnalyticsForm(data, scope=scope)
     report = None
     if first is not None and form.is_valid():
-        period = form.cleaned_data["period"]
+        chosen = form.cleaned_data
         report = search_report(
-            form.cleaned_data["collection"],
+            chosen["collection"],
             scope=scope,
-            since=timezone.now() - timedelta(days=PERIODS[period]),
-            editors=form.cleaned_data["editors"],
+            since=chosen["since"],
+            until=chosen["until"],
+            editors=chosen["editors"],
         )
         export = request.GET.get("export")
         if export in EXPORTS:
-            return csv_response(report, export, period)
+            return csv_response(report, export, chosen["slug"])
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Search analytics",
@@ -103,16 +187,16 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
         "media": model_admin.media,
     }
     if report is not None:
-        period = form.cleaned_data["period"]
+        period = form.range_params()
         actions = _RowActions(report.collection, period, scope, report.editors)
         context |= {
-            "period": period,
-            "period_label": period_label(PERIODS[period]),
+            "period_label": form.cleaned_data["label"],
             "volume": volume_svg(report.series, report.step),
             "latency": latency_svg(report.series, report.step),
             "series_table": series_table(report.series, report.step),
             "top": actions.rows(report.top),
             "no_results": actions.rows(report.no_results),
+            "no_clicks": actions.rows(report.no_clicks),
             "slowest": actions.rows(report.slowest),
             "negative_feedback": (
                 actions.rows(report.negative_feedback)
@@ -123,7 +207,7 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
             "export_url": _url(
                 "admin:retrieval_search_analytics",
                 collection=report.collection.pk,
-                period=period,
+                **period,
                 **({"editors": "on"} if report.editors else {}),
             ),
         }
@@ -133,7 +217,9 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
 class _RowActions:
     """The links of a query's row: its traces, the playground, a golden set, a promotion."""
 
-    def __init__(self, collection: Collection, period: str, scope: Scope, editors: bool) -> None:
+    def __init__(
+        self, collection: Collection, period: dict[str, str], scope: Scope, editors: bool
+    ) -> None:
         self.collection, self.period, self.editors = collection, period, editors
         self.may_add_query = scope.sees_quality and scope.may_write(*EDIT_GOLDEN, collection)
         self.may_promote = scope.may_write("add", Promotion, collection)
@@ -144,7 +230,7 @@ class _RowActions:
         return _url(
             "admin:retrieval_querytrace_changelist",
             collection__id__exact=self.collection.pk,
-            period=self.period,
+            **self.period,
             **source,
             **params,
         )
@@ -170,7 +256,8 @@ def _url(name: str, **params: Any) -> str:
 
 
 def csv_response(report: SearchReport, table: str, period: str) -> HttpResponse:
-    """Return one table of ``report`` as a CSV download."""
+    """Return one table of ``report`` as a CSV download, its file named after ``period``
+    (``7d``, or ``2026-01-01_2026-01-31``)."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     name = f"search-{report.collection.slug}-{table}-{period}.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -185,9 +272,17 @@ def _lines(report: SearchReport, table: str) -> list[list[Any]]:
     if table == "series":
         return [[b.start.isoformat(), b.searches, b.empty, b.p50, b.p95] for b in report.series]
     if table == "top":
-        return [[r.query, r.searches, r.empty, r.avg_ms, r.max_ms, r.last_seen] for r in report.top]
+        return [
+            [r.query, r.searches, r.empty, r.avg_ms, r.max_ms, r.last_seen]
+            + [r.clickable, r.clicked, r.ctr, r.mean_position, r.searchers]
+            for r in report.top
+        ]
     if table == "no_results":
         return [[r.query, r.searches, r.last_seen] for r in report.no_results]
+    if table == "no_clicks":
+        return [[r.query, r.searches, r.last_seen] for r in report.no_clicks]
+    if table == "searchers":
+        return [[r.key, r.searches, r.last_seen] for r in report.top_searchers]
     if table == "slowest":
         return [[r.query, r.searches, r.avg_ms, r.max_ms, r.last_seen] for r in report.slowest]
     return [[r.query, r.searches, r.last_seen] for r in report.negative_feedback or []]

@@ -304,6 +304,14 @@ def _search_figures(figures: CollectionFigures, pk: int) -> list[Figure]:
             f"{_ms(searches.p50)} / {_ms(searches.p95)}",
             analytics,
         ),
+        Figure(
+            "ctr",
+            "click-through (7 d)",
+            "—" if searches.ctr is None else f"{searches.ctr:.1%}",
+            analytics,
+            title=f"{searches.clicked} of {searches.clickable} searches with results "
+            "from the search page or the API clicked",
+        ),
     ]
 
 

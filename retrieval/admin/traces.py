@@ -13,18 +13,22 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.utils.html import format_html_join
 
 from retrieval.conf import retrieval_settings
-from retrieval.models import Chunk, QueryTrace
+from retrieval.models import Chunk, QueryTrace, SearchClick
 from retrieval.services.quality.analytics import readers_only
 
-from .analytics import PERIODS, READERS, period_label, search_analytics_view
+from .analytics import PERIODS, READERS, day_range, period_label, search_analytics_view
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 from .goldens import MEDIA
 from .playground import PIPELINE_PREFIX, searcher_choices
@@ -60,6 +64,61 @@ class PeriodFilter(admin.SimpleListFilter):
         if days is None:
             return queryset
         return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
+
+
+class DayRangeFilter(admin.ListFilter):
+    """The traces of the days ``from`` … ``to`` (both included), as search analytics
+    count them: what a row of a custom range's report leads to. In the sidebar only
+    when chosen."""
+
+    title = "days"
+    parameters = ("from", "to")
+
+    def __init__(self, request: HttpRequest, params: dict, model: Any, model_admin: Any) -> None:
+        super().__init__(request, params, model, model_admin)
+        self.range = None
+        given = {name: params.pop(name, None) for name in self.parameters}
+        # Django 5+ hands each parameter as a list of its values.
+        raw = {
+            name: value[-1] if isinstance(value, list) else value for name, value in given.items()
+        }
+        if not any(raw.values()):
+            return
+        try:
+            days = {name: parse_date(value) if value else None for name, value in raw.items()}
+            if any(raw[name] and days[name] is None for name in self.parameters):
+                raise ValidationError("Dates are YYYY-MM-DD.")
+            self.range = day_range(days["from"], days["to"])
+            self.days = (days["from"], days["to"] or timezone.localdate())
+        except (ValidationError, ValueError) as e:
+            raise IncorrectLookupParameters(e) from e
+
+    def has_output(self) -> bool:
+        return self.range is not None  # shown, and applied, only when chosen
+
+    def expected_parameters(self) -> list[str]:
+        return list(self.parameters)
+
+    def choices(self, changelist: Any) -> list[dict[str, Any]]:
+        first, last = self.days
+        return [
+            {
+                "selected": False,
+                "query_string": changelist.get_query_string(remove=self.parameters),
+                "display": "All",
+            },
+            {
+                "selected": True,
+                "query_string": changelist.get_query_string(),
+                "display": f"{first} to {last}",
+            },
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.range is None:
+            return queryset
+        since, until = self.range
+        return queryset.filter(created_at__gte=since, created_at__lt=until)
 
 
 class EmptyFilter(admin.SimpleListFilter):
@@ -110,6 +169,11 @@ class QueryKeyFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()
         return queryset.filter(query_key=value) if value is not None else queryset
+
+
+def _clicked_title(click: SearchClick) -> str:
+    document = click.document
+    return "(deleted document)" if document is None else (document.title or document.external_id)
 
 
 def searcher_of(pipeline: str) -> str:
@@ -200,6 +264,7 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
         "pipeline",
         "result_count",
         "ms_label",
+        "clicked",
     ]
     list_filter = [
         COLLECTION_FILTER,
@@ -209,6 +274,7 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
         SlowFilter,
         EmptyFilter,
         QueryKeyFilter,
+        DayRangeFilter,
     ]
     list_select_related = ["collection"]
     search_fields = ["query"]
@@ -230,8 +296,20 @@ class QueryTraceAdmin(ScopedAdminMixin, ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The access policy's rule for traces (collections, and own traces only under a
         # document restriction), in place of the mixin's collection rule.
-        return scope_of(request).restrict_traces(
+        traces = scope_of(request).restrict_traces(
             super(ScopedAdminMixin, self).get_queryset(request)
+        )
+        clicks = SearchClick.objects.select_related("document").order_by("position")
+        return traces.prefetch_related(Prefetch("clicks", queryset=clicks))
+
+    @admin.display(description="clicks")
+    def clicked(self, trace: QueryTrace) -> str:
+        """Return the documents followed from this search, each with its position."""
+        return (
+            format_html_join(
+                ", ", "#{} {}", ((c.position, _clicked_title(c)) for c in trace.clicks.all())
+            )
+            or "—"
         )
 
     @admin.display(description="ms", ordering="ms")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from retrieval.models import Document, EvalQuery, EvalSet, Promotion, QueryTrace
+from retrieval.models import Document, EvalQuery, EvalSet, Promotion, QueryTrace, SearchClick
+from retrieval.services.quality.analytics import searcher_key
 from tests.conftest import collection_of, editor
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,7 @@ def test_each_table_downloads_as_csv_with_formulas_defused(atlas, root):
     client = signed_in(root)
     params = {"collection": atlas.pk, "period": "7d"}
     top = rows(client.get(URL, {**params, "export": "top"}))
-    assert top[0] == ["query", "searches", "no results", "avg ms", "max ms", "last seen"]
+    assert top[0][:6] == ["query", "searches", "no results", "avg ms", "max ms", "last seen"]
     assert top[1][:5] == ["north", "2", "0", "20.0", "30.0"]
     assert ["'=cmd|' /c calc'!a0", "1", "1"] == top[2][:3]  # quoted, not run as a formula
     empty = rows(client.get(URL, {**params, "export": "no_results"}))
@@ -195,3 +196,129 @@ def test_a_hidden_collection_answers_like_a_missing_one(atlas, retrieval_setting
 def test_without_a_view_permission_on_traces_the_page_is_refused(atlas):
     staff = get_user_model().objects.create_user("staff", password="x", is_staff=True)
     assert signed_in(staff).get(URL).status_code == 403
+
+
+def searched_at(collection, query: str, moment, *, results: int = 2, source="api", user=None):
+    made = QueryTrace.objects.create(
+        collection=collection,
+        query=query,
+        pipeline="default",
+        result_count=results,
+        source=source,
+        user=user,
+    )
+    QueryTrace.objects.filter(pk=made.pk).update(created_at=moment)
+    return made
+
+
+def test_click_through_rate_position_and_unclicked_searches_are_shown_and_exported(atlas, root):
+    now = timezone.now() - timedelta(minutes=5)
+    a, b = (Document.objects.get(external_id=key) for key in ("a", "b"))
+    first = searched_at(atlas, "pole", now, source="page")
+    searched_at(atlas, "pole", now, source="api")  # found something, nobody clicked
+    searched_at(atlas, "pole", now, source="python")  # not a reader's face: not counted
+    SearchClick.objects.create(trace=first, document=b, position=2)
+    client = signed_in(root)
+    page = client.get(URL, {"collection": atlas.pk})
+    body = page.content.decode()
+    pole = next(item["row"] for item in page.context["top"] if item["row"].query == "pole")
+    assert (pole.clickable, pole.clicked, pole.ctr, pole.mean_position) == (2, 1, 0.5, 2)
+    assert 'data-ctr="0.5"' in body and "50.0%" in body
+    assert [item["row"].query for item in page.context["no_clicks"]] == ["pole"]
+    assert 'id="retrieval-no-clicks"' in body
+    top = rows(client.get(URL, {"collection": atlas.pk, "export": "top"}))
+    assert top[0][6:] == ["clickable", "clicked", "ctr", "mean click position", "searchers"]
+    line = next(line for line in top if line[0] == "pole")
+    assert line[6:10] == ["2", "1", "0.5", "2.0"]
+    unclicked = rows(client.get(URL, {"collection": atlas.pk, "export": "no_clicks"}))
+    assert unclicked[1][:2] == ["pole", "1"]
+    # The drill-down: the query's traces, each with the documents clicked from it.
+    link = next(
+        item["links"]["traces"] for item in page.context["top"] if item["row"].query == "pole"
+    )
+    traces = client.get(link)
+    # Readers' searches: the Python one too (it is a reader's, only not clickable).
+    assert traces.context["cl"].result_count == 3 and f"#2 {b}" in traces.content.decode()
+    shown = client.get(reverse("admin:retrieval_querytrace_change", args=[first.pk]))
+    assert 'id="retrieval-trace-clicks"' in shown.content.decode()
+    assert a.pk and "#2" in shown.content.decode()
+
+
+def test_a_custom_date_range_applies_to_figures_charts_exports_and_the_trace_list(atlas, root):
+    def day(n: int, hour: int = 12):
+        return timezone.make_aware(datetime(2026, 1, n, hour))
+
+    for n in (9, 10, 11, 12, 12, 20):
+        searched_at(atlas, f"query {n}", day(n))
+    searched_at(atlas, "late", day(12, 23))  # the last day counts whole
+    client = signed_in(root)
+    chosen = {"collection": atlas.pk, "from": "2026-01-10", "to": "2026-01-12"}
+    page = client.get(URL, chosen)
+    report = page.context["report"]
+    assert report.searches == 5 and report.step == "day"
+    assert [bucket.searches for bucket in report.series] == [1, 1, 3]
+    assert "2026-01-10 to 2026-01-12" in page.content.decode()
+    assert "from=2026-01-10" in page.context["export_url"]
+    series = rows(client.get(URL, {**chosen, "export": "series"}))
+    assert [line[1] for line in series[1:]] == ["1", "1", "3"]
+    exported = client.get(URL, {**chosen, "export": "top"})
+    assert sorted(line[0] for line in rows(exported)[1:]) == [
+        "late",
+        "query 10",
+        "query 11",
+        "query 12",
+    ]
+    name = 'attachment; filename="search-atlas-top-2026-01-10_2026-01-12.csv"'
+    assert exported["Content-Disposition"] == name
+    listed = client.get(page.context["traces_url"])
+    assert listed.context["cl"].result_count == 5
+    one = client.get(URL, {"collection": atlas.pk, "from": "2026-01-12", "to": "2026-01-12"})
+    assert one.context["report"].searches == 3 and one.context["report"].step == "hour"
+
+
+@pytest.mark.parametrize(
+    "dates, field",
+    [
+        ({"from": "2026-01-12", "to": "2026-01-10"}, "to"),  # ends before it starts
+        ({"to": "2026-01-10"}, "from"),  # no start
+        ({"from": "2026-02-30"}, "from"),  # no such day
+        ({"from": "0001-01-01", "to": "0001-01-02"}, "to"),  # before any search
+        ({"from": "9999-12-31"}, "to"),  # to (today) before from
+        ({"from": "2020-01-01", "to": "2026-01-01"}, "to"),  # longer than a year
+        ({"from": "2026-01-01", "to": "9999-12-30"}, "to"),  # millions of daily buckets
+    ],
+)
+def test_a_bad_date_range_is_a_form_error_not_a_server_error(atlas, root, dates, field):
+    client = signed_in(root)
+    page = client.get(URL, {"collection": atlas.pk, **dates})
+    assert page.status_code == 200 and page.context["report"] is None
+    assert field in page.context["form"].errors
+    assert 'class="errornote"' in page.content.decode()
+    exported = client.get(URL, {"collection": atlas.pk, **dates, "export": "top"})
+    assert exported["Content-Type"].startswith("text/html")
+    listed = client.get(reverse("admin:retrieval_querytrace_changelist"), dates)
+    assert listed.status_code == 302 and "e=1" in listed.url  # the admin's "bad filter"
+
+
+def test_searchers_are_counted_and_shown_only_as_keyed_hashes(atlas, root):
+    users = get_user_model().objects
+    ann = users.create_user("ann-the-reader", email="ann@example.com")
+    for _ in range(2):
+        searched_at(atlas, "pole", timezone.now(), user=ann)
+    searched_at(atlas, "pole", timezone.now(), user=root)
+    client = signed_in(root)
+    page = client.get(URL, {"collection": atlas.pk})
+    report = page.context["report"]
+    assert report.searchers == 2 and report.anonymous == 5
+    body = page.content.decode()
+    assert searcher_key(ann.pk) in body and 'data-searchers="2"' in body
+    exported = client.get(URL, {"collection": atlas.pk, "export": "searchers"}).content.decode()
+    assert rows(client.get(URL, {"collection": atlas.pk, "export": "searchers"}))[1][:2] == [
+        searcher_key(ann.pk),
+        "2",
+    ]
+    for secret in ("ann-the-reader", "ann@example.com"):
+        assert secret not in body and secret not in exported
+    with override_settings(SECRET_KEY="another site's key " * 3):
+        other = searcher_key(ann.pk)
+    assert other != searcher_key(ann.pk)  # keyed: not a plain hash anyone can recompute

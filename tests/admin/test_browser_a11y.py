@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 import dev
 import retrieval
-from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace
+from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace, SearchClick
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
+from retrieval.services.quality.search_log import traced_as
 from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
 from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
@@ -34,6 +37,10 @@ def site(graph_settings, retrieval_settings):
     extract_graph(town)
     for query in ("bob", "bob", "dave trains", "zebra"):
         retrieval.search(query, collection="town", retriever="bm25", scope=Scope.ALL)
+    with traced_as("page"):  # a reader's search on the search page, its second result clicked
+        found = retrieval.search("dave", collection="town", retriever="bm25", scope=Scope.ALL)
+    clicked = QueryTrace.objects.get(query="dave")
+    SearchClick.objects.create(trace=clicked, document=found[-1].chunk.document, position=2)
     EvalSet.objects.create(name="gold", collection=town)
     Promotion.objects.create(
         collection=town, query="bob*", document=Document.objects.get(external_id="p0")
@@ -67,9 +74,10 @@ def pages(site, chromium, live_server, django_user_model) -> Iterator[object]:
 def admin_pages(town) -> dict[str, str]:
     """Name -> path of every admin page of the app, for the ``site`` fixture's data."""
     document = Document.objects.get(external_id="p0")
-    trace = QueryTrace.objects.latest("pk")
+    trace = QueryTrace.objects.get(query="dave")  # a clicked search
     run = IndexRun.objects.latest("pk")
     eval_set = EvalSet.objects.get()
+    today = timezone.localdate()
     admin = "/admin/retrieval"
     return {
         "dashboard": f"{admin}/",
@@ -85,6 +93,9 @@ def admin_pages(town) -> dict[str, str]:
         "traces": f"{admin}/querytrace/",
         "trace": f"{admin}/querytrace/{trace.pk}/change/",
         "analytics": f"{admin}/querytrace/analytics/?collection={town.pk}&period=7d",
+        "analytics of days": f"{admin}/querytrace/analytics/?collection={town.pk}"
+        f"&from={today - timedelta(days=1)}&to={today}",
+        "clicks": f"{admin}/searchclick/",
         "playground": f"{admin}/collection/playground/?collection={town.pk}&query=bob",
         "golden sets": f"{admin}/evalset/",
         "golden set": f"{admin}/evalset/{eval_set.pk}/change/",
@@ -185,8 +196,9 @@ def test_the_analytics_charts_read_without_colour(viewport, site, pages, live_se
         "p50 ms",
         "p95 ms",
     ]
-    today = [row for row in table.locator("tbody tr").all_inner_texts() if "\t4\t" in row]
-    assert len(today) == 1 and today[0].split("\t")[2] == "1"  # 4 searches, zebra found nothing
+    today = [row for row in table.locator("tbody tr").all_inner_texts() if "\t5\t" in row]
+    # 5 searches (dave on the page), zebra found nothing.
+    assert len(today) == 1 and today[0].split("\t")[2] == "1"
 
 
 def test_judging_keeps_the_editors_place(site, pages, live_server):

@@ -23,6 +23,7 @@ from retrieval.models import (
     IndexOperation,
     IndexRun,
     QueryTrace,
+    SearchClick,
     Triple,
 )
 from retrieval.services.graph.extraction import extract_graph
@@ -140,6 +141,28 @@ def test_each_figure_links_to_the_list_behind_it(site):
     assert analytics.context["report"].collection == site["atlas"]
     run = client.get(figure(atlas, "ndcg")[1])
     assert run.status_code == 200 and run.context["original"].metrics["ndcg@10"] == 0.62
+
+
+def test_the_card_shows_the_week_s_click_through_rate_beside_searches(site):
+    """Of the week's searches with results from the page or the API, the share clicked;
+    the fixture's searches came from Python (no click token): no rate, a dash."""
+    root = get_user_model().objects.create_superuser("root", password="x")
+    client = signed_in(root)
+    atlas = site["atlas"]
+    assert figure(cards(client.get(LANDING).content.decode())[atlas.pk], "ctr")[0] == "—"
+    document = atlas.documents.get(external_id="a1")
+    made = []
+    for source, results in [("page", 1), ("api", 1), ("api", 1), ("page", 0)]:
+        made.append(
+            QueryTrace.objects.create(
+                collection=atlas, query="q", pipeline="d", source=source, result_count=results
+            )
+        )
+    SearchClick.objects.create(trace=made[0], document=document, position=1)
+    card = cards(client.get(LANDING).content.decode())[atlas.pk]
+    value, url = figure(card, "ctr")
+    assert value == "33.3%"  # 1 of the 3 that found something
+    assert client.get(url).context["report"].clicks.ctr == pytest.approx(1 / 3)
 
 
 def test_the_index_s_outbox_and_the_last_run_show(site):

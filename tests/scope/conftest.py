@@ -16,10 +16,12 @@ from retrieval.models import (
     HiddenResult,
     Promotion,
     QueryTrace,
+    SearchClick,
     Synonym,
     Triple,
 )
 from retrieval.services.graph.extraction import extract_graph
+from retrieval.services.results.page import document_positions
 from tests.conftest import collection_of
 from tests.scope.access import COLLECTIONS, TEAMS
 
@@ -129,6 +131,10 @@ def quality(world, retrieval_settings):
         retrieval.search(QUERY, collection=name, user=world["root"])  # names every document
     retrieval.search(QUERY, collection="Bestiary", user=world["stella"])  # her own trace
     assert QueryTrace.objects.filter(user=world["stella"]).count() == 1
+    # A click on every document each of these searches found: root's name every one.
+    for made in QueryTrace.objects.all():
+        for document_id, position in document_positions(made.results).items():
+            SearchClick.objects.create(trace=made, document_id=document_id, position=position)
     # Queries naming each document, asked on the API by three readers who see it: popular
     # enough to be suggested, to readers who may see every document of its collection.
     fans = [get_user_model().objects.create_user(username=f"fan{i}") for i in range(3)]

@@ -7,11 +7,13 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 import retrieval
@@ -312,6 +314,7 @@ QUALITY_MODELS = {
     "evalquery": ("eval_set__collection", EvalQuery),
     "judgment": ("query__eval_set__collection", Judgment),
     "evalrun": ("eval_set__collection", EvalRun),
+    "searchclick": ("trace__collection", SearchClick),
 }
 
 
@@ -346,7 +349,15 @@ def admin_quality(user, name: str) -> Answer:
 
 
 #: The tables search analytics downloads as CSV.
-ANALYTICS_EXPORTS = ["top", "no_results", "slowest", "negative_feedback", "series"]
+ANALYTICS_EXPORTS = [
+    "top",
+    "no_results",
+    "no_clicks",
+    "slowest",
+    "negative_feedback",
+    "series",
+    "searchers",
+]
 
 
 def admin_dashboard(user, name: str) -> Answer:
@@ -366,10 +377,13 @@ def admin_dashboard(user, name: str) -> Answer:
         assert len(links) > 5, links
         responses += [client.get(html.unescape(link)) for link in links]
     analytics = reverse("admin:retrieval_search_analytics")
-    period = {"collection": pk, "period": "30d"}
-    responses.append(client.get(analytics, period))
-    for table in ANALYTICS_EXPORTS:
-        responses.append(client.get(analytics, {**period, "export": table}))
+    today = timezone.localdate()
+    days = {"from": (today - timedelta(days=3)).isoformat(), "to": today.isoformat()}
+    for period in ({"period": "30d"}, days):  # a fixed period, a custom range
+        period = {"collection": pk, **period}
+        responses.append(client.get(analytics, period))
+        for table in ANALYTICS_EXPORTS:
+            responses.append(client.get(analytics, {**period, "export": table}))
     status = responses[0].status_code
     return Answer(status, " ".join(r.content.decode() for r in responses if r.status_code == 200))
 

@@ -493,7 +493,10 @@ def _action(model: str, action: str) -> Callable[..., Answer]:
 #: Actions that change nothing (a download, a redirect to a page).
 READ_ACTIONS = {("evalset", "export_sets"), ("evalrun", "compare_runs")}
 #: Actions a screen does not offer though Django's site does.
-NOT_OFFERED = {("document", "delete_selected")}
+NOT_OFFERED = {
+    ("document", "delete_selected"),
+    ("searchclick", "delete_selected"),  # read-only: clicks go with their search
+}
 
 
 def admin_actions() -> set[tuple[str, str]]:

@@ -14,10 +14,23 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from retrieval.exceptions import CollectionNotFound
-from retrieval.models import Collection, Document, EvalSet, IndexRun, Judgment, QueryTrace
+from retrieval.models import (
+    Collection,
+    Document,
+    EvalSet,
+    IndexRun,
+    Judgment,
+    QueryTrace,
+    SearchClick,
+)
 from retrieval.services.access import Scope
 from retrieval.services.quality import goldens
-from retrieval.services.quality.analytics import Percentile, bucket_starts, search_report
+from retrieval.services.quality.analytics import (
+    Percentile,
+    bucket_starts,
+    search_report,
+    searcher_key,
+)
 from retrieval.services.quality.dashboard import collection_figures
 from tests.conftest import collection_of
 
@@ -284,7 +297,15 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
                 LOADED,
             ],
         )
+        # A tenth of the searches clicked, as the click-through figures find them.
+        cursor.execute(
+            """
+            INSERT INTO retrieval_searchclick (trace_id, document_id, position, created_at)
+            SELECT id, NULL, 1 + id % 5, created_at FROM retrieval_querytrace WHERE id % 10 = 3
+            """
+        )
         cursor.execute("VACUUM ANALYZE retrieval_querytrace")
+        cursor.execute("VACUUM ANALYZE retrieval_searchclick")
     root = get_user_model().objects.create_superuser("root")
     # Staff restricted to some documents: their own traces.
     own = Scope(documents=Document.objects.all(), label="restricted", user=staff)
@@ -295,11 +316,11 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
         search_report("c0", scope=own, since=week)
         search_report("c0", scope=Scope.for_user(root), since=week, editors=True)
     statements = [q["sql"] for q in captured if "retrieval_querytrace" in q["sql"]]
-    # Totals, top, no results, slowest, series; the dashboard; the same five, own only;
-    # the same five, editors' searches included. Readers' only is read from the indexes
-    # too: they include the source.
-    assert len(statements) == 16
-    assert "source" in statements[0] and "source" not in statements[11]
+    # Totals, top, no results, slowest, series, no clicks, searchers; the dashboard; the
+    # same seven, own only; the same seven, editors' searches included. Readers' only is
+    # read from the indexes too: they include the source (clicks join by the id).
+    assert len(statements) == 22
+    assert "'playground'" in statements[0] and "'playground'" not in statements[15]
     for sql in statements:
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
@@ -310,7 +331,7 @@ def test_every_report_and_dashboard_query_reads_the_trace_indexes():
         for scan in on_traces:
             assert scan["Node Type"] == "Index Only Scan", (scan["Node Type"], sql)
             assert scan["Index Name"] in TRACE_INDEXES, (scan["Index Name"], sql)
-    for sql in statements[6:11]:  # her own traces: the user index
+    for sql in statements[8:15]:  # her own traces: the user index
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
             assert "retrieval_trace_user_idx" in json.dumps(cursor.fetchone()[0]), sql
@@ -326,3 +347,49 @@ def _scans(node: dict) -> list[dict]:
     for child in node.get("Plans", []):
         found += _scans(child)
     return found
+
+
+def click(made, external_id: str, position: int):
+    document = Document.objects.get(collection=made.collection, external_id=external_id)
+    return SearchClick.objects.create(trace=made, document=document, position=position)
+
+
+def test_click_through_rate_and_mean_position_per_query_and_overall(searched):
+    """Only searches that could be clicked count: the page's and the API's, with results.
+    North: 4 API searches with results, 2 clicked (positions 1, 2 and 3): CTR 50 %."""
+    week = NOW - timedelta(days=7)
+    norths = list(searched.traces.filter(query_key="north", created_at__gte=week))
+    click(norths[0], "a", 1)
+    click(norths[0], "b", 2)
+    click(norths[1], "a", 3)
+    page = trace(searched, "north", ms=1, ago=timedelta(hours=2), source="page")
+    python = trace(searched, "north", ms=1, ago=timedelta(hours=2), source="python")
+    click(python, "a", 1)  # not a reader's face: cannot count
+    nothing = searched.traces.filter(query_key="nothing").first()
+    report = search_report(searched, scope=Scope.ALL, since=NOW - timedelta(days=7), until=NOW)
+    north = next(r for r in report.top if r.query == "north")
+    # 4 API + 1 page searches with results; the Python one is not clickable.
+    assert (north.searches, north.clickable, north.clicked, north.clicks) == (6, 5, 2, 3)
+    assert north.ctr == pytest.approx(2 / 5) and north.mean_position == pytest.approx(2)
+    assert next(r for r in report.top if r.query == "nothing").ctr is None  # nothing found
+    totals = report.clicks
+    # Clickable overall: north 5, "slow one" 1; "nothing" found nothing.
+    assert (totals.clickable, totals.clicked, totals.clicks, totals.positions) == (6, 2, 3, 6)
+    assert totals.ctr == pytest.approx(2 / 6)
+    # Searches with results but no click: north 3 (two API, the page's), slow one 1.
+    assert [(r.query, r.searches) for r in report.no_clicks] == [("north", 3), ("slow one", 1)]
+    assert page.pk and nothing.result_count == 0
+
+
+def test_unique_searchers_are_signed_in_users_shown_hashed(searched):
+    users = get_user_model().objects
+    ann, bob = users.create_user("ann"), users.create_user("bob")
+    for user, query in [(ann, "north"), (ann, "north"), (ann, "south"), (bob, "north")]:
+        trace(searched, query, ms=1, ago=timedelta(hours=1), user=user)
+    report = search_report(searched, scope=Scope.ALL, since=NOW - timedelta(days=7), until=NOW)
+    assert report.searchers == 2 and report.anonymous == 7  # the fixture's, nobody's
+    assert next(r for r in report.top if r.query == "north").searchers == 2
+    keys = [(r.key, r.searches) for r in report.top_searchers]
+    assert keys == [(searcher_key(ann.pk), 3), (searcher_key(bob.pk), 1)]
+    assert searcher_key(ann.pk) != searcher_key(bob.pk) and len(searcher_key(ann.pk)) == 12
+    assert str(ann.pk) != searcher_key(ann.pk) and "ann" not in searcher_key(ann.pk)

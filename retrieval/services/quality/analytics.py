@@ -3,12 +3,21 @@
 Everything is computed by PostgreSQL from :class:`~retrieval.models.QueryTrace` rows,
 grouped by their ``query_key`` (the query lower-cased, spaces collapsed). The queries
 read a collection's traces of a period from the index ``retrieval_trace_report_idx``
-(collection, time; query key, result count, milliseconds, user and source included), so
-they never touch the traces' stored results; searches that found nothing come from a
-partial index of their own. Readers' searches count, editors' (the playground's,
-evaluations') only when asked for: testing a pipeline is not traffic. What a user is
-shown follows the access policy (:meth:`~retrieval.services.access.Scope.restrict_traces`):
-the traces of collections they see, only their own under a document restriction.
+(collection, time; query key, result count, milliseconds, source, user and id included),
+so they never touch the traces' stored results; searches that found nothing come from a
+partial index of their own.
+
+Clicks (:class:`~retrieval.models.SearchClick`) count only on searches that could be
+clicked: kept traces of the search page's and the API's searches that found something
+(:data:`CLICKABLE`). The click-through rate is the share of those with at least one
+click; the mean click position averages every click's position (1 the first document).
+Unique searchers are distinct signed-in users; anonymous searches are counted apart,
+not as searchers, and a searcher is shown only as :func:`searcher_key`, a keyed hash.
+
+Readers' searches count, editors' (the playground's, evaluations') only when asked
+for: testing a pipeline is not traffic. What a user is shown follows the access policy
+(:meth:`~retrieval.services.access.Scope.restrict_traces`): the traces of collections
+they see, only their own under a document restriction.
 Negative feedback comes from the votes of ``POST /api/feedback/`` (judgments of grade
 0), which, like golden sets, are closed to users restricted to some documents.
 """
@@ -19,21 +28,38 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Aggregate, Avg, Count, FloatField, Max, Q, QuerySet
-from django.db.models.functions import Trunc
+from django.db.models import (
+    Aggregate,
+    Avg,
+    Count,
+    Exists,
+    FloatField,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.db.models.functions import Coalesce, Trunc
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
-from retrieval.models import Collection, Judgment, QueryTrace
+from retrieval.models import Collection, Judgment, QueryTrace, SearchClick
 from retrieval.services.access import Scope
 
 __all__ = [
+    "CLICKABLE",
     "Bucket",
     "Percentile",
     "QueryRow",
+    "SearcherRow",
     "SearchReport",
     "period_traces",
     "readers_only",
     "search_report",
+    "searcher_key",
 ]
 
 #: Rows of each list a report keeps.
@@ -42,6 +68,12 @@ DEFAULT_LIMIT = 20
 HOURLY_UP_TO = timedelta(days=2)
 #: The sources of editors' searches, left out of the figures unless asked for.
 EDITORS = (QueryTrace.Source.PLAYGROUND, QueryTrace.Source.EVALUATION)
+#: The sources whose searches hand their reader a click token (the search page, the API).
+CLICK_SOURCES = (QueryTrace.Source.PAGE, QueryTrace.Source.API)
+#: The searches that could be clicked: a reader's face, and something found.
+CLICKABLE = Q(source__in=CLICK_SOURCES, result_count__gt=0)
+#: A search with at least one click.
+CLICKED = Q(Exists(SearchClick.objects.filter(trace=OuterRef("pk"))))
 
 
 class Percentile(Aggregate):
@@ -69,10 +101,34 @@ class QueryRow:
     avg_ms: float | None = None
     max_ms: float | None = None
     last_seen: datetime | None = None
+    clickable: int = 0  # searches that could be clicked (CLICKABLE)
+    clicked: int = 0  # of those, searches with at least one click
+    clicks: int = 0
+    positions: int = 0  # the clicks' positions added up
+    searchers: int = 0  # distinct signed-in users
 
     @property
     def empty_rate(self) -> float:
         return self.empty / self.searches if self.searches else 0.0
+
+    @property
+    def ctr(self) -> float | None:
+        """Return the click-through rate, ``None`` when no search could be clicked."""
+        return self.clicked / self.clickable if self.clickable else None
+
+    @property
+    def mean_position(self) -> float | None:
+        """Return the mean position of the clicks, ``None`` without clicks."""
+        return self.positions / self.clicks if self.clicks else None
+
+
+@dataclass(frozen=True)
+class SearcherRow:
+    """A signed-in searcher, known only by :func:`searcher_key`."""
+
+    key: str
+    searches: int
+    last_seen: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +162,11 @@ class SearchReport:
     series: list[Bucket] = field(default_factory=list)
     only_own: bool = False  # the user sees only their own traces
     editors: bool = False  # editors' searches are counted
+    clicks: QueryRow = field(default_factory=lambda: QueryRow(query=""))  # the totals
+    no_clicks: list[QueryRow] = field(default_factory=list)
+    searchers: int = 0  # distinct signed-in users
+    anonymous: int = 0  # searches of no signed-in user
+    top_searchers: list[SearcherRow] = field(default_factory=list)
 
     @property
     def empty_rate(self) -> float:
@@ -163,6 +224,9 @@ def search_report(
         empty=Count("created_at", filter=Q(result_count=0)),
         p50=Percentile("ms", 0.5),
         p95=Percentile("ms", 0.95),
+        searchers=Count("user", distinct=True),
+        anonymous=Count("created_at", filter=Q(user__isnull=True)),
+        **click_figures(),
     )
     step = "hour" if until - since <= HOURLY_UP_TO else "day"
     return SearchReport(
@@ -185,7 +249,34 @@ def search_report(
         series=series(traces, since=since, until=until, step=step),
         only_own=not scope.sees_quality,
         editors=editors,
+        clicks=_row({**totals, "query_key": ""}),
+        no_clicks=queries_without_clicks(traces, limit),
+        searchers=totals["searchers"],
+        anonymous=totals["anonymous"],
+        top_searchers=top_searchers(traces, limit),
     )
+
+
+def click_figures() -> dict[str, Aggregate]:
+    """Return the aggregates of the clicks on a set of traces: searches that could be
+    clicked, those clicked, their clicks and the clicks' positions added up."""
+    per_trace = SearchClick.objects.filter(trace=OuterRef("pk")).order_by().values("trace")
+    count = per_trace.annotate(n=Count("*")).values("n")
+    positions = per_trace.annotate(n=Sum("position")).values("n")
+    return {
+        "clickable": Count("created_at", filter=CLICKABLE),
+        "clicked": Count("created_at", filter=CLICKABLE & CLICKED),
+        "clicks": Coalesce(Sum(Subquery(count, output_field=IntegerField()), filter=CLICKABLE), 0),
+        "positions": Coalesce(
+            Sum(Subquery(positions, output_field=IntegerField()), filter=CLICKABLE), 0
+        ),
+    }
+
+
+def searcher_key(user_id: Any) -> str:
+    """Return how a searcher is shown: a hash of their id keyed with ``SECRET_KEY``,
+    the same on every report of a site, that nobody without the key can reverse."""
+    return salted_hmac("retrieval.searcher", str(user_id), algorithm="sha256").hexdigest()[:12]
 
 
 def top_queries(traces: QuerySet, limit: int) -> list[QueryRow]:
@@ -198,10 +289,35 @@ def top_queries(traces: QuerySet, limit: int) -> list[QueryRow]:
             avg_ms=Avg("ms"),
             max_ms=Max("ms"),
             last_seen=Max("created_at"),
+            searchers=Count("user", distinct=True),
+            **click_figures(),
         )
         .order_by("-searches", "query_key")[:limit]
     )
     return [_row(row) for row in rows]
+
+
+def queries_without_clicks(traces: QuerySet, limit: int) -> list[QueryRow]:
+    """Return the queries whose searches most often found something nobody clicked."""
+    rows = (
+        traces.filter(CLICKABLE)
+        .exclude(CLICKED)
+        .values("query_key")
+        .annotate(searches=Count("*"), last_seen=Max("created_at"))
+        .order_by("-searches", "query_key")[:limit]
+    )
+    return [_row(row) for row in rows]
+
+
+def top_searchers(traces: QuerySet, limit: int) -> list[SearcherRow]:
+    """Return the signed-in users who searched most, each as :func:`searcher_key`."""
+    rows = (
+        traces.filter(user__isnull=False)
+        .values("user")
+        .annotate(searches=Count("*"), last_seen=Max("created_at"))
+        .order_by("-searches", "user")[:limit]
+    )
+    return [SearcherRow(searcher_key(r["user"]), r["searches"], r["last_seen"]) for r in rows]
 
 
 def queries_without_results(traces: QuerySet, limit: int) -> list[QueryRow]:
@@ -307,4 +423,9 @@ def _row(row: dict[str, Any]) -> QueryRow:
         avg_ms=row.get("avg_ms"),
         max_ms=row.get("max_ms"),
         last_seen=row.get("last_seen"),
+        clickable=row.get("clickable", 0),
+        clicked=row.get("clicked", 0),
+        clicks=row.get("clicks", 0),
+        positions=row.get("positions", 0),
+        searchers=row.get("searchers", 0),
     )

@@ -33,7 +33,7 @@ from retrieval.models import (
 )
 from retrieval.services.access import Scope
 from retrieval.services.indexes import outbox
-from retrieval.services.quality.analytics import Percentile, readers_only
+from retrieval.services.quality.analytics import CLICKABLE, CLICKED, Percentile, readers_only
 from retrieval.services.registry import indexes
 
 __all__ = [
@@ -74,10 +74,17 @@ class SearchFigures:
     empty: int = 0
     p50: float | None = None
     p95: float | None = None
+    clickable: int = 0  # searches that could be clicked (analytics.CLICKABLE)
+    clicked: int = 0  # of those, searches with at least one click
 
     @property
     def empty_rate(self) -> float | None:
         return self.empty / self.week if self.week else None
+
+    @property
+    def ctr(self) -> float | None:
+        """Return the click-through rate of the 7 days, ``None`` if nothing could be clicked."""
+        return self.clicked / self.clickable if self.clickable else None
 
 
 @dataclass(frozen=True)
@@ -267,14 +274,11 @@ def _searches(ids: list[int], scope: Scope, now: datetime) -> dict[int, SearchFi
             empty=Count("created_at", filter=Q(result_count=0)),
             p50=Percentile("ms", 0.5),
             p95=Percentile("ms", 0.95),
+            clickable=Count("created_at", filter=CLICKABLE),
+            clicked=Count("created_at", filter=CLICKABLE & CLICKED),
         )
     )
-    return {
-        row["collection_id"]: SearchFigures(
-            row["day"], row["week"], row["empty"], row["p50"], row["p95"]
-        )
-        for row in rows
-    }
+    return {row.pop("collection_id"): SearchFigures(**row) for row in rows}
 
 
 def _evaluations(ids: list[int], scope: Scope) -> dict[int, EvalFigures]:
