@@ -114,8 +114,9 @@ def hang_fault() -> Handler:
 
 
 def stream_fault(after: int, then: str = "hang") -> Handler:
-    """Stream the route's answer for ``after`` chunks (the role, then a word each), then ``"hang"`` (until the server
-    stops), send an ``"error"`` event, or ``"drop"`` the connection (no end, no ``[DONE]``)."""
+    """Stream the route's answer for ``after`` chunks (the role, then a word each), then
+    ``"hang"`` (until the server stops), send an ``"error"`` event, or ``"drop"`` the
+    connection (no finish, no ``[DONE]``)."""
     if then not in ("hang", "error", "drop"):
         raise ValueError(f"then must be 'hang', 'error' or 'drop', not {then!r}.")
 

@@ -1,8 +1,10 @@
 """The answer endpoint: a question answered from a collection's passages, citing them.
 
 ``POST /api/answer/`` takes the question and the search's options; with
-``"stream": true`` the answer comes as server-sent events (``token`` events with the
-text, then one ``answer`` event with the citations and the trace id).
+``"stream": true`` the answer comes as server-sent events as the model writes it
+(``token`` events with the text, a ``reset`` if the model failed mid-answer and the
+extractive answer follows, then one ``answer`` event with the citations and the trace
+id; an ``error`` event if the search itself fails once the stream has started).
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
-from retrieval.services.answers.records import Answer
-from retrieval.services.answers.service import answer, answer_events
+from retrieval.services.answers.service import answer, answer_stream
 from retrieval.services.quality.search_log import traced_as
 from retrieval.services.registry import llms
 
@@ -107,10 +108,19 @@ class AnswerResponseSerializer(serializers.Serializer):
     trace_id = serializers.IntegerField(allow_null=True, help_text="The stored trace, if kept.")
 
 
-def server_sent_events(result: Answer) -> Iterator[str]:
-    """Return the answer's events as ``text/event-stream`` messages."""
-    for kind, data in answer_events(result):
-        yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def server_sent_events(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    """Return ``events`` as ``text/event-stream`` messages; a failure once the response
+    has started (its status sent) ends it with an ``error`` event."""
+    try:
+        for kind, data in events:
+            yield _message(kind, data)
+    except (RetrievalError, ValueError) as e:
+        refused = _refused(e)
+        yield _message("error", {"detail": str(e), "status": refused.status_code})
+
+
+def _message(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
@@ -122,8 +132,10 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
             (200, "application/json"): AnswerResponseSerializer,
             (200, "text/event-stream"): OpenApiResponse(
                 OpenApiTypes.STR,
-                description='With "stream": true: "token" events ({"text"}), then one '
-                '"answer" event whose data is the JSON answer.',
+                description='With "stream": true: "token" events ({"text"}) as the model '
+                'writes, a "reset" ({"reason"}: forget the tokens, the extractive answer '
+                'follows) if it fails mid-answer, then one "answer" event whose data is the '
+                'JSON answer; or an "error" event ({"detail", "status"}).',
             ),
             503: UNAVAILABLE,
         },
@@ -131,9 +143,10 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     def post(self, request: Request) -> Response | StreamingHttpResponse:
         serializer, collection = _validated(self, AnswerRequestSerializer, request)
         data = serializer.validated_data
+        ask = answer_stream if data["stream"] else answer
         try:
             with traced_as(QueryTrace.Source.API):
-                result = answer(
+                result = ask(
                     data["question"],
                     collection=collection,
                     scope=self.scope,

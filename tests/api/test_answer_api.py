@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from retrieval.models import QueryTrace
 from tests.conftest import collection_of
-from tests.openai_server import hang_fault
+from tests.openai_server import hang_fault, stream_fault
 
 pytestmark = pytest.mark.django_db
 
@@ -91,6 +91,24 @@ def test_a_hanging_llm_streams_the_extractive_answer_with_the_reason(
     assert final["citations"][0]["document"] == "tides"
 
 
+def test_the_stream_carries_the_models_tokens_and_never_a_made_up_citation(api, llm_server):
+    llm_server.queue_chat("The moon's gravity [3] causes the tides [1].")
+    sent = events(api.post("/api/answer/", {**BODY, "stream": True}, format="json"))
+    tokens = [data["text"] for kind, data in sent if kind == "token"]
+    assert "".join(tokens) == "The moon's gravity causes the tides [1]."
+    assert llm_server.requests_to(PATH)[0].body["stream"] is True
+    assert sent[-1][1]["mode"] == "llm" and sent[-1][1]["text"] == "".join(tokens)
+
+
+def test_a_server_failing_mid_stream_ends_in_the_extractive_answer_not_a_500(api, llm_server):
+    llm_server.queue_chat("The moon's gravity causes the tides [1].")
+    llm_server.fail_next(stream_fault(after=2, then="error"), path=PATH)
+    response = api.post("/api/answer/", {**BODY, "stream": True}, format="json")
+    assert response.status_code == 200
+    kinds = [kind for kind, data in events(response)]
+    assert kinds[0] == "token" and "reset" in kinds and kinds[-1] == "answer"
+
+
 def test_without_an_llm_the_api_answers_extractively(api):
     body = api.post("/api/answer/", BODY, format="json").json()
     assert body["mode"] == "extractive" and body["text"].endswith("[1]")
@@ -123,3 +141,19 @@ def test_answers_are_throttled_as_searches(api):
         statuses = [api.post("/api/answer/", BODY, format="json").status_code for _ in range(3)]
     cache.clear()
     assert statuses == [200, 200, 429]
+
+
+def test_a_failure_once_the_stream_started_is_an_error_event():
+    from retrieval.api.answers import server_sent_events
+    from retrieval.exceptions import ServiceUnavailableError
+
+    def failing():
+        yield "token", {"text": "The"}
+        raise ServiceUnavailableError("the embedder is down")
+
+    sent = list(server_sent_events(failing()))
+    assert sent[0].startswith("event: token")
+    kind, data = sent[1].split("\n", 1)
+    assert (
+        kind == "event: error" and json.loads(data.removeprefix("data: ").strip())["status"] == 503
+    )
