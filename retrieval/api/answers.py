@@ -16,16 +16,19 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import renderers, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
+from retrieval.services.answers.records import Answer
 from retrieval.services.answers.service import answer, answer_stream
 from retrieval.services.quality.search_log import traced_as
 from retrieval.services.registry import llms
+from retrieval.services.results.answer_box import answer_box
 
 from .search import UNAVAILABLE, SearchOptionsSerializer, _refused, _validated
 from .serializers import known_component
@@ -106,17 +109,42 @@ class AnswerResponseSerializer(serializers.Serializer):
         child=serializers.DictField(), help_text="When it abstained: the documents found."
     )
     trace_id = serializers.IntegerField(allow_null=True, help_text="The stored trace, if kept.")
+    sources = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The cited documents as the search page links them: number, title, url "
+        "(the host's page or the document's, at the cited chunk), quote.",
+    )
 
 
-def server_sent_events(events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+def server_sent_events(events: Iterator[tuple[str, Any]]) -> Iterator[str]:
     """Return ``events`` as ``text/event-stream`` messages; a failure once the response
     has started (its status sent) ends it with an ``error`` event."""
     try:
         for kind, data in events:
-            yield _message(kind, data)
+            yield _message(kind, answer_json(data) if isinstance(data, Answer) else data)
     except (RetrievalError, ValueError) as e:
         refused = _refused(e)
         yield _message("error", {"detail": str(e), "status": refused.status_code})
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Accept ``Accept: text/event-stream``: the stream is written by the view itself, and
+    a refusal (a 4xx before the stream starts) is rendered as one ``error`` event."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        return _message("error", data if isinstance(data, dict) else {"detail": data}).encode()
+
+
+def answer_json(result: Answer) -> dict[str, Any]:
+    """Return ``result`` as the API sends it: with its sources linked as the search page
+    links them."""
+    return {**result.to_dict(), "sources": answer_box(result).to_dict()["sources"]}
 
 
 def _message(kind: str, data: dict[str, Any]) -> str:
@@ -125,6 +153,8 @@ def _message(kind: str, data: dict[str, Any]) -> str:
 
 class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Answer a question from a collection's passages, citing them; optionally streamed."""
+
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, EventStreamRenderer]
 
     @extend_schema(
         request=AnswerRequestSerializer,
@@ -155,7 +185,7 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
         if not data["stream"]:
-            return Response(result.to_dict())
+            return Response(answer_json(result))
         response = StreamingHttpResponse(
             server_sent_events(result), content_type="text/event-stream"
         )

@@ -11,7 +11,8 @@ from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from retrieval.models import QueryTrace
+from retrieval.models import Document, QueryTrace
+from retrieval.services.results.page import document_url as tides_url
 from tests.conftest import collection_of
 from tests.openai_server import hang_fault, stream_fault
 
@@ -70,6 +71,9 @@ def test_a_streamed_answer_sends_tokens_then_the_citations_and_trace_id(api, llm
     kind, final = sent[-1]
     assert kind == "answer" and final["citations"][0]["document"] == "tides"
     assert QueryTrace.objects.filter(pk=final["trace_id"]).exists()
+    (source,) = final["sources"]  # linked as the search page links it
+    tides = Document.objects.get(external_id="tides")
+    assert source["number"] == 1 and source["url"].startswith(tides_url(tides))
 
 
 def test_a_hanging_llm_streams_the_extractive_answer_with_the_reason(
@@ -157,3 +161,18 @@ def test_a_failure_once_the_stream_started_is_an_error_event():
     assert (
         kind == "event: error" and json.loads(data.removeprefix("data: ").strip())["status"] == 503
     )
+
+
+def test_a_client_accepting_only_event_streams_gets_the_stream_or_an_error_event(api):
+    response = api.post(
+        "/api/answer/", {**BODY, "stream": True}, format="json", HTTP_ACCEPT="text/event-stream"
+    )
+    assert response.status_code == 200 and events(response)[-1][0] == "answer"
+    refused = api.post(
+        "/api/answer/",
+        {**BODY, "collection": "nowhere", "stream": True},
+        format="json",
+        HTTP_ACCEPT="text/event-stream",
+    )
+    assert refused.status_code == 404
+    assert refused.content.decode().startswith("event: error\ndata: {")

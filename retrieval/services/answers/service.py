@@ -99,7 +99,7 @@ def answer(
     return asked.result
 
 
-def answer_stream(question: str, **options: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+def answer_stream(question: str, **options: Any) -> Iterator[tuple[str, Any]]:
     """Return the events of :func:`answer` (same arguments) as the model writes it.
 
     The arguments are checked now (the same errors as :func:`answer`); the search and
@@ -109,7 +109,7 @@ def answer_stream(question: str, **options: Any) -> Iterator[tuple[str, dict[str
       held back until it is whole and names a passage given: a made-up one never comes.
     - ``("reset", {"reason"})``: the model failed mid-answer (a hang, an error, no
       citation); forget the tokens so far, the extractive answer's tokens follow.
-    - ``("answer", {...})``: last, :meth:`Answer.to_dict` with the checked text, the
+    - ``("answer", Answer)``: last, the :class:`Answer` with the checked text, the
       citations and the trace id.
 
     The model's stream ends within the same time and token budget as :func:`answer`.
@@ -222,7 +222,7 @@ def _answering(
     asked.result = _replace(composed, trace=recorded, trace_id=row.pk if row else None)
 
 
-def _streamed(asked: _Asked, min_score: float | None) -> Iterator[tuple[str, dict[str, Any]]]:
+def _streamed(asked: _Asked, min_score: float | None) -> Iterator[tuple[str, Any]]:
     streamed = False
     for event in _answering(asked, min_score, stream=True):
         streamed = True
@@ -233,7 +233,7 @@ def _streamed(asked: _Asked, min_score: float | None) -> Iterator[tuple[str, dic
         streamed = False
     if not streamed:
         yield from _tokens(result.text)
-    yield "answer", result.to_dict()
+    yield "answer", result
 
 
 def _tokens(text: str) -> Iterator[tuple[str, dict[str, Any]]]:

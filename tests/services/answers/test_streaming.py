@@ -44,9 +44,9 @@ def test_the_models_tokens_stream_as_they_come_then_the_checked_answer(library, 
     assert len(tokens(sent)) == 9  # a word at a time, as the server wrote them
     assert "".join(tokens(sent)) == "The gravity of the moon causes the tides [1]."
     kind, final = sent[-1]
-    assert kind == "answer" and final["mode"] == "llm"
-    assert [c["document"] for c in final["citations"]] == ["tides"]
-    row = QueryTrace.objects.get(pk=final["trace_id"])
+    assert kind == "answer" and final.mode == "llm"
+    assert [c.external_id for c in final.citations] == ["tides"]
+    row = QueryTrace.objects.get(pk=final.trace_id)
     assert row.source == QueryTrace.Source.ANSWER
     assert row.trace["llm_calls"][0]["completion_tokens"] == 9
 
@@ -57,15 +57,15 @@ def test_a_made_up_citation_never_reaches_the_stream(library, llm_server):
     assert "".join(tokens(sent)) == "The moon causes the tides [1]. Yeast helps too."
     assert not any("7" in t or "9" in t for t in tokens(sent))
     final = sent[-1][1]
-    assert final["text"] == "The moon causes the tides [1]." + " Yeast helps too."
-    assert [c["number"] for c in final["citations"]] == [1]
+    assert final.text == "The moon causes the tides [1]." + " Yeast helps too."
+    assert [c.number for c in final.citations] == [1]
 
 
 def test_an_abstaining_model_streams_none_of_its_words(library, llm_server):
     llm_server.queue_chat("NOT IN PASSAGES")
     sent = stream()
     assert "".join(tokens(sent)) == "The passages found do not answer this question."
-    assert sent[-1][1]["abstained"] and not any(kind == "reset" for kind, _ in sent)
+    assert sent[-1][1].abstained and not any(kind == "reset" for kind, _ in sent)
 
 
 @pytest.mark.parametrize("then", ["hang", "error", "drop"])
@@ -88,10 +88,10 @@ def test_a_fault_mid_stream_resets_to_the_extractive_answer(
     assert "".join(tokens(sent[:reset])) == "The gravity"
     assert sent[reset][1]["reason"].startswith("The LLM gave no answer")
     final = sent[-1][1]
-    assert final["mode"] == "extractive" and final["reason"] == sent[reset][1]["reason"]
-    assert "".join(tokens(sent[reset:])) == final["text"]
-    assert final["citations"][0]["document"] == "tides"
-    row = QueryTrace.objects.get(pk=final["trace_id"])
+    assert final.mode == "extractive" and final.reason == sent[reset][1]["reason"]
+    assert "".join(tokens(sent[reset:])) == final.text
+    assert final.citations[0].external_id == "tides"
+    row = QueryTrace.objects.get(pk=final.trace_id)
     assert row.trace["llm_calls"][0]["error"]
 
 
