@@ -89,9 +89,11 @@ class BaseLLM(ABC):
         try:
             answer = self._send(request, timeout, attempts, prompt_estimate)
         except LLMError as e:
-            self._record_failure(e, purpose, started, attempts, prompt_estimate, trace)
+            failed = LLMAnswer(text="", extra={"error": excerpt(str(e))})
+            self._trace_call(trace, failed, purpose, started, attempts, prompt_estimate)
             raise
-        self._record(request, answer, purpose, started, attempts, prompt_estimate, trace)
+        self._observe(request, answer)
+        self._trace_call(trace, answer, purpose, started, attempts, prompt_estimate)
         self._keep(key, answer, json_schema)
         return answer
 
@@ -132,7 +134,8 @@ class BaseLLM(ABC):
             if ending is None or not ending.finish_reason:
                 raise LLMError(f"{self._name_for_errors()} ended its stream before the answer.")
         except LLMError as e:
-            self._record_failure(e, purpose, started, attempts, prompt_estimate, trace)
+            failed = LLMAnswer(text="", extra={"error": excerpt(str(e))})
+            self._trace_call(trace, failed, purpose, started, attempts, prompt_estimate)
             raise
         answer = replace(ending, text="".join(pieces))
         if not answer.completion_tokens:  # a server may not report a stream's usage
@@ -141,7 +144,8 @@ class BaseLLM(ABC):
             answer = replace(
                 answer, prompt_tokens=prompt_estimate, completion_tokens=count_tokens(answer.text)
             )
-        self._record(request, answer, purpose, started, attempts, prompt_estimate, trace)
+        self._observe(request, answer)
+        self._trace_call(trace, answer, purpose, started, attempts, prompt_estimate)
         self._keep(key, answer, None)
 
     def _cached(self, key: str, purpose: str, trace: QueryTrace | None) -> LLMAnswer | None:
@@ -189,46 +193,19 @@ class BaseLLM(ABC):
         except DeadlineExceeded as e:
             raise BudgetExceeded(f"{self._name_for_errors()} not called: {e}") from e
 
-    def _record_failure(
+    def _trace_call(
         self,
-        error: LLMError,
-        purpose: str,
-        started: float,
-        attempts: list[int],
-        prompt_estimate: int,
         trace: QueryTrace | None,
-    ) -> None:
-        if trace is None:
-            return
-        ms = (time.monotonic() - started) * 1000
-        trace.llm_calls.append(
-            LLMCall(
-                self.model,
-                purpose,
-                0,
-                0,
-                ms,
-                attempts=attempts[0],
-                error=excerpt(str(error)),
-                prompt_estimate=prompt_estimate,
-            )
-        )
-        trace.budget.charge(0)
-
-    def _record(
-        self,
-        request: dict[str, Any],
         answer: LLMAnswer,
         purpose: str,
         started: float,
         attempts: list[int],
         prompt_estimate: int,
-        trace: QueryTrace | None,
     ) -> None:
-        ms = (time.monotonic() - started) * 1000
-        self._observe(request, answer)
+        """Charge the budget for a call (a failed one costs no tokens) and record it."""
         if trace is None:
             return
+        ms = (time.monotonic() - started) * 1000
         trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
         trace.llm_calls.append(
             LLMCall(
@@ -238,6 +215,7 @@ class BaseLLM(ABC):
                 answer.completion_tokens,
                 ms,
                 attempts=attempts[0],
+                error=answer.extra.get("error", ""),
                 prompt_estimate=prompt_estimate,
             )
         )
