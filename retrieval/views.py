@@ -88,6 +88,7 @@ class SearchView(ReaderMixin, TemplateView):
             answer=box,
             answer_error=answer_error,
             answer_url=with_params(request, answer="1", page=None) if page else "",
+            answer_stream=answer_stream(request, query, page),
             answers_offered=bool(retrieval_settings.SEARCH_PAGE_ANSWERS),
             results=page.groups if page else [],
             error=error,
@@ -137,6 +138,22 @@ def ask(query: str, page: Any, scope: Any, facets: dict[str, str]) -> tuple[Any,
     except (RetrievalError, ValueError) as e:  # a service down, a bad setting: said on the page
         return None, str(e)
     return answer_box(made), ""
+
+
+def answer_stream(request: HttpRequest, query: str, page: Any) -> dict[str, Any] | None:
+    """Return what the page's script posts to stream the answer from the API (the body
+    and the CSRF token), or ``None`` when it cannot: no API mounted, nobody signed in
+    (the API answers readers who are), no results."""
+    from .services.results.facets import facet_filter
+
+    url = api_url("retrieval-api:answer")
+    if page is None or not url or not request.user.is_authenticated:
+        return None
+    metadata = facet_filter(page.facets)
+    body = {"question": query, "collection": page.collection.name, "stream": True}
+    if metadata:
+        body["filters"] = {"metadata": metadata}
+    return {"url": url, "body": body, "csrf": get_token(request)}
 
 
 def wants_json(request: HttpRequest) -> bool:

@@ -21,6 +21,10 @@ what the client sent::
     server.queue_chat(truncated('{"score": 0.'))   # cut at max_tokens (finish_reason "length")
     ...
     sent = server.requests_to("/v1/chat/completions")[1].body["messages"]
+
+A request with ``"stream": true`` gets the same answer as server-sent chunks, a word a
+chunk; :func:`stream_fault` breaks such a stream after some words (it hangs, sends an
+error event, or drops the connection).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import random
 import re
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,7 +56,8 @@ class RecordedRequest:
 
 @dataclass(frozen=True)
 class Reply:
-    """What to send back: a JSON-able ``body``, or raw bytes sent as they are."""
+    """What to send back: a JSON-able ``body``, raw bytes sent as they are, or an iterator
+    of bytes sent as server-sent events, each piece as it comes."""
 
     status: int = 200
     body: Any = None
@@ -104,6 +109,32 @@ def hang_fault() -> Handler:
     def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
         server.stopping.wait()
         return error_reply(503, "server stopped")
+
+    return handle
+
+
+def stream_fault(after: int, then: str = "hang") -> Handler:
+    """Stream the route's answer for ``after`` chunks (the role, then a word each), then
+    ``"hang"`` (until the server stops), send an ``"error"`` event, or ``"drop"`` the
+    connection (no finish, no ``[DONE]``)."""
+    if then not in ("hang", "error", "drop"):
+        raise ValueError(f"then must be 'hang', 'error' or 'drop', not {then!r}.")
+
+    def handle(request: RecordedRequest, server: OpenAIServer) -> Reply:
+        reply = server.route_reply(request)
+        if not isinstance(reply.body, Iterator):
+            return reply
+        pieces = [piece for piece in reply.body if b'"finish_reason": null' in piece]
+
+        def broken() -> Iterator[bytes]:
+            yield from pieces[:after]
+            if then == "hang":
+                server.stopping.wait()
+            elif then == "error":
+                error = {"error": {"message": "scripted fault mid-stream", "type": "server_error"}}
+                yield f"event: error\ndata: {json.dumps(error)}\n\n".encode()
+
+        return Reply(200, broken())
 
     return handle
 
@@ -255,7 +286,7 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
         "tool_calls" if message.get("tool_calls") else "stop"
     )
     if server.tokens is not None:
-        return counted_reply(body, message, finish, server)
+        return streamed(body, counted_reply(body, message, finish, server))
     words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
     completion = {
         "id": f"chatcmpl-{len(server.requests)}",
@@ -276,7 +307,40 @@ def chat_completions_reply(request: RecordedRequest, server: OpenAIServer) -> Re
             "total_tokens": words + len(str(message.get("content") or "").split()),
         },
     }
-    return Reply(200, completion)
+    return streamed(body, Reply(200, completion))
+
+
+def streamed(body: dict[str, Any], reply: Reply) -> Reply:
+    """Return ``reply`` as server-sent chunks (a word each) if ``body`` asks for a stream."""
+    if not body.get("stream") or reply.status != 200:
+        return reply
+    completion = reply.body
+    choice = completion["choices"][0]
+    words = re.findall(r"\S+\s*|\s+", str(choice["message"].get("content") or ""))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def chunk(delta: dict[str, Any], finish: str | None, usage: Any = None) -> bytes:
+        choices = [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        data = {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": completion["model"],
+            "choices": choices,
+            **({"usage": usage} if usage else {}),
+        }
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    def pieces() -> Iterator[bytes]:
+        yield chunk({"role": "assistant", "content": ""}, None)
+        for word in words:
+            yield chunk({"content": word}, None)
+        yield chunk({}, choice["finish_reason"])
+        if include_usage:
+            yield chunk({}, None, usage=completion["usage"])
+        yield b"data: [DONE]\n\n"
+
+    return Reply(200, pieces())
 
 
 def counted_reply(
@@ -496,6 +560,9 @@ def _make_request_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             headers = {name.lower(): value for name, value in self.headers.items()}
             reply = server.handle(RecordedRequest(self.command, path, headers, body))
+            if isinstance(reply.body, Iterator):
+                self._stream(reply)
+                return
             payload = (
                 reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             )
@@ -509,6 +576,19 @@ def _make_request_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test); nothing to answer
+
+        def _stream(self, reply: Reply) -> None:
+            """Send the events one by one; the connection's close ends the stream."""
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for piece in reply.body:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean

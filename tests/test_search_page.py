@@ -160,3 +160,35 @@ def test_an_editor_votes_on_a_result_in_place(atlas, chromium, live_server, scre
         assert fits(page)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+def test_the_answer_streams_in_place_with_its_source_links(
+    atlas, chromium, live_server, django_user_model, llm_server, screen
+):
+    django_user_model.objects.create_user(username="reader", password="x")
+    llm_server.queue_chat("Emperor penguins huddle through the winter [1][5].")
+    context = chromium.new_context(viewport=SCREENS[screen])
+    page = context.new_page()
+    try:
+        sign_in(page, live_server, "reader")
+        search(page, "penguins antarctica")
+        results_url = page.url
+        page.get_by_role("link", name="Answer this question from the documents").click()
+        source = page.locator(".retrieval-answer-sources li a")
+        source.wait_for()
+        assert page.url == results_url  # answered in place, by the script
+        text = page.locator(".retrieval-answer-text")
+        assert text.inner_text() == "Emperor penguins huddle through the winter [1]."
+        assert text.locator("a.retrieval-cite").get_attribute("href") == "#retrieval-source-1"
+        assert source.inner_text() == "Field guide"
+        assert "[5]" not in page.locator(".retrieval-answer").inner_text()
+        (sent,) = llm_server.requests_to("/v1/chat/completions")
+        assert sent.body["stream"] is True
+        assert fits(page), f"the streamed answer scrolls sideways on a {screen}"
+        assert screenshot(page, f"search-page-answer-{screen}").stat().st_size > 0
+        source.click()
+        page.wait_for_url("**/documents/*/#chunk-*")
+        assert "emperor penguins huddle" in page.locator("article").inner_text()
+    finally:
+        context.close()

@@ -1,4 +1,5 @@
-"""The search playground: one query, two retrievers, their results side by side."""
+"""The search playground: one query, two retrievers, their results side by side; its
+Answer tab answers the query with the left side's searcher, beside its results."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, QueryTrace
 from retrieval.services.access import Scope
+from retrieval.services.answers.service import answer
 from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
+from retrieval.services.results.answer_box import answer_box
 from retrieval.services.types import RetrievalResult
 from retrieval.views import cross_site
 
@@ -62,6 +65,20 @@ class PlaygroundForm(forms.Form):
 
 
 @dataclass
+class AnswerPanel:
+    """The Answer tab: the answer's text in pieces (plain, or a citation's number), its
+    sources (each linked to the left side's result and the document), and its trace."""
+
+    segments: tuple[tuple[str, int | None], ...] = ()
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    mode: str = ""
+    reason: str = ""
+    abstained: bool = False
+    trace_id: int | None = None
+    error: str = ""
+
+
+@dataclass
 class Column:
     """One side of the comparison: what ran, what it found, how long it took."""
 
@@ -91,13 +108,19 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
     data = {**defaults, **request.GET.dict()} if bound else None
     form = PlaygroundForm(data, initial=initial, scope=scope)
     columns: list[Column] = []
+    answering = bool(request.GET.get("answer"))
+    panel = None
     if bound:
         if form.is_valid():
             with traced_as(QueryTrace.Source.PLAYGROUND), untraced(cross_site(request)):
                 columns = _compare(form.cleaned_data, scope)
+                if answering:
+                    panel = _answer(form.cleaned_data, scope, columns[0])
             for column in columns:
                 if column.error:
                     messages.error(request, f"{column.searcher}: {column.error}")
+            if panel is not None and panel.error:
+                messages.error(request, f"Answer: {panel.error}")
         else:
             for name, errors in form.errors.items():
                 label = form.fields[name].label or name if name in form.fields else ""
@@ -109,6 +132,8 @@ def playground_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> Http
         "opts": model_admin.opts,
         "form": form,
         "columns": columns,
+        "answer": panel,
+        "tabs": _tabs(request, answering) if bound else [],
         "media": model_admin.media,
     }
     return TemplateResponse(request, "retrieval/admin/collection/playground.html", context)
@@ -136,6 +161,58 @@ def _compare(data: dict[str, Any], scope: Scope) -> list[Column]:
     _mark_shared(left, right)
     _mark_shared(right, left)
     return columns
+
+
+def _tabs(request: HttpRequest, answering: bool) -> list[dict[str, Any]]:
+    """Return the Results and Answer tabs: links to this comparison without and with the
+    answer."""
+    params = request.GET.copy()
+    params.pop("answer", None)
+    results = f"?{params.urlencode()}"
+    params["answer"] = "1"
+    return [
+        {"label": "Results", "url": results, "current": not answering},
+        {"label": "Answer", "url": f"?{params.urlencode()}", "current": answering},
+    ]
+
+
+def _answer(data: dict[str, Any], scope: Scope, left: Column) -> AnswerPanel:
+    """Answer the query with the left side's searcher; link each source to that side's
+    result holding its passage (or to the document)."""
+    searcher = left.searcher
+    how = (
+        {"pipeline": searcher.removeprefix(PIPELINE_PREFIX)}
+        if searcher.startswith(PIPELINE_PREFIX)
+        else {"retriever": searcher}
+    )
+    try:
+        made = answer(
+            data["query"], collection=data["collection"], scope=scope, top_k=data["top_k"], **how
+        )
+    except (RetrievalError, ValueError) as e:
+        return AnswerPanel(error=str(e) or e.__class__.__name__)
+    shown = {item["chunk"].pk for item in left.results}
+    sources = []
+    for citation in made.citations:
+        on_left = next((pk for pk in citation.chunk_ids if pk in shown), None)
+        sources.append(
+            {
+                "number": citation.number,
+                "title": citation.title,
+                "quote": citation.quote,
+                "document_id": citation.document_id,
+                "result": f"retrieval-result-0-{on_left}" if on_left else "",
+            }
+        )
+    box = answer_box(made)
+    return AnswerPanel(
+        segments=box.segments,
+        sources=sources,
+        mode=made.mode,
+        reason=made.reason,
+        abstained=made.abstained,
+        trace_id=made.trace_id,
+    )
 
 
 def _describe(result: RetrievalResult) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """The answer endpoint: a question answered from a collection's passages, citing them.
 
 ``POST /api/answer/`` takes the question and the search's options; with
-``"stream": true`` the answer comes as server-sent events (``token`` events with the
-text, then one ``answer`` event with the citations and the trace id).
+``"stream": true`` the answer comes as server-sent events as the model writes it
+(``token`` events with the text, a ``reset`` if the model failed mid-answer and the
+extractive answer follows, then one ``answer`` event with the citations and the trace
+id; an ``error`` event if the search itself fails once the stream has started).
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import renderers, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
 from retrieval.services.answers.records import Answer
-from retrieval.services.answers.service import answer, answer_events
+from retrieval.services.answers.service import answer, answer_stream
 from retrieval.services.quality.search_log import traced_as
 from retrieval.services.registry import llms
+from retrieval.services.results.answer_box import answer_box
 
 from .search import UNAVAILABLE, SearchOptionsSerializer, _refused, _validated
 from .serializers import known_component
@@ -105,16 +109,52 @@ class AnswerResponseSerializer(serializers.Serializer):
         child=serializers.DictField(), help_text="When it abstained: the documents found."
     )
     trace_id = serializers.IntegerField(allow_null=True, help_text="The stored trace, if kept.")
+    sources = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The cited documents as the search page links them: number, title, url "
+        "(the host's page or the document's, at the cited chunk), quote.",
+    )
 
 
-def server_sent_events(result: Answer) -> Iterator[str]:
-    """Return the answer's events as ``text/event-stream`` messages."""
-    for kind, data in answer_events(result):
-        yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def server_sent_events(events: Iterator[tuple[str, Any]]) -> Iterator[str]:
+    """Return ``events`` as ``text/event-stream`` messages; a failure once the response
+    has started (its status sent) ends it with an ``error`` event."""
+    try:
+        for kind, data in events:
+            yield _message(kind, answer_json(data) if isinstance(data, Answer) else data)
+    except (RetrievalError, ValueError) as e:
+        refused = _refused(e)
+        yield _message("error", {"detail": str(e), "status": refused.status_code})
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Accept ``Accept: text/event-stream``: the stream is written by the view itself, and
+    a refusal (a 4xx before the stream starts) is rendered as one ``error`` event."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        return _message("error", data if isinstance(data, dict) else {"detail": data}).encode()
+
+
+def answer_json(result: Answer) -> dict[str, Any]:
+    """Return ``result`` as the API sends it: with its sources linked as the search page
+    links them."""
+    return {**result.to_dict(), "sources": answer_box(result).to_dict()["sources"]}
+
+
+def _message(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     """Answer a question from a collection's passages, citing them; optionally streamed."""
+
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, EventStreamRenderer]
 
     @extend_schema(
         request=AnswerRequestSerializer,
@@ -122,8 +162,10 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
             (200, "application/json"): AnswerResponseSerializer,
             (200, "text/event-stream"): OpenApiResponse(
                 OpenApiTypes.STR,
-                description='With "stream": true: "token" events ({"text"}), then one '
-                '"answer" event whose data is the JSON answer.',
+                description='With "stream": true: "token" events ({"text"}) as the model '
+                'writes, a "reset" ({"reason"}: forget the tokens, the extractive answer '
+                'follows) if it fails mid-answer, then one "answer" event whose data is the '
+                'JSON answer; or an "error" event ({"detail", "status"}).',
             ),
             503: UNAVAILABLE,
         },
@@ -131,9 +173,10 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
     def post(self, request: Request) -> Response | StreamingHttpResponse:
         serializer, collection = _validated(self, AnswerRequestSerializer, request)
         data = serializer.validated_data
+        ask = answer_stream if data["stream"] else answer
         try:
             with traced_as(QueryTrace.Source.API):
-                result = answer(
+                result = ask(
                     data["question"],
                     collection=collection,
                     scope=self.scope,
@@ -142,7 +185,7 @@ class AnswerView(SearchThrottleMixin, RetrievalAPIMixin, APIView):
         except (RetrievalError, ValueError) as e:
             raise _refused(e) from e
         if not data["stream"]:
-            return Response(result.to_dict())
+            return Response(answer_json(result))
         response = StreamingHttpResponse(
             server_sent_events(result), content_type="text/event-stream"
         )

@@ -8,6 +8,7 @@ from django.urls import reverse
 pytestmark = pytest.mark.django_db
 
 URL = "admin:retrieval_playground"
+PATH = "/v1/chat/completions"
 
 
 def messages_of(response) -> list[str]:
@@ -113,3 +114,34 @@ def test_a_comparison_another_site_links_to_is_shown_but_not_traced(
     assert not QueryTrace.objects.exists()
     admin_client.get(reverse(URL), params, HTTP_SEC_FETCH_SITE="same-origin")
     assert QueryTrace.objects.count() == 2
+
+
+def test_the_answer_tab_answers_beside_the_results_and_stays_out_of_analytics(
+    admin_client, atlas, retrieval_settings, llm_server
+):
+    from retrieval.models import QueryTrace
+    from retrieval.services.quality.analytics import readers_only
+
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    llm_server.queue_chat("North is up [1][8].")
+    params = {"collection": atlas.pk, "query": "north up", "left": "bm25", "right": "dense"}
+    plain = admin_client.get(reverse(URL), params)
+    assert plain.context["answer"] is None and llm_server.requests_to(PATH) == []
+    tab = [t for t in plain.context["tabs"] if t["label"] == "Answer"][0]
+    assert "answer=1" in tab["url"] and not tab["current"]
+
+    response = admin_client.get(reverse(URL), {**params, "answer": "1"})
+    assert response.status_code == 200 and not messages_of(response)
+    panel = response.context["answer"]
+    assert panel.mode == "llm" and "".join(text for text, _ in panel.segments) == "North is up [1]."
+    (source,) = panel.sources
+    left = response.context["columns"][0]
+    cited = [item for item in left.results if f"-{item['chunk'].pk}" in source["result"]]
+    assert cited and cited[0]["document"].external_id == "map.txt"
+    body = response.content.decode()
+    assert f'id="{source["result"]}"' in body and f'href="#{source["result"]}"' in body
+    trace = QueryTrace.objects.get(pk=panel.trace_id)
+    assert reverse("admin:retrieval_querytrace_change", args=[trace.pk]) in body
+    assert trace.source == QueryTrace.Source.PLAYGROUND  # an editor's: out of the figures
+    assert not readers_only(QueryTrace.objects.filter(pk=trace.pk)).exists()
+    assert [e["face"] for e in trace.trace["events"] if e["stage"] == "answer"] == ["playground"]

@@ -11,9 +11,10 @@ from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from retrieval.models import QueryTrace
+from retrieval.models import Document, QueryTrace
+from retrieval.services.results.page import document_url as tides_url
 from tests.conftest import collection_of
-from tests.openai_server import hang_fault
+from tests.openai_server import hang_fault, stream_fault
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +71,9 @@ def test_a_streamed_answer_sends_tokens_then_the_citations_and_trace_id(api, llm
     kind, final = sent[-1]
     assert kind == "answer" and final["citations"][0]["document"] == "tides"
     assert QueryTrace.objects.filter(pk=final["trace_id"]).exists()
+    (source,) = final["sources"]  # linked as the search page links it
+    tides = Document.objects.get(external_id="tides")
+    assert source["number"] == 1 and source["url"].startswith(tides_url(tides))
 
 
 def test_a_hanging_llm_streams_the_extractive_answer_with_the_reason(
@@ -89,6 +93,24 @@ def test_a_hanging_llm_streams_the_extractive_answer_with_the_reason(
     final = events(response)[-1][1]
     assert final["mode"] == "extractive" and "timed out" in final["reason"]
     assert final["citations"][0]["document"] == "tides"
+
+
+def test_the_stream_carries_the_models_tokens_and_never_a_made_up_citation(api, llm_server):
+    llm_server.queue_chat("The moon's gravity [3] causes the tides [1].")
+    sent = events(api.post("/api/answer/", {**BODY, "stream": True}, format="json"))
+    tokens = [data["text"] for kind, data in sent if kind == "token"]
+    assert "".join(tokens) == "The moon's gravity causes the tides [1]."
+    assert llm_server.requests_to(PATH)[0].body["stream"] is True
+    assert sent[-1][1]["mode"] == "llm" and sent[-1][1]["text"] == "".join(tokens)
+
+
+def test_a_server_failing_mid_stream_ends_in_the_extractive_answer_not_a_500(api, llm_server):
+    llm_server.queue_chat("The moon's gravity causes the tides [1].")
+    llm_server.fail_next(stream_fault(after=2, then="error"), path=PATH)
+    response = api.post("/api/answer/", {**BODY, "stream": True}, format="json")
+    assert response.status_code == 200
+    kinds = [kind for kind, data in events(response)]
+    assert kinds[0] == "token" and "reset" in kinds and kinds[-1] == "answer"
 
 
 def test_without_an_llm_the_api_answers_extractively(api):
@@ -123,3 +145,34 @@ def test_answers_are_throttled_as_searches(api):
         statuses = [api.post("/api/answer/", BODY, format="json").status_code for _ in range(3)]
     cache.clear()
     assert statuses == [200, 200, 429]
+
+
+def test_a_failure_once_the_stream_started_is_an_error_event():
+    from retrieval.api.answers import server_sent_events
+    from retrieval.exceptions import ServiceUnavailableError
+
+    def failing():
+        yield "token", {"text": "The"}
+        raise ServiceUnavailableError("the embedder is down")
+
+    sent = list(server_sent_events(failing()))
+    assert sent[0].startswith("event: token")
+    kind, data = sent[1].split("\n", 1)
+    assert (
+        kind == "event: error" and json.loads(data.removeprefix("data: ").strip())["status"] == 503
+    )
+
+
+def test_a_client_accepting_only_event_streams_gets_the_stream_or_an_error_event(api):
+    response = api.post(
+        "/api/answer/", {**BODY, "stream": True}, format="json", HTTP_ACCEPT="text/event-stream"
+    )
+    assert response.status_code == 200 and events(response)[-1][0] == "answer"
+    refused = api.post(
+        "/api/answer/",
+        {**BODY, "collection": "nowhere", "stream": True},
+        format="json",
+        HTTP_ACCEPT="text/event-stream",
+    )
+    assert refused.status_code == 404
+    assert refused.content.decode().startswith("event: error\ndata: {")

@@ -28,6 +28,8 @@ INSTRUCTIONS = (
 # [3], [1, 2] or [1][2]: a marker is one bracket of numbers.
 _MARKER = re.compile(r"\[\s*(\d{1,6}(?:\s*[,;]\s*\d{1,6})*)\s*\]")
 _ONLY_MARKERS = re.compile(r"^(?:\s*\[[^\]]*\])+[\s.!?]*$")
+# What may still become a marker when more of the stream comes.
+_OPEN_MARKER = re.compile(r"\[\s*(?:\d{1,6}(?:\s*[,;]\s*\d{0,6})*\s*)?")
 
 
 def build_messages(question: str, passages: Sequence[str]) -> list[Message]:
@@ -103,3 +105,60 @@ def uncited_sentences(text: str) -> list[str]:
 def without_markers(text: str) -> str:
     """Return ``text`` without its citation markers, stripped (empty: it only cites)."""
     return _MARKER.sub("", text).strip(" \t\n.,;:!?")
+
+
+class MarkerGate:
+    """Pass a streamed reply on as it comes, holding back what the checked text may not
+    show yet: a ``[n`` until its marker is whole and checked against the passages
+    ``given`` (a made-up number never passes, nor the space before a marker that loses
+    all its numbers), and the opening while it may still be :data:`NOT_ANSWERED`.
+    """
+
+    def __init__(self, given: Collection[int]) -> None:
+        self.given = set(given)
+        self.held = ""
+        self.opened = False
+
+    def feed(self, piece: str) -> str:
+        """Take the next ``piece`` of the reply; return the text now safe to show."""
+        self.held += piece
+        return self._release(final=False)
+
+    def close(self) -> str:
+        """Return the rest, the reply having ended."""
+        return self._release(final=True)
+
+    def _release(self, *, final: bool) -> str:
+        if not self.opened:
+            opening = self.held.lstrip(" \t\n.").upper()
+            if opening.startswith(NOT_ANSWERED):
+                return ""  # an abstention shows none of its words
+            if not final and NOT_ANSWERED.startswith(opening):
+                return ""
+            self.opened = True
+        shown, position, text = [], 0, self.held
+        while True:
+            bracket = text.find("[", position)
+            if bracket < 0:
+                rest = text[position:]
+                kept = rest if final else rest.rstrip()  # a space may come before a marker
+                shown.append(kept)
+                self.held = rest[len(kept) :]
+                return "".join(shown)
+            before = text[position:bracket]
+            space = before[len(before.rstrip()) :]
+            shown.append(before[: len(before) - len(space)])
+            whole = _MARKER.match(text, bracket)
+            if whole is None:
+                opening = _OPEN_MARKER.match(text, bracket)
+                if not final and opening is not None and opening.end() == len(text):
+                    self.held = space + text[bracket:]
+                    return "".join(shown)
+                shown.append(space + "[")
+                position = bracket + 1
+                continue
+            numbers = [int(n) for n in re.split(r"\s*[,;]\s*", whole.group(1).strip())]
+            kept_numbers = [n for n in numbers if n in self.given]
+            if kept_numbers:
+                shown.append(space + "".join(f"[{n}]" for n in kept_numbers))
+            position = whole.end()

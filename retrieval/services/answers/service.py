@@ -15,7 +15,7 @@ says the passages do not answer. The search and the model share the query's dead
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -26,6 +26,7 @@ from retrieval.models import Chunk, Collection, QueryTrace
 from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.answers.extractive import best_quote, extract
 from retrieval.services.answers.grounding import (
+    MarkerGate,
     build_messages,
     check_citations,
     cited_sentences,
@@ -35,6 +36,7 @@ from retrieval.services.answers.grounding import (
 from retrieval.services.answers.records import Answer, AnswerCitation
 from retrieval.services.llms.fitting import fit_passages
 from retrieval.services.llms.prompts import count_prompt_tokens
+from retrieval.services.quality.analytics import EDITORS
 from retrieval.services.quality.search_log import current_source, record_search, traced_as
 from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import SEPARATOR, PackedContext, pack_context
@@ -44,7 +46,7 @@ from retrieval.services.query.tracing import traced
 from retrieval.services.registry import llms
 from retrieval.services.types import RetrievalResult
 
-__all__ = ["aanswer", "answer", "answer_events", "answer_settings"]
+__all__ = ["aanswer", "answer", "answer_events", "answer_settings", "answer_stream"]
 
 #: Documents listed when an answer abstains.
 CLOSEST = 5
@@ -88,42 +90,33 @@ def answer(
     :param filters: :class:`Filters` or their mapping form.
     :param min_score: results scoring less are not used (default ``ANSWERS["min_score"]``).
     """
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError("question must be a non-empty string.")
-    options = answer_settings()
-    allowed = resolve_scope(scope, user, caller="answer")
-    target = allowed.collection(collection)
-    model = _model(llm, options, extractive)
-    top_k = options["top_k"] if top_k is None else top_k
-    floor = options["min_score"] if min_score is None else min_score
-    chosen = pipeline_for(target, pipeline=pipeline, retriever=retriever)
-    face = current_source()
-    with traced() as trace:
-        results = search(
-            question,
-            collection=target,
-            scope=allowed,
-            pipeline=pipeline,
-            retriever=retriever,
-            top_k=top_k,
-            filters=filters,
-        )
-        composed = _compose(question, list(results), model, options, floor, trace)
-        composed = _within_scope(composed, allowed, trace)
-        trace.record("answer", face=face, **_summary(composed))
-        recorded = trace.to_dict()
-    with traced_as(QueryTrace.Source.ANSWER):
-        row = record_search(
-            question,
-            collection=target,
-            pipeline=chosen.name,
-            top_k=top_k,
-            filters=filters,
-            results=results,
-            trace=recorded,
-            user=allowed.user,
-        )
-    return _replace(composed, trace=recorded, trace_id=row.pk if row else None)
+    asked = _asked(
+        question, collection, user, scope, pipeline, retriever, llm, extractive, top_k, filters
+    )
+    answering = _answering(asked, min_score, stream=False)
+    for _ in answering:  # nothing is streamed: this only runs it to its end
+        pass
+    return asked.result
+
+
+def answer_stream(question: str, **options: Any) -> Iterator[tuple[str, Any]]:
+    """Return the events of :func:`answer` (same arguments) as the model writes it.
+
+    The arguments are checked now (the same errors as :func:`answer`); the search and
+    the model run as the events are read:
+
+    - ``("token", {"text"})``: the next piece of the answer's text. A ``[n]`` marker is
+      held back until it is whole and names a passage given: a made-up one never comes.
+    - ``("reset", {"reason"})``: the model failed mid-answer (a hang, an error, no
+      citation); forget the tokens so far, the extractive answer's tokens follow.
+    - ``("answer", Answer)``: last, the :class:`Answer` with the checked text, the
+      citations and the trace id.
+
+    The model's stream ends within the same time and token budget as :func:`answer`.
+    """
+    min_score = options.pop("min_score", None)
+    asked = _asked(question, **options)
+    return _streamed(asked, min_score)
 
 
 async def aanswer(question: str, **options: Any) -> Answer:
@@ -134,16 +127,120 @@ async def aanswer(question: str, **options: Any) -> Answer:
 
 
 def answer_events(result: Answer) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield an answer as a stream's events: ``("token", {"text"})`` pieces of its text,
-    then ``("answer", ...)`` with its citations and trace id (:meth:`Answer.to_dict`).
+    """Yield a finished answer as a stream's events: ``("token", {"text"})`` pieces of its
+    checked text, then ``("answer", ...)`` with its citations and trace id."""
+    yield from _tokens(result.text)
+    yield "answer", result.to_dict()
 
-    The text streamed is the checked one: a citation the model made up never reaches
-    the reader, even for a moment.
-    """
-    words = result.text.split(" ")
+
+@dataclass
+class _Asked:
+    """A question with its checked arguments, and (once answered) its answer."""
+
+    question: str
+    allowed: Scope
+    target: Collection
+    model: Any
+    options: dict[str, Any]
+    top_k: int
+    pipeline: str | None
+    retriever: str | None
+    chosen: Any
+    filters: Any
+    face: str
+    result: Any = None
+
+
+def _asked(
+    question: str,
+    collection: Collection | str,
+    user: Any = None,
+    scope: Scope | None = None,
+    pipeline: str | None = None,
+    retriever: str | None = None,
+    llm: str | None = None,
+    extractive: bool = False,
+    top_k: int | None = None,
+    filters: Filters | Mapping[str, Any] | None = None,
+) -> _Asked:
+    """Check the arguments before anything runs (a bad one raises here, not mid-stream)."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string.")
+    options = answer_settings()
+    allowed = resolve_scope(scope, user, caller="answer")
+    target = allowed.collection(collection)
+    return _Asked(
+        question=question,
+        allowed=allowed,
+        target=target,
+        model=_model(llm, options, extractive),
+        options=options,
+        top_k=options["top_k"] if top_k is None else top_k,
+        pipeline=pipeline,
+        retriever=retriever,
+        chosen=pipeline_for(target, pipeline=pipeline, retriever=retriever),
+        filters=filters,
+        face=current_source(),  # now: a stream runs after the view's traced_as has ended
+    )
+
+
+def _answering(
+    asked: _Asked, min_score: float | None, *, stream: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Answer ``asked`` (into ``asked.result``), yielding the model's checked tokens as
+    they come when ``stream``."""
+    floor = asked.options["min_score"] if min_score is None else min_score
+    with traced() as trace:
+        results = search(
+            asked.question,
+            collection=asked.target,
+            scope=asked.allowed,
+            pipeline=asked.pipeline,
+            retriever=asked.retriever,
+            top_k=asked.top_k,
+            filters=asked.filters,
+        )
+        composed = yield from _compose(
+            asked.question, list(results), asked.model, asked.options, floor, trace, stream
+        )
+        composed = _within_scope(composed, asked.allowed, trace)
+        trace.record("answer", face=asked.face, **_summary(composed))
+        recorded = trace.to_dict()
+    # Editors' answers keep their face's source, so the readers' analytics leave them out.
+    source = asked.face if asked.face in EDITORS else QueryTrace.Source.ANSWER
+    with traced_as(source):
+        row = record_search(
+            asked.question,
+            collection=asked.target,
+            pipeline=asked.chosen.name,
+            top_k=asked.top_k,
+            filters=asked.filters,
+            results=results,
+            trace=recorded,
+            user=asked.allowed.user,
+        )
+    asked.result = _replace(composed, trace=recorded, trace_id=row.pk if row else None)
+
+
+def _streamed(asked: _Asked, min_score: float | None) -> Iterator[tuple[str, Any]]:
+    streamed = False
+    for event in _answering(asked, min_score, stream=True):
+        streamed = True
+        yield event
+    result: Answer = asked.result
+    if streamed and result.mode != "llm":
+        yield "reset", {"reason": result.reason}
+        streamed = False
+    if not streamed:
+        yield from _tokens(result.text)
+    yield "answer", result
+
+
+def _tokens(text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``text`` as ``token`` events, a word each."""
+    words = text.split(" ")
     for position, word in enumerate(words):
         yield "token", {"text": word if position == len(words) - 1 else word + " "}
-    yield "answer", result.to_dict()
 
 
 def _model(alias: str | None, options: Mapping[str, Any], extractive: bool) -> Any:
@@ -165,8 +262,10 @@ def _compose(
     options: Mapping[str, Any],
     floor: float | None,
     trace: Trace,
-) -> Answer:
-    """Return the answer to ``question`` from ``results``, by the model or extractive."""
+    stream: bool = False,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Return the answer to ``question`` from ``results``, by the model or extractive
+    (yielding the model's checked tokens as they come when ``stream``)."""
     used = [r for r in results if floor is None or r.score >= floor]
     if not used:
         reason = (
@@ -184,7 +283,9 @@ def _compose(
     rendered = _rendered(packed)
     if model is not None:
         try:
-            return _written(question, used, packed, rendered, model, options, trace)
+            return (
+                yield from _written(question, used, packed, rendered, model, options, trace, stream)
+            )
         except _Fallback as e:
             reason = str(e)
             trace.record("answer_fallback", reason=reason)
@@ -201,27 +302,34 @@ def _written(
     model: Any,
     options: Mapping[str, Any],
     trace: Trace,
-) -> Answer:
+    stream: bool = False,
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Return the model's answer, its citations checked; raise :class:`_Fallback` when
-    it cannot be used."""
+    it cannot be used. When ``stream``, yield its text's pieces as they pass a
+    :class:`MarkerGate`."""
     texts = list(rendered.values())
     try:
         fitted = fit_passages(
             model, texts, lambda shown: (build_messages(question, shown), None), purpose="answer"
         )
+        given = list(rendered)[: fitted.shown]
+        trace.record(
+            "answer_prompt",
+            passages=len(given),
+            prompt_tokens=count_prompt_tokens(fitted.messages),
+        )
         # The answer's length is the LLM's own max_tokens: the one fitting counts.
-        reply = model.complete(fitted.messages, purpose="answer")
+        if stream:
+            text = yield from _gated(model.stream(fitted.messages, purpose="answer"), given)
+        else:
+            text = model.complete(fitted.messages, purpose="answer").text
     except (RetrievalError, ValueError) as e:
         raise _Fallback(f"The LLM gave no answer: {e}") from e
-    given = list(rendered)[: fitted.shown]
-    trace.record(
-        "answer_prompt", passages=len(given), prompt_tokens=count_prompt_tokens(fitted.messages)
-    )
-    if says_not_answered(reply.text):
+    if says_not_answered(text):
         return _abstain(
             question, results, "llm", "The LLM said the passages do not answer the question."
         )
-    checked = check_citations(reply.text, set(given))
+    checked = check_citations(text, set(given))
     if checked.fabricated:
         trace.record("answer_fabricated_citations", numbers=list(checked.fabricated))
     if not checked.cited:
@@ -242,6 +350,21 @@ def _written(
         uncited=checked.uncited,
         results=results,
     )
+
+
+def _gated(pieces: Iterator[str], given: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``pieces`` as ``token`` events through a :class:`MarkerGate`; return the
+    whole reply as the model wrote it."""
+    gate, written = MarkerGate(given), []
+    for piece in pieces:
+        written.append(piece)
+        shown = gate.feed(piece)
+        if shown:
+            yield "token", {"text": shown}
+    rest = gate.close()
+    if rest:
+        yield "token", {"text": rest}
+    return "".join(written)
 
 
 def _extracted(

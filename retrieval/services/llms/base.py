@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
@@ -16,7 +18,7 @@ from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, DeadlineExceeded, LLMError
 from retrieval.services.llms.answers import answer_token_bound, excerpt, parse_answer
-from retrieval.services.query.tracing import LLMCall, current_trace, remote_timeout
+from retrieval.services.query.tracing import LLMCall, QueryTrace, current_trace, remote_timeout
 
 Message = Mapping[str, str]
 
@@ -78,20 +80,100 @@ class BaseLLM(ABC):
         request = self._prepare(messages, json_schema, max_tokens)
         key = self._cache_key(request)
         trace = current_trace()
-        cached = caches[self.cache].get(key) if self.cache else None
+        cached = self._cached(key, purpose, trace)
         if cached is not None:
-            if trace is not None:
-                trace.llm_calls.append(
-                    LLMCall(
-                        self.model,
-                        purpose,
-                        cached["prompt_tokens"],
-                        cached["completion_tokens"],
-                        0.0,
-                        cached=True,
-                    )
+            return cached
+        timeout, prompt_estimate = self._budgeted(request, json_schema, trace)
+        started = time.monotonic()
+        attempts = [0]
+        try:
+            answer = self._send(request, timeout, attempts, prompt_estimate)
+        except LLMError as e:
+            failed = LLMAnswer(text="", extra={"error": excerpt(str(e))})
+            self._trace_call(trace, failed, purpose, started, attempts, prompt_estimate)
+            raise
+        self._observe(request, answer)
+        self._trace_call(trace, answer, purpose, started, attempts, prompt_estimate)
+        self._keep(key, answer, json_schema)
+        return answer
+
+    def stream(
+        self, messages: Sequence[Message], *, purpose: str = "", max_tokens: int | None = None
+    ) -> Iterator[str]:
+        """Yield the model's text answer to ``messages`` in pieces as the server writes them,
+        under the same cache, budget and trace as :meth:`complete`.
+
+        The whole stream ends within the call's timeout (cut to the budget and the
+        search's deadline), however slowly the server writes: a server that stops
+        writing, fails mid-answer or ends without finishing raises :class:`LLMError`
+        after the pieces already yielded (and records the failed call in the trace).
+        """
+        request = self._prepare(messages, None, max_tokens)
+        key = self._cache_key(request)
+        trace = current_trace()
+        cached = self._cached(key, purpose, trace)
+        if cached is not None:
+            yield cached.text
+            return
+        timeout, prompt_estimate = self._budgeted(request, None, trace)
+        started = time.monotonic()
+        attempts = [0]
+        pieces: list[str] = []
+        try:
+            ending = None
+            for item in within(
+                self._send_stream(request, timeout, attempts, prompt_estimate),
+                started + timeout,
+                self._name_for_errors(),
+            ):
+                if isinstance(item, LLMAnswer):
+                    ending = item
+                    continue
+                pieces.append(item)
+                yield item
+            if ending is None or not ending.finish_reason:
+                raise LLMError(f"{self._name_for_errors()} ended its stream before the answer.")
+        except LLMError as e:
+            failed = LLMAnswer(text="", extra={"error": excerpt(str(e))})
+            self._trace_call(trace, failed, purpose, started, attempts, prompt_estimate)
+            raise
+        answer = replace(ending, text="".join(pieces))
+        if not answer.completion_tokens:  # a server may not report a stream's usage
+            from retrieval.services.clients.tokens import count_tokens
+
+            answer = replace(
+                answer, prompt_tokens=prompt_estimate, completion_tokens=count_tokens(answer.text)
+            )
+        self._observe(request, answer)
+        self._trace_call(trace, answer, purpose, started, attempts, prompt_estimate)
+        self._keep(key, answer, None)
+
+    def _cached(self, key: str, purpose: str, trace: QueryTrace | None) -> LLMAnswer | None:
+        """Return the cached answer under ``key`` (recorded in the trace), if any."""
+        cached = caches[self.cache].get(key) if self.cache else None
+        if cached is None:
+            return None
+        if trace is not None:
+            trace.llm_calls.append(
+                LLMCall(
+                    self.model,
+                    purpose,
+                    cached["prompt_tokens"],
+                    cached["completion_tokens"],
+                    0.0,
+                    cached=True,
                 )
-            return LLMAnswer(**cached, cached=True)
+            )
+        return LLMAnswer(**cached, cached=True)
+
+    def _budgeted(
+        self,
+        request: dict[str, Any],
+        json_schema: Mapping[str, Any] | None,
+        trace: QueryTrace | None,
+    ) -> tuple[float, int]:
+        """Fit ``request`` to the budget (its ``max_tokens`` lowered) and return the call's
+        timeout and prompt estimate; raise :class:`BudgetExceeded` when it does not fit."""
         self._connect()  # before the deadline is computed: a cold import is not the call's time
         prompt_estimate = self._estimate(request)
         timeout = self.timeout
@@ -107,45 +189,38 @@ class BaseLLM(ABC):
             if seconds is not None:
                 timeout = min(timeout, seconds)
         try:
-            timeout = remote_timeout(timeout)
+            return remote_timeout(timeout), prompt_estimate
         except DeadlineExceeded as e:
-            raise BudgetExceeded(f"{self.alias or type(self).__name__} not called: {e}") from e
-        started = time.monotonic()
-        attempts = [0]
-        try:
-            answer = self._send(request, timeout, attempts, prompt_estimate)
-        except LLMError as e:
-            if trace is not None:
-                ms = (time.monotonic() - started) * 1000
-                trace.llm_calls.append(
-                    LLMCall(
-                        self.model,
-                        purpose,
-                        0,
-                        0,
-                        ms,
-                        attempts=attempts[0],
-                        error=excerpt(str(e)),
-                        prompt_estimate=prompt_estimate,
-                    )
-                )
-                trace.budget.charge(0)
-            raise
+            raise BudgetExceeded(f"{self._name_for_errors()} not called: {e}") from e
+
+    def _trace_call(
+        self,
+        trace: QueryTrace | None,
+        answer: LLMAnswer,
+        purpose: str,
+        started: float,
+        attempts: list[int],
+        prompt_estimate: int,
+    ) -> None:
+        """Charge the budget for a call (a failed one costs no tokens) and record it."""
+        if trace is None:
+            return
         ms = (time.monotonic() - started) * 1000
-        self._observe(request, answer)
-        if trace is not None:
-            trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
-            trace.llm_calls.append(
-                LLMCall(
-                    self.model,
-                    purpose,
-                    answer.prompt_tokens,
-                    answer.completion_tokens,
-                    ms,
-                    attempts=attempts[0],
-                    prompt_estimate=prompt_estimate,
-                )
+        trace.budget.charge(answer.prompt_tokens + answer.completion_tokens)
+        trace.llm_calls.append(
+            LLMCall(
+                self.model,
+                purpose,
+                answer.prompt_tokens,
+                answer.completion_tokens,
+                ms,
+                attempts=attempts[0],
+                error=answer.extra.get("error", ""),
+                prompt_estimate=prompt_estimate,
             )
+        )
+
+    def _keep(self, key: str, answer: LLMAnswer, json_schema: Mapping[str, Any] | None) -> None:
         if self._cacheable(answer, json_schema):
             caches[self.cache].set(
                 key,
@@ -157,7 +232,9 @@ class BaseLLM(ABC):
                 },
                 self.cache_timeout,
             )
-        return answer
+
+    def _name_for_errors(self) -> str:
+        return self.alias or type(self).__name__
 
     @abstractmethod
     def _prepare(
@@ -175,6 +252,18 @@ class BaseLLM(ABC):
     ) -> LLMAnswer:
         """Send ``request`` and return the answer, within ``timeout`` seconds; count each
         request sent in ``attempts[0]``; raise :class:`LLMError` when it fails."""
+
+    def _send_stream(
+        self, request: dict[str, Any], timeout: float, attempts: list[int], prompt_estimate: int
+    ) -> Iterator[str | LLMAnswer]:
+        """Send ``request`` asking for a stream; yield the text's pieces as they come, then
+        an :class:`LLMAnswer` (no text) with the usage and the finish reason; raise
+        :class:`LLMError` when it fails. Blocking reads are fine: :meth:`stream` reads
+        this from a thread and gives up at the deadline. By default the whole answer
+        comes as one piece."""
+        answer = self._send(request, timeout, attempts, prompt_estimate)
+        yield answer.text
+        yield replace(answer, text="")
 
     def _connect(self) -> None:  # noqa: B027 (optional hook)
         """Do the slow set-up (imports, clients) before the call's deadline starts."""
@@ -264,6 +353,46 @@ class BaseLLM(ABC):
 
     def check(self) -> list:
         return []
+
+
+def within(pieces: Iterator[Any], deadline: float, name: str) -> Iterator[Any]:
+    """Yield ``pieces``, read on a worker thread, until ``deadline`` (``time.monotonic()``);
+    raise :class:`LLMError` when it passes first.
+
+    A blocked socket read cannot be interrupted, so the worker is left to its own
+    timeout and closes the stream when it wakes; the reader is never kept waiting.
+    """
+    passed: queue.Queue[tuple[str, Any]] = queue.Queue()
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for piece in pieces:
+                if stop.is_set():
+                    break
+                passed.put(("piece", piece))
+            passed.put(("end", None))
+        except BaseException as e:  # noqa: BLE001 (handed to the reader, which raises it)
+            passed.put(("error", e))
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+
+    threading.Thread(target=read, daemon=True, name="retrieval-llm-stream").start()
+    try:
+        while True:
+            try:
+                kind, value = passed.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise LLMError(f"{name} timed out mid-stream: its time budget ran out.") from None
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
 
 
 def check_llm_alias(owner: str, llm: str) -> list:

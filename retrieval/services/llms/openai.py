@@ -6,7 +6,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django.core import checks
@@ -169,10 +169,59 @@ class OpenAIChatLLM(BaseLLM):
 
         ``attempts[0]`` counts the requests sent.
         """
+        response = self._create(params, timeout, attempts, prompt_estimate)
+        try:
+            choice = response.choices[0]
+            text = clean(choice.message.content or "")
+        except (AttributeError, IndexError, TypeError, ValueError) as e:
+            raise LLMError(f"{self._name()} returned a malformed answer: {excerpt(str(e))}") from e
+        usage = getattr(response, "usage", None)
+        return LLMAnswer(
+            text=text,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            finish_reason=getattr(choice, "finish_reason", "") or "",
+        )
+
+    def _send_stream(
+        self, params: dict[str, Any], timeout: float, attempts: list[int], prompt_estimate: int
+    ) -> Iterator[str | LLMAnswer]:
+        """Send ``params`` with ``stream=True`` (retried until the answer starts); yield
+        each chunk's text, then the usage and finish reason."""
+        import httpx
+        import openai
+
+        params = {**params, "stream": True, "stream_options": {"include_usage": True}}
+        chunks = self._create(params, timeout, attempts, prompt_estimate)
+        finish, usage = "", None
+        try:
+            for chunk in chunks:
+                usage = getattr(chunk, "usage", None) or usage
+                for choice in chunk.choices or ():
+                    finish = choice.finish_reason or finish
+                    if choice.delta and choice.delta.content:
+                        yield choice.delta.content
+        except (openai.OpenAIError, httpx.HTTPError) as e:
+            raise LLMError(f"{self._name()} failed mid-stream: {excerpt(str(e))}") from e
+        except (AttributeError, TypeError, ValueError) as e:
+            raise LLMError(f"{self._name()} streamed a malformed chunk: {excerpt(str(e))}") from e
+        finally:
+            chunks.close()
+        yield LLMAnswer(
+            text="",
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            finish_reason=finish,
+        )
+
+    def _create(
+        self, params: dict[str, Any], timeout: float, attempts: list[int], prompt_estimate: int
+    ) -> Any:
+        """Return the server's response to ``params`` (a stream's once it starts), retrying
+        as ``max_retries`` allows within ``timeout`` seconds."""
         import openai
 
         client = self._get_client()
-
         if timeout <= 0:
             raise BudgetExceeded("LLM budget exhausted: no time left for another call.")
         deadline = time.monotonic() + timeout
@@ -180,10 +229,7 @@ class OpenAIChatLLM(BaseLLM):
             left = deadline - time.monotonic()
             attempts[0] += 1
             try:
-                response = client.with_options(timeout=left).chat.completions.create(**params)
-                choice = response.choices[0]
-                text = clean(choice.message.content or "")
-                break
+                return client.with_options(timeout=left).chat.completions.create(**params)
             except openai.APITimeoutError as e:
                 raise LLMError(
                     f"{self._name()} timed out after {timeout:.1f} s ({attempts[0]} "
@@ -206,13 +252,6 @@ class OpenAIChatLLM(BaseLLM):
                 raise LLMError(
                     f"{self._name()} returned a malformed answer: {excerpt(str(e))}"
                 ) from e
-        usage = getattr(response, "usage", None)
-        return LLMAnswer(
-            text=text,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            finish_reason=getattr(choice, "finish_reason", "") or "",
-        )
 
     def _name(self) -> str:
         return f"LLM {self.alias or self.model!r}"

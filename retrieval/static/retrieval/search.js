@@ -1,7 +1,9 @@
 /* The results page's small helpers; the page works without them.
  * Clicks: following a result posts {token, document} to the clicks endpoint (a beacon,
  * which outlives the page being left). Votes: the Yes/No forms post to the feedback
- * endpoint in place instead of leaving the page. */
+ * endpoint in place instead of leaving the page. Answer: the "Answer this question" link
+ * streams the answer from the answer API in place (tokens as they come, then the sources
+ * linked as the server-rendered box links them); on any failure it follows the link. */
 (function () {
   "use strict";
   var list = document.querySelector(".retrieval-results[data-click-url]");
@@ -57,4 +59,148 @@
       });
     });
   });
+  var ask = document.querySelector("a.retrieval-ask[data-stream-url]");
+  var askBody = document.getElementById("retrieval-answer-body");
+  if (ask && askBody && window.fetch && window.TextDecoder) {
+    ask.addEventListener("click", function (event) {
+      event.preventDefault();
+      streamAnswer(ask, JSON.parse(askBody.textContent));
+    });
+  }
+
+  function streamAnswer(link, body) {
+    var section = link.closest(".retrieval-answer");
+    var text = document.createElement("p");
+    text.className = "retrieval-answer-text";
+    text.setAttribute("aria-busy", "true");
+    section.setAttribute("aria-live", "polite");
+    link.parentNode.replaceWith(text);
+    var shown = "";
+    var fallBack = function () { window.location.href = link.href; };
+    fetch(link.getAttribute("data-stream-url"), {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "X-CSRFToken": link.getAttribute("data-csrf")
+      },
+      body: JSON.stringify(body)
+    }).then(function (response) {
+      var type = response.headers.get("Content-Type") || "";
+      if (!response.ok || !response.body || type.indexOf("text/event-stream") !== 0) {
+        throw new Error(response.status);
+      }
+      var reader = response.body.getReader();
+      var decoder = new TextDecoder();
+      var buffer = "";
+      var finished = false;
+      var handle = function (kind, data) {
+        if (kind === "token") {
+          shown += data.text;
+          text.textContent = shown;
+        } else if (kind === "reset") {
+          shown = "";
+          text.textContent = "";
+        } else if (kind === "answer") {
+          finished = true;
+          showAnswer(section, text, data);
+        } else if (kind === "error") {
+          finished = true;
+          showError(section, text, data.detail);
+        }
+      };
+      var pump = function () {
+        return reader.read().then(function (chunk) {
+          if (chunk.done) {
+            if (!finished) showError(section, text, "the answer was cut off.");
+            return;
+          }
+          buffer += decoder.decode(chunk.value, { stream: true });
+          var messages = buffer.split("\n\n");
+          buffer = messages.pop();
+          messages.forEach(function (message) {
+            var kind = "", data = "";
+            message.split("\n").forEach(function (line) {
+              if (line.indexOf("event: ") === 0) kind = line.slice(7);
+              else if (line.indexOf("data: ") === 0) data += line.slice(6);
+            });
+            if (kind && data) handle(kind, JSON.parse(data));
+          });
+          return pump();
+        });
+      };
+      return pump();
+    }).catch(function () {
+      if (!shown) fallBack();
+      else showError(section, text, "the answer could not be finished.");
+    });
+  }
+
+  function showAnswer(section, text, answer) {
+    text.removeAttribute("aria-busy");
+    text.textContent = "";
+    if (answer.abstained) text.classList.add("retrieval-abstained");
+    var numbers = {};
+    answer.sources.forEach(function (source) { numbers[source.number] = true; });
+    answer.text.split(/(\[\d{1,3}\])/).forEach(function (piece) {
+      var cited = /^\[(\d{1,3})\]$/.exec(piece);
+      if (cited && numbers[cited[1]]) {
+        var cite = document.createElement("a");
+        cite.href = "#retrieval-source-" + cited[1];
+        cite.className = "retrieval-cite";
+        cite.setAttribute("aria-label", "source " + cited[1]);
+        cite.textContent = piece;
+        text.appendChild(cite);
+      } else if (piece) {
+        text.appendChild(document.createTextNode(piece));
+      }
+    });
+    var after = text;
+    var add = function (element) { after.after(element); after = element; };
+    if (answer.sources.length) {
+      var title = document.createElement("h3");
+      title.className = "retrieval-answer-sources-title";
+      title.textContent = "Sources";
+      add(title);
+      var list = document.createElement("ol");
+      list.className = "retrieval-answer-sources";
+      answer.sources.forEach(function (source) {
+        var item = document.createElement("li");
+        item.id = "retrieval-source-" + source.number;
+        item.value = source.number;
+        item.appendChild(titled(source));
+        if (source.quote) {
+          item.appendChild(document.createTextNode(": "));
+          var quote = document.createElement("q");
+          quote.textContent = source.quote;
+          item.appendChild(quote);
+        }
+        list.appendChild(item);
+      });
+      add(list);
+    }
+    var note = document.createElement("p");
+    note.className = "retrieval-answer-note";
+    note.textContent = (answer.mode === "extractive" ? "Sentences quoted from the documents"
+      : "Written by a language model from the documents") + "; check the sources.";
+    add(note);
+  }
+
+  function titled(source) {
+    if (!source.url) return document.createTextNode(source.title);
+    var link = document.createElement("a");
+    link.href = source.url;
+    link.textContent = source.title;
+    return link;
+  }
+
+  function showError(section, text, detail) {
+    text.removeAttribute("aria-busy");
+    var error = document.createElement("p");
+    error.className = "retrieval-error";
+    error.setAttribute("role", "alert");
+    error.textContent = "No answer: " + detail;
+    text.after(error);
+  }
 })();
