@@ -1,0 +1,159 @@
+"""The tutorial, followed as written in a fresh virtualenv (issue 65).
+
+``docs/tutorial.md`` marks each of its blocks on the line before it:
+
+- ``<!-- tutorial: run -->``: shell lines, run in order in one bash session (so ``cd`` and
+  ``source .venv/bin/activate`` carry on), from an empty folder;
+- ``<!-- tutorial: append FILE -->`` / ``<!-- tutorial: write FILE -->``: the block's text
+  added to, or written as, FILE (relative to the folder the steps are in at that point);
+- ``<!-- tutorial: not run, REASON -->``: shown only (a server to start, a prompt).
+
+Only the checkout's path is substituted (``/path/to/django-retrieval``), and the database is
+the test suite's own server, with a new database named by the libpq variables
+(``PGHOST``, ``PGUSER``, ``PGDATABASE``) the tutorial reads. Dependencies come from the
+pip cache or the configured indexes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+from django.db import connection
+
+from tests.processes import ROOT
+from tests.test_docs import code_blocks
+
+pytestmark = pytest.mark.slow
+
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+CHECKOUT = "/path/to/django-retrieval"
+MARKER = re.compile(r"<!-- tutorial: (?P<action>run|append|write|not run)[ ,]*(?P<arg>[^>]*?) -->")
+#: Printed before each step, so the output says which step failed and what each printed.
+STEP = "@@tutorial-step@@"
+#: Ends the here-document that writes a file's block.
+END = "TUTORIAL_EOF"
+
+
+@dataclass
+class Step:
+    where: str  # docs/tutorial.md:LINE
+    action: str
+    arg: str  # the file to write, or the reason a block is not run
+    body: str
+
+    def script(self) -> str:
+        """The bash lines that take this step, each announced first."""
+        if self.action == "run":
+            lines = self.body.replace("\\\n", " ").splitlines()
+            return "".join(
+                f"echo {shlex.quote(f'{STEP} {self.where}: {line}')}\n{line}\n"
+                for line in lines
+                if line.strip() and not line.lstrip().startswith("#")
+            ).replace(CHECKOUT, str(ROOT))
+        redirect = ">>" if self.action == "append" else ">"
+        folder = os.path.dirname(self.arg)
+        return (
+            f"echo {shlex.quote(f'{STEP} {self.where}: {self.action} {self.arg}')}\n"
+            + (f"mkdir -p {shlex.quote(folder)}\n" if folder else "")
+            + f"cat {redirect} {shlex.quote(self.arg)} <<'{END}'\n\n{self.body}\n{END}\n"
+        )
+
+
+def tutorial_steps() -> list[Step]:
+    """Every block of the tutorial as a step; a block without a marker is an error."""
+    text = TUTORIAL.read_text()
+    steps = []
+    for block in code_blocks(TUTORIAL):
+        before = text.splitlines()[block.line - 2] if block.line > 1 else ""
+        marker = MARKER.search(before)
+        assert marker, f"{block.id}: mark the block with <!-- tutorial: ... --> (see this test)"
+        steps.append(Step(block.id, marker["action"], marker["arg"].strip(), block.body))
+    return steps
+
+
+def test_every_block_is_a_step_and_the_tutorial_names_the_newcomer_path():
+    steps = tutorial_steps()
+    run = "\n".join(step.body for step in steps if step.action == "run")
+    for command in (
+        f'pip install "{CHECKOUT}[local]"',
+        "django-admin startproject mysite",
+        "python manage.py check",
+        "python manage.py migrate",
+        "python manage.py retrieval_ingest",
+        "python manage.py retrieval_search",
+    ):
+        assert command in run, f"the tutorial no longer runs {command!r}"
+    written = {step.arg for step in steps if step.action in ("append", "write")}
+    assert {"mysite/settings.py", "mysite/urls.py"} <= written
+    assert all(step.arg for step in steps if step.action == "not run"), "say why it is not run"
+
+
+def step_outputs(output: str) -> dict[str, str]:
+    """What each step printed, by its announcement (``docs/tutorial.md:LINE: command``)."""
+    outputs: dict[str, str] = {}
+    current = ""
+    for line in output.splitlines():
+        if line.startswith(STEP):
+            current = line.removeprefix(STEP).strip()
+            outputs[current] = ""
+        else:
+            outputs[current] = outputs.get(current, "") + line + "\n"
+    return outputs
+
+
+@pytest.mark.django_db
+def test_the_tutorial_as_written_gives_a_site_that_ingests_and_finds_a_file(tmp_path, new_database):
+    steps = [step for step in tutorial_steps() if step.action != "not run"]
+    script = "set -eo pipefail\n" + "".join(step.script() for step in steps)
+    # `python3` is this interpreter, as the tutorial's reader has one; libpq's variables name
+    # the suite's server and the new database; nothing of the suite's own settings leaks in.
+    interpreter = tmp_path / "bin"
+    interpreter.mkdir()
+    (interpreter / "python3").symlink_to(sys.executable)
+    settings = connection.settings_dict
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL")
+        and not key.startswith("PG")
+    }
+    environment.update(
+        PATH=f"{interpreter}:{os.environ['PATH']}",
+        PGHOST=settings["HOST"],
+        PGUSER=settings["USER"],
+        PGDATABASE=new_database,
+        **({"PGPORT": str(settings["PORT"])} if settings["PORT"] else {}),
+        **({"PGPASSWORD": settings["PASSWORD"]} if settings["PASSWORD"] else {}),
+    )
+    folder = tmp_path / "newcomer"
+    folder.mkdir()
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=folder,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
+    outputs, status = step_outputs(done.stdout), done.returncode
+    last = list(outputs)[-1]
+    assert status == 0, f"the tutorial's step {last} failed:\n{outputs[last][-5000:]}"
+
+    def output_of(command: str) -> str:
+        [where] = [key for key in outputs if command in key]
+        return outputs[where]
+
+    assert "System check identified no issues" in output_of("manage.py check")
+    assert "Applying retrieval." in output_of("manage.py migrate")
+    assert "indexed" in output_of("manage.py retrieval_ingest")
+    found = output_of("manage.py retrieval_search")
+    assert "handbook/reset-password.md" in found, f"the search did not find the file:\n{found}"
+    installed = (folder / ".venv" / "lib").glob("python3*/site-packages/retrieval/__init__.py")
+    assert next(installed, None), "the app is not installed in the tutorial's virtualenv"
