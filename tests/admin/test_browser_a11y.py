@@ -2,7 +2,7 @@
 in a real headless Chromium.
 
 axe-core is injected from the copy ``dev.py`` fetched (see ``tests/a11y.py``). Screenshots of
-the dashboard, analytics, playground and graph explorer: see ``tests.a11y.doc_screenshot``.
+the dashboard, analytics, playground, upload and graph explorer: see ``tests.a11y.doc_screenshot``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import retrieval
 from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.static_vendor import ensure_all
 from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
 from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
+from tools.static_vendor import ensure_all
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -98,7 +98,7 @@ def admin_pages(town) -> dict[str, str]:
     }
 
 
-DOC_PAGES = ("dashboard", "analytics", "playground")
+DOC_PAGES = ("dashboard", "analytics", "playground", "upload")
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
