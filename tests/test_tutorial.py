@@ -8,10 +8,11 @@
   added to, or written as, FILE (relative to the folder the steps are in at that point);
 - ``<!-- tutorial: not run, REASON -->``: shown only (a server to start, a prompt).
 
-Only the checkout's path is substituted (``/path/to/django-retrieval``), and the database is
-the test suite's own server, with a new database named by the libpq variables
-(``PGHOST``, ``PGUSER``, ``PGDATABASE``) the tutorial reads. Dependencies come from the
-pip cache or the configured indexes.
+Only the checkout's path is substituted (``/path/to/django-retrieval``: a copy of this
+working tree's files, as a fresh clone has them), and the database is the test suite's own
+server, with a new database named by the libpq variables (``PGHOST``, ``PGUSER``,
+``PGDATABASE``) the tutorial reads. Dependencies come from the pip cache or the configured
+indexes.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -47,7 +50,7 @@ class Step:
     arg: str  # the file to write, or the reason a block is not run
     body: str
 
-    def script(self) -> str:
+    def script(self, checkout: Path) -> str:
         """The bash lines that take this step, each announced first."""
         if self.action == "run":
             lines = self.body.replace("\\\n", " ").splitlines()
@@ -55,7 +58,7 @@ class Step:
                 f"echo {shlex.quote(f'{STEP} {self.where}: {line}')}\n{line}\n"
                 for line in lines
                 if line.strip() and not line.lstrip().startswith("#")
-            ).replace(CHECKOUT, str(ROOT))
+            ).replace(CHECKOUT, str(checkout))
         redirect = ">>" if self.action == "append" else ">"
         folder = os.path.dirname(self.arg)
         return (
@@ -94,6 +97,25 @@ def test_every_block_is_a_step_and_the_tutorial_names_the_newcomer_path():
     assert all(step.arg for step in steps if step.action == "not run"), "say why it is not run"
 
 
+def copy_of_the_checkout(destination: Path) -> Path:
+    """Copy the files a clone of this working tree has (tracked, and new ones not ignored).
+
+    pip builds a folder in place (``build/``, ``*.egg-info``): in a copy, as in a
+    newcomer's fresh clone, never in the checkout that tests/test_packaging.py builds from."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a tracked file deleted in the working tree is not there
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
 def step_outputs(output: str) -> dict[str, str]:
     """What each step printed, by its announcement (``docs/tutorial.md:LINE: command``)."""
     outputs: dict[str, str] = {}
@@ -110,7 +132,8 @@ def step_outputs(output: str) -> dict[str, str]:
 @pytest.mark.django_db
 def test_the_tutorial_as_written_gives_a_site_that_ingests_and_finds_a_file(tmp_path, new_database):
     steps = [step for step in tutorial_steps() if step.action != "not run"]
-    script = "set -eo pipefail\n" + "".join(step.script() for step in steps)
+    checkout = copy_of_the_checkout(tmp_path / "django-retrieval")
+    script = "set -eo pipefail\n" + "".join(step.script(checkout) for step in steps)
     # `python3` is this interpreter, as the tutorial's reader has one; libpq's variables name
     # the suite's server and the new database; nothing of the suite's own settings leaks in.
     interpreter = tmp_path / "bin"
