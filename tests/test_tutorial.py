@@ -6,7 +6,10 @@
   ``source .venv/bin/activate`` carry on), from an empty folder;
 - ``<!-- tutorial: append FILE -->`` / ``<!-- tutorial: write FILE -->``: the block's text
   added to, or written as, FILE (relative to the folder the steps are in at that point);
-- ``<!-- tutorial: not run, REASON -->``: shown only (a server to start, a prompt).
+- ``<!-- tutorial: serve -->``: one line that serves until stopped (``runserver``): started in
+  the background on a free port, which replaces ``127.0.0.1:8000`` in the lines after it,
+  waited for, and stopped when the steps end;
+- ``<!-- tutorial: not run, REASON -->``: shown only.
 
 Only the checkout's path is substituted (``/path/to/django-retrieval``: a copy of this
 working tree's files, as a fresh clone has them), and the database is the test suite's own
@@ -17,10 +20,12 @@ indexes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,7 +41,11 @@ pytestmark = pytest.mark.slow
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 CHECKOUT = "/path/to/django-retrieval"
-MARKER = re.compile(r"<!-- tutorial: (?P<action>run|append|write|not run)[ ,]*(?P<arg>[^>]*?) -->")
+#: Where the tutorial's server listens; the test's listens on a free port.
+SERVED = "127.0.0.1:8000"
+MARKER = re.compile(
+    r"<!-- tutorial: (?P<action>run|serve|append|write|not run)[ ,]*(?P<arg>[^>]*?) -->"
+)
 #: Printed before each step, so the output says which step failed and what each printed.
 STEP = "@@tutorial-step@@"
 #: Ends the here-document that writes a file's block.
@@ -50,22 +59,36 @@ class Step:
     arg: str  # the file to write, or the reason a block is not run
     body: str
 
-    def script(self, checkout: Path) -> str:
+    def script(self, checkout: Path, port: int) -> str:
         """The bash lines that take this step, each announced first."""
-        if self.action == "run":
-            lines = self.body.replace("\\\n", " ").splitlines()
-            return "".join(
-                f"echo {shlex.quote(f'{STEP} {self.where}: {line}')}\n{line}\n"
-                for line in lines
+        if self.action in ("run", "serve"):
+            lines = [
+                line
+                for line in self.body.replace("\\\n", " ").splitlines()
                 if line.strip() and not line.lstrip().startswith("#")
-            ).replace(CHECKOUT, str(checkout))
+            ]
+            if self.action == "serve":
+                assert len(lines) == 1, f"{self.where}: serve one command"
+                lines = [
+                    f"{lines[0]} 127.0.0.1:{port} --noreload > serve.log 2>&1 &",
+                    "trap 'kill $! 2>/dev/null' EXIT",
+                    f"curl -s -o /dev/null --retry 50 --retry-connrefused --retry-delay 1 "
+                    f"http://127.0.0.1:{port}/admin/login/ || (cat serve.log; exit 1)",
+                ]
+            script = "".join(f"{announce(f'{self.where}: {line}')}{line}\n" for line in lines)
+            return script.replace(CHECKOUT, str(checkout)).replace(SERVED, f"127.0.0.1:{port}")
         redirect = ">>" if self.action == "append" else ">"
         folder = os.path.dirname(self.arg)
         return (
-            f"echo {shlex.quote(f'{STEP} {self.where}: {self.action} {self.arg}')}\n"
+            announce(f"{self.where}: {self.action} {self.arg}")
             + (f"mkdir -p {shlex.quote(folder)}\n" if folder else "")
             + f"cat {redirect} {shlex.quote(self.arg)} <<'{END}'\n\n{self.body}\n{END}\n"
         )
+
+
+def announce(step: str) -> str:
+    """A line of bash printing ``step`` on a line of its own (curl ends without a newline)."""
+    return f"printf '\\n%s\\n' {shlex.quote(f'{STEP} {step}')}\n"
 
 
 def tutorial_steps() -> list[Step]:
@@ -116,6 +139,17 @@ def copy_of_the_checkout(destination: Path) -> Path:
     return destination
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def printed_json(output: str) -> dict:
+    """The JSON object a step printed (after any lines of its own)."""
+    return json.JSONDecoder().raw_decode(output, output.index("{"))[0]
+
+
 def step_outputs(output: str) -> dict[str, str]:
     """What each step printed, by its announcement (``docs/tutorial.md:LINE: command``)."""
     outputs: dict[str, str] = {}
@@ -133,7 +167,8 @@ def step_outputs(output: str) -> dict[str, str]:
 def test_the_tutorial_as_written_gives_a_site_that_ingests_and_finds_a_file(tmp_path, new_database):
     steps = [step for step in tutorial_steps() if step.action != "not run"]
     checkout = copy_of_the_checkout(tmp_path / "django-retrieval")
-    script = "set -eo pipefail\n" + "".join(step.script(checkout) for step in steps)
+    port = free_port()
+    script = "set -eo pipefail\n" + "".join(step.script(checkout, port) for step in steps)
     # `python3` is this interpreter, as the tutorial's reader has one; libpq's variables name
     # the suite's server and the new database; nothing of the suite's own settings leaks in.
     interpreter = tmp_path / "bin"
@@ -178,5 +213,9 @@ def test_the_tutorial_as_written_gives_a_site_that_ingests_and_finds_a_file(tmp_
     assert "indexed" in output_of("manage.py retrieval_ingest")
     found = output_of("manage.py retrieval_search")
     assert "handbook/reset-password.md" in found, f"the search did not find the file:\n{found}"
+    uploaded = printed_json(output_of("-F file=@"))
+    assert (uploaded["external_id"], uploaded["status"]) == ("vpn.md", "indexed"), uploaded
+    answered = printed_json(output_of("/api/search/"))
+    assert answered["results"][0]["document"] == "vpn.md", answered
     installed = (folder / ".venv" / "lib").glob("python3*/site-packages/retrieval/__init__.py")
     assert next(installed, None), "the app is not installed in the tutorial's virtualenv"
