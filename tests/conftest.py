@@ -139,6 +139,27 @@ def pooled_database(django_db_setup):
 
 
 @pytest.fixture
+def new_database():
+    """The name of a new, empty database on the test server, dropped afterwards: for a
+    site that a test installs and migrates in another process (tests/test_packaging.py,
+    tests/test_tutorial.py)."""
+    import uuid
+
+    import psycopg
+    from django.db import connection
+
+    from tests.processes import database_url
+
+    name = f"retrieval_site_{uuid.uuid4().hex[:8]}"
+    admin_url = database_url(connection.settings_dict, "postgres")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def sample_docs() -> Path:
     return SAMPLE_DOCS
 

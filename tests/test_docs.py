@@ -42,7 +42,12 @@ MAX_COMPILE_ONLY = 5
 #: Names a settings or urls snippet uses without importing them, as a settings.py has them.
 #: The site's own packages examples import from: not importable here.
 SITE_MODULES = {"myapp", "mysite"}
-SETTINGS_NAMESPACE = {"RETRIEVAL": {}, "INSTALLED_APPS": [], "MIDDLEWARE": []}
+SETTINGS_NAMESPACE = {
+    "RETRIEVAL": {},
+    "INSTALLED_APPS": [],
+    "MIDDLEWARE": [],
+    "BASE_DIR": Path(),  # startproject's settings.py defines it
+}
 
 
 @dataclass

@@ -15,15 +15,13 @@ import re
 import subprocess
 import sys
 import tarfile
-import uuid
 import zipfile
 from pathlib import Path
 
-import psycopg
 import pytest
 from django.db import connection
 
-from tests.processes import ROOT, database_url
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -89,18 +87,6 @@ def package_files() -> set[str]:
         for path in package.rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
-
-
-@pytest.fixture
-def new_database():
-    """The name of a new, empty database on the test server, dropped afterwards."""
-    name = f"retrieval_wheel_{uuid.uuid4().hex[:8]}"
-    admin_url = database_url(connection.settings_dict, "postgres")
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run(*command: str | Path, cwd: Path, timeout: int = 900) -> str:

@@ -7,6 +7,7 @@ import pytest
 from retrieval.models import Collection, Judgment, SearchClick
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
+from tests.a11y import doc_screenshot
 from tests.browser import screenshot
 from tests.conftest import editor
 
@@ -116,7 +117,7 @@ def test_search_open_a_result_and_its_click_is_recorded(
             more.locator("summary").click()
             assert more.locator("li").first.is_visible()
         assert fits(page), f"the results page scrolls sideways on a {screen}"
-        assert screenshot(page, f"search-page-{screen}").stat().st_size > 0
+        assert doc_screenshot(page, f"search-page-{screen}").stat().st_size > 0
         assert page.locator(".retrieval-vote").count() == 0  # a reader may not judge
 
         page.get_by_role("link", name="guide (1)").click()  # the facet: guides only

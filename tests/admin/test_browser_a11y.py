@@ -2,7 +2,7 @@
 in a real headless Chromium.
 
 axe-core is injected from the copy ``dev.py`` fetched (see ``tests/a11y.py``). Screenshots of
-the dashboard, analytics, playground and graph explorer: see ``tests.a11y.doc_screenshot``.
+the dashboard, analytics, playground, upload and graph explorer: see ``tests.a11y.doc_screenshot``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def admin_pages(town) -> dict[str, str]:
     }
 
 
-DOC_PAGES = ("dashboard", "analytics", "playground")
+DOC_PAGES = ("dashboard", "analytics", "playground", "upload")
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
