@@ -81,15 +81,6 @@ def test_a_stub_answer_function_is_scored_and_printed(bench, capsys):
     assert "cit. P" in printed and "| flask | stub | 4 + 4 | 1.000 (4) |" in printed
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("retrieval.services.answers") is not None,
-    reason="the answer service is installed",
-)
-def test_without_the_answer_service_the_bench_says_so_and_exits_2(bench, capsys):
-    assert bench.main(["--set", "flask"]) == 2
-    assert "answer service (retrieval.answer) is not installed" in capsys.readouterr().err
-
-
 def test_the_llm_mode_needs_a_server(bench):
     with pytest.raises(SystemExit) as exit:
         bench.main(["--mode", "llm"])

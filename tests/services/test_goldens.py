@@ -7,7 +7,6 @@ constant vector, closest to the document holding all three keywords.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from io import StringIO
 from types import SimpleNamespace
@@ -329,18 +328,8 @@ def test_fail_under_holds_answer_metrics_too(answered):
         evaluate(*gate, *fake, "--fail-under", "token_f1=0")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("retrieval.services.answers") is not None,
-    reason="the answer service is installed",
-)
-def test_evaluate_answers_without_the_answer_service(answered):
-    with pytest.raises(CommandError, match="The answer service is not installed"):
-        evaluate("--eval-set", "atlas-gold", "--answers")
-
-
 def test_evaluate_answers_with_the_extractive_answer_service(answered):
     """The real ``retrieval.answer`` (extractive: no model) answers the set as it is read."""
-    pytest.importorskip("retrieval.services.answers", reason="the answer service is not installed")
     report = evaluate(
         "--eval-set", "atlas-gold", "--pipeline", "lexical", "--answers", "--extractive"
     )  # fmt: skip

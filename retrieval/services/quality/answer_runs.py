@@ -27,7 +27,7 @@ DEFAULT_ANSWER_FUNCTION = "retrieval.answer"
 
 
 class AnswerFunctionMissing(RetrievalError):
-    """The answer function cannot be imported (the answer service is not installed)."""
+    """The answer function named cannot be imported, or is not callable."""
 
 
 def answer_function(path: str | None = None, **options: Any) -> Callable[[str], AnswerLike]:
@@ -39,10 +39,6 @@ def answer_function(path: str | None = None, **options: Any) -> Callable[[str], 
     try:
         function = import_string(path)
     except ImportError as e:
-        if path == DEFAULT_ANSWER_FUNCTION:
-            raise AnswerFunctionMissing(
-                "The answer service is not installed: retrieval.answer cannot be imported."
-            ) from e
         raise AnswerFunctionMissing(f"Cannot import the answer function {path!r}: {e}") from e
     if not callable(function):
         raise AnswerFunctionMissing(f"The answer function {path!r} is not callable.")
