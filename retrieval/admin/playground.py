@@ -16,8 +16,8 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search
+from retrieval.services.query.search_log import traced_as, untraced
 from retrieval.services.registry import retrievers
 from retrieval.services.types import RetrievalResult
 from retrieval.views import cross_site

@@ -23,7 +23,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
 from retrieval.services.answers.records import Answer
 from retrieval.services.answers.service import answer, answer_events
-from retrieval.services.quality.search_log import traced_as
+from retrieval.services.query.search_log import traced_as
 from retrieval.services.registry import llms
 
 from .search import UNAVAILABLE, SearchOptionsSerializer, _refused, _validated

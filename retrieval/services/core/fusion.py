@@ -11,7 +11,7 @@ list ranks best; for RRF, ``Σ weight / (k + 1)``), the sum itself kept as
 with scores its retriever gave another list's candidates (``metadata[SCORED_FOR_FUSION]``,
 see :data:`SCORES_EVERY_CANDIDATE`): those keep their score and have no rank. Load the
 fused chunks with :func:`retrieval.services.retrievers.base.load_results`. The lists
-come from :func:`retrieval.services.query.legs.run_legs`.
+come from :func:`retrieval.services.core.legs.run_legs`.
 
 With a ``document_floor`` (and ``documents``, each chunk's document), each document's leading
 candidate gets from each list at least that share of the best the list gave a chunk of the
@@ -284,7 +284,7 @@ FUSION_METHODS = {
 }
 
 #: Methods whose legs first score every other leg's candidates they can
-#: (:meth:`retrieval.services.query.legs.LegResults.fuse`), so that no candidate counts as 0
+#: (:meth:`retrieval.services.core.legs.LegResults.fuse`), so that no candidate counts as 0
 #: in a leg merely because that leg's list stopped above it.
 SCORES_EVERY_CANDIDATE = frozenset({"relative_to_best"})
 

@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Collection, QueryTrace
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 from retrieval.services.validation.storable import NUL
 
