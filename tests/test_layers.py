@@ -267,3 +267,26 @@ def test_a_climbing_import_is_caught(tmp_path):
         "core, query: retrieval.services.core.filters -> retrieval.services.query.search; "
         "retrieval.services.query.search -> retrieval.services.core.filters"
     ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        (
+            "retrieval.services.query.databases",
+            "retrieval.services.core.databases",
+            ["primary_database", "read_primary", "search_database"],
+        ),
+        ("retrieval.services.query.fusion", "retrieval.services.core.fusion", ["rrf_fuse"]),
+        (
+            "retrieval.services.quality.search_log",
+            "retrieval.services.query.search_log",
+            ["traced_as", "untraced"],
+        ),
+    ],
+)
+def test_documented_paths_of_moved_modules_still_import(old, new, names):
+    from importlib import import_module
+
+    before, after = import_module(old), import_module(new)
+    assert [getattr(before, name) for name in names] == [getattr(after, name) for name in names]
