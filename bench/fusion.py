@@ -36,7 +36,7 @@ from retrieval.services.types import ScoredChunk
 
 if TYPE_CHECKING:
     from retrieval.models import Collection
-    from retrieval.services.query.legs import LegResults
+    from retrieval.services.core.legs import LegResults
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def sweep(
     """
     from retrieval.models import Chunk
     from retrieval.services.access import Scope
-    from retrieval.services.query.legs import Leg, run_legs
+    from retrieval.services.core.legs import Leg, run_legs
     from retrieval.services.query.search import search
     from retrieval.services.registry import retrievers
 

@@ -550,7 +550,7 @@ def scope_filters(collection) -> dict[tuple[str, str], object]:
     from django.contrib.auth.models import Group
 
     from retrieval.services.access import Scope
-    from retrieval.services.query.filters import Filters
+    from retrieval.services.core.filters import Filters
 
     scopes = {}
     for label in SELECTIVITIES:

@@ -110,9 +110,9 @@ def report(name: str, feature: Callable[[], Any]) -> bool:
 
 def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
     from retrieval.services.access import Scope
+    from retrieval.services.core.tracing import Budget, traced
     from retrieval.services.graph.extraction import extract_graph
     from retrieval.services.query.search import search
-    from retrieval.services.query.tracing import Budget, traced
     from retrieval.services.registry import llms, rewriters
 
     ask = [{"role": "user", "content": "Name one colour of the sky. Answer in one word."}]
@@ -183,8 +183,8 @@ def features(collection: Any) -> list[tuple[str, Callable[[], Any]]]:
 def tool_loop(collection: Any) -> Any:
     """Run the README's tool loop once with ``tool_choice`` naming ``retrieve``."""
     from retrieval.services.access import Scope
-    from retrieval.services.query.tools import assistant_message, collection_tools, run_tool_call
     from retrieval.services.registry import llms
+    from retrieval.services.tools import assistant_message, collection_tools, run_tool_call
 
     llm = llms["default"]
     client = llm._get_client()

@@ -27,6 +27,7 @@ def run_dataset(name: str) -> None:
 
     from retrieval.models import Chunk
     from retrieval.services.access import Scope
+    from retrieval.services.core.fusion import FUSION_METHODS
     from retrieval.services.ingestion.collections import get_or_create_collection
     from retrieval.services.ingestion.ingest import Source, ingest
     from retrieval.services.quality.evaluation import (
@@ -35,7 +36,6 @@ def run_dataset(name: str) -> None:
         load_beir,
         score_run,
     )
-    from retrieval.services.query.fusion import FUSION_METHODS
     from retrieval.services.query.search import search
     from retrieval.services.registry import analyzers, embedders, retrievers
 

@@ -89,7 +89,11 @@ REST_FRAMEWORK = {
         *(["rest_framework.authentication.BasicAuthentication"] if DEBUG else []),
     ],
     "DEFAULT_THROTTLE_RATES": throttle_rates(
-        search="30/min", upload="10/min", write="60/min", graph="30/min", click="120/min",
+        search="30/min",
+        upload="10/min",
+        write="60/min",
+        graph="30/min",
+        click="120/min",
         suggest="120/min",
     ),
 }

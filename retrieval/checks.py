@@ -322,7 +322,7 @@ def check_setting_names(app_configs: Any = None, **kwargs: Any) -> list:
 @checks.register()
 def check_search_deadline(app_configs: Any = None, **kwargs: Any) -> list:
     """Searches run under a deadline that is a positive number of seconds, or none."""
-    from .services.query.tracing import search_deadline_setting
+    from .services.core.tracing import search_deadline_setting
 
     try:
         search_deadline_setting()

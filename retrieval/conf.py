@@ -163,7 +163,7 @@ DEFAULTS: dict[str, Any] = {
     # What is embedded and BM25-indexed for a chunk: its content after a header with the
     # document's title, its opening sentence (in the chunks that do not hold it), the
     # chunk's heading path, these metadata keys' values and the path of the file it was
-    # read from, as words (services.ingestion.headers). None: the content alone.
+    # read from, as words (services.core.headers). None: the content alone.
     # Changing it needs a reindex.
     "CHUNK_CONTEXT": {
         "title": True,

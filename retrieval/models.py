@@ -178,7 +178,7 @@ class Chunk(models.Model):
     @property
     def indexed_text(self) -> str:
         """Return the text that was embedded and BM25-indexed: header, blank line, content."""
-        from retrieval.services.ingestion.headers import indexed_text
+        from retrieval.services.core.headers import indexed_text
 
         return indexed_text(self.indexed_prefix, self.content)
 

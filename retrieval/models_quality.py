@@ -1,7 +1,7 @@
 """Tables that measure search: golden sets, their judgments, evaluation runs and traces.
 
 Imported by :mod:`retrieval.models`; services live in :mod:`retrieval.services.quality.goldens`,
-:mod:`retrieval.services.quality.eval_runs` and :mod:`retrieval.services.quality.search_log`.
+:mod:`retrieval.services.quality.eval_runs` and :mod:`retrieval.services.query.search_log`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .services.query.normalizing import QUERY_KEY_LENGTH, query_key
+from .services.core.normalizing import QUERY_KEY_LENGTH, query_key
 
 
 class EvalSet(models.Model):

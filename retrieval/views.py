@@ -53,7 +53,7 @@ class SearchView(ReaderMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         from .models import QueryTrace
         from .services.access import Scope
-        from .services.quality.search_log import traced_as, untraced
+        from .services.query.search_log import traced_as, untraced
         from .services.results.page import results_page
 
         context = super().get_context_data(**kwargs)

@@ -7,8 +7,8 @@ from django.db.models import Model
 
 from retrieval.models import Chunk, Document
 from retrieval.querysets import UNLOADED, load_chunks
+from retrieval.services.core.filters import Filters
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
 from tests.conftest import collection_of
 
 

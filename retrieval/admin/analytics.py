@@ -27,8 +27,8 @@ from django.utils import timezone
 
 from retrieval.models import Collection, Promotion
 from retrieval.services.access import Scope
+from retrieval.services.core.normalizing import key_of
 from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
-from retrieval.services.query.normalizing import key_of
 
 from .base import EDIT_GOLDEN, scope_of
 from .charts import latency_svg, series_table, volume_svg

@@ -18,8 +18,8 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.answers.service import answer
-from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search
+from retrieval.services.query.search_log import traced_as, untraced
 from retrieval.services.registry import retrievers
 from retrieval.services.results.answer_box import answer_box
 from retrieval.services.types import RetrievalResult

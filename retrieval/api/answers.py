@@ -26,7 +26,7 @@ from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
 from retrieval.services.answers.records import Answer
 from retrieval.services.answers.service import answer, answer_stream
-from retrieval.services.quality.search_log import traced_as
+from retrieval.services.query.search_log import traced_as
 from retrieval.services.registry import llms
 from retrieval.services.results.answer_box import answer_box
 

@@ -14,9 +14,9 @@ from rest_framework.views import APIView
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidFilterError, RetrievalError, ServiceUnavailableError
 from retrieval.models import Collection, QueryTrace
-from retrieval.services.quality.search_log import traced_as
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.query.search import search, search_batch
+from retrieval.services.query.search_log import traced_as
 from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.results.clicks import click_token
 from retrieval.services.rewriters.base import HISTORY_ROLES, normalize_turn

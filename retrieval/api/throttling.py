@@ -90,6 +90,8 @@ class ClickThrottleMixin(ScopedThrottleMixin):
     """Throttle a view under ``retrieval_click``."""
 
     throttle_scope = CLICK_SCOPE
+
+
 class SuggestThrottleMixin(ScopedThrottleMixin):
     """Throttle a view under ``retrieval_suggest``."""
 

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.tools import collection_tools
 
 from .parsers import BoundedJSONField
 from .throttling import ToolCallThrottleMixin

@@ -48,7 +48,7 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import AccessDenied, CollectionNotFound, InvalidComponentError
 from retrieval.models import Collection, Document
 from retrieval.services import visibility
-from retrieval.services.query.filters import Filters, ReaderScope
+from retrieval.services.core.filters import Filters, ReaderScope
 
 __all__ = ["ACCESS_PERMISSION", "HOOKS", "Scope", "access_keys", "hook", "resolve_scope"]
 

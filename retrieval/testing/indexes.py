@@ -15,11 +15,11 @@ import pytest
 
 from retrieval.exceptions import InvalidFilterError
 from retrieval.models import Collection, Document, IndexOperation, IndexRun
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes import index_for, outbox, sync
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.ingestion.reembedding import reembed
-from retrieval.services.query.filters import Filters
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 
 __all__ = ["META", "TEXTS", "IndexSuite", "make_collection"]

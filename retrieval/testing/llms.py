@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.exceptions import BudgetExceeded, LLMError
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.llms.base import BaseLLM, LLMAnswer
-from retrieval.services.query.tracing import Budget, traced
 from retrieval.testing.base import Suite
 
 __all__ = ["LLMSuite"]

@@ -7,10 +7,10 @@ from typing import ClassVar
 import pytest
 
 from retrieval.services.access import Scope
+from retrieval.services.core.tracing import traced
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import traced
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure

@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 import pytest
 
 from retrieval.models import Collection, Document
+from retrieval.services.core.filters import Filters
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
 from retrieval.services.registry import retrievers
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 

@@ -6,9 +6,9 @@ from typing import ClassVar
 
 import pytest
 
+from retrieval.services.core.tracing import traced
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.tracing import traced
 from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite
 from retrieval.testing.base import KEYWORD_EMBEDDER, Suite, configure
 

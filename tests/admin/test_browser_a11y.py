@@ -20,7 +20,7 @@ import retrieval
 from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace, SearchClick
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
-from retrieval.services.quality.search_log import traced_as
+from retrieval.services.query.search_log import traced_as
 from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
 from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of

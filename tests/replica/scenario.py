@@ -20,7 +20,7 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 from retrieval.models import Collection  # noqa: E402
-from retrieval.services.query.databases import read_primary, search_database  # noqa: E402
+from retrieval.services.core.databases import read_primary, search_database  # noqa: E402
 from retrieval.services.registry import retrievers  # noqa: E402
 
 TEXTS = {

@@ -36,8 +36,8 @@ from retrieval.models import (
     Triple,
 )
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.query.tools import answer_tool, collection_tools
 from retrieval.services.registry import retrievers
+from retrieval.services.tools import answer_tool, collection_tools
 from tests.conftest import run_async
 from tests.scope.conftest import DOCS, QUERY
 

@@ -17,9 +17,9 @@ from rest_framework.test import APIClient
 import retrieval
 from retrieval.models import Document, QueryTrace
 from retrieval.services.answers.service import _within_scope
+from retrieval.services.core.tracing import traced
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.tools import answer_tool
-from retrieval.services.query.tracing import traced
+from retrieval.services.tools import answer_tool
 from tests.conftest import run_async
 
 pytestmark = pytest.mark.django_db(transaction=True)  # aanswer runs on a worker thread

@@ -13,7 +13,7 @@ from django.urls import URLPattern, URLResolver
 import retrieval
 import retrieval.services
 from retrieval.services.access import Scope
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.tools import collection_tools
 from tests.scope.faces import ADMIN_MODELS, BROWSE_FACES, QUALITY_MODELS, SEARCH_FACES
 
 pytestmark = pytest.mark.django_db
@@ -96,12 +96,12 @@ PYTHON_COVERED = {
     "retrieval.answer": "python_facade",
     "retrieval.aanswer": "python_facade",
     "retrieval.services.answers.service.answer": "python_facade (retrieval.answer), api_answer",
-    "retrieval.services.query.tools.answer_tool": "python_facade",
+    "retrieval.services.tools.answer_tool": "python_facade",
     "retrieval.services.query.search.search": "python_facade (retrieval.search)",
     "retrieval.services.query.search.search_batch": "python_facade (retrieval.search_batch)",
-    "retrieval.services.query.tools.collection_tools": "python_facade",
-    "retrieval.services.query.tools.retrieve_tool": "python_facade (collection_tools)",
-    "retrieval.services.query.tools.index_tool": TOOLS_COVERED["index_document"],
+    "retrieval.services.tools.collection_tools": "python_facade",
+    "retrieval.services.tools.retrieve_tool": "python_facade (collection_tools)",
+    "retrieval.services.tools.index_tool": TOOLS_COVERED["index_document"],
     "retrieval.services.graph.traversal.neighbourhood": "python_facade",
     "retrieval.services.results.page.results_page": "search_page",
     "retrieval.services.results.facets.facet_counts": "search_page (results_page)",

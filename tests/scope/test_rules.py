@@ -18,7 +18,7 @@ from retrieval.models import (
     Judgment,
 )
 from retrieval.services.graph.traversal import neighbourhood
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.tools import collection_tools
 from tests.scope.conftest import DOCS, QUERY, shown
 from tests.scope.faces import QUALITY_MODELS, browser, collection_pk, legs
 

@@ -16,9 +16,9 @@ from django.db import connection
 
 from retrieval.models import Chunk, Document
 from retrieval.services.access import Scope
+from retrieval.services.core.filters import Filters
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import rebuild_postings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Chunk
-from retrieval.services.query.fusion import (
+from retrieval.services.core.fusion import (
     SCORED_FOR_FUSION,
     dbsf_fuse,
     relative_score_fuse,

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 import retrieval
 from retrieval.models import Document, HiddenResult, Promotion
 from retrieval.services.access import Scope
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.tools import collection_tools
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
+from retrieval.services.core.tracing import traced
 from retrieval.services.query.pipelines import Pipeline
-from retrieval.services.query.tracing import traced
 from retrieval.services.retrievers.hybrid import HybridRetriever
 from tests.conftest import collection_of
 from tests.retrievers import RendezvousRetriever

@@ -7,8 +7,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from retrieval.exceptions import InvalidComponentError
+from retrieval.services.core.tracing import traced
 from retrieval.services.query.pipelines import Pipeline
-from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from tests.conftest import collection_of
 

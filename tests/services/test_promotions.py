@@ -14,7 +14,7 @@ import retrieval
 from retrieval.models import Document, Promotion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.query.packing import pack_context
-from retrieval.services.query.tools import collection_tools
+from retrieval.services.tools import collection_tools
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

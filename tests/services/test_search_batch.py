@@ -10,8 +10,8 @@ from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.quality.search_log import traced_as, untraced
 from retrieval.services.query.search import search, search_batch
+from retrieval.services.query.search_log import traced_as, untraced
 from tests.retrievers import RendezvousRetriever
 
 TEXTS = {"n": "North is up.", "e": "East is right.", "w": "West is left."}

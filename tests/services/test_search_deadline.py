@@ -12,8 +12,8 @@ import pytest
 
 from retrieval.exceptions import EmbeddingUnavailableError
 from retrieval.services.access import Scope
+from retrieval.services.core.tracing import traced
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import traced
 from tests.conftest import collection_of
 from tests.openai_server import OpenAIServer, hang_fault
 
@@ -135,7 +135,7 @@ def test_the_llms_share_ends_at_the_searchs_deadline(server, keyword_settings, r
 
 
 def test_a_nested_trace_keeps_the_outer_searchs_deadline(retrieval_settings):
-    from retrieval.services.query.tracing import current_deadline
+    from retrieval.services.core.tracing import current_deadline
 
     retrieval_settings(SEARCH_DEADLINE=DEADLINE)
     with traced():

@@ -186,7 +186,7 @@ def test_chosen_metadata_keys_join_the_header(compass):
 
 
 def test_the_summary_line_gives_every_other_chunk_the_documents_opening_sentence(compass):
-    from retrieval.services.ingestion.headers import opening_sentence
+    from retrieval.services.core.headers import opening_sentence
 
     collection, chunks = compass()  # "summary": True by default
     # "iron" is only in the first paragraph: BM25 finds the second chunk through its header.
@@ -207,7 +207,7 @@ def test_the_summary_line_gives_every_other_chunk_the_documents_opening_sentence
 
 
 def test_the_source_line_names_the_file_a_document_was_read_from(compass, tmp_path):
-    from retrieval.services.ingestion.headers import source_line
+    from retrieval.services.core.headers import source_line
     from retrieval.services.registry import retrievers
 
     assert source_line("docs/ref/models/querysets.txt") == "docs ref models querysets"
@@ -247,7 +247,7 @@ def test_a_reindexed_document_keeps_its_source_line(compass, tmp_path):
 
 
 def test_an_opaque_external_id_gives_no_source_line(compass, tmp_path):
-    from retrieval.services.ingestion.headers import source_line
+    from retrieval.services.core.headers import source_line
 
     for opaque in ("doc-42", "3f2a9b4c-51d0-4e8e-9b1a-7c1d2e3f4a5b", "release-3.1", "12345"):
         assert source_line(opaque) == ""

@@ -13,7 +13,7 @@ from retrieval.models import Document
 from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.tools import (
+from retrieval.services.tools import (
     assistant_message,
     collection_tools,
     index_tool,

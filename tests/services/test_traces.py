@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.quality.search_log import prune_traces
 from retrieval.services.query.search import search as scoped_search
+from retrieval.services.query.search_log import prune_traces
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from retrieval.models import Collection
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
-from retrieval.services.query.filters import Filters
 from retrieval.services.rerankers.base import BaseReranker
 from retrieval.services.types import RetrievalResult
 

@@ -13,7 +13,7 @@ from retrieval.management.commands.retrieval_search import parse_filters
 from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.answers.service import answer
-from retrieval.services.quality.search_log import traced_as
+from retrieval.services.query.search_log import traced_as
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.services.quality.search_log import prune_traces
+from retrieval.services.query.search_log import prune_traces
 
 
 class Command(BaseCommand):

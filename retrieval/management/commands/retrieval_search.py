@@ -11,9 +11,9 @@ from django.core.management.base import BaseCommand, CommandError
 from retrieval.exceptions import RetrievalError
 from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.quality.search_log import traced_as
 from retrieval.services.query.pipelines import retriever_alias
 from retrieval.services.query.search import search
+from retrieval.services.query.search_log import traced_as
 from retrieval.services.rewriters.base import normalize_history
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from retrieval.exceptions import BudgetExceeded
 from retrieval.models import Collection
 from retrieval.services.agentic.stages import BaseEvaluator, BaseSelector, Selection, Verdict
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.rewriters.base import BaseQueryRewriter, RetryFeedback
 from retrieval.services.types import RetrievalResult

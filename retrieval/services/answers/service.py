@@ -34,15 +34,15 @@ from retrieval.services.answers.grounding import (
     without_markers,
 )
 from retrieval.services.answers.records import Answer, AnswerCitation
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import QueryTrace as Trace
+from retrieval.services.core.tracing import traced
 from retrieval.services.llms.fitting import fit_passages
 from retrieval.services.llms.prompts import count_prompt_tokens
 from retrieval.services.quality.analytics import EDITORS
-from retrieval.services.quality.search_log import current_source, record_search, traced_as
-from retrieval.services.query.filters import Filters
 from retrieval.services.query.packing import SEPARATOR, PackedContext, pack_context
 from retrieval.services.query.search import _closing_connections, pipeline_for, search
-from retrieval.services.query.tracing import QueryTrace as Trace
-from retrieval.services.query.tracing import traced
+from retrieval.services.query.search_log import current_source, record_search, traced_as
 from retrieval.services.registry import llms
 from retrieval.services.types import RetrievalResult
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from retrieval.exceptions import DeadlineExceeded, RetrievalError
-from retrieval.services.query.tracing import current_deadline, remote_timeout
+from retrieval.services.core.tracing import current_deadline, remote_timeout
 
 __all__ = ["post_json"]
 

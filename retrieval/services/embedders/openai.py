@@ -18,8 +18,8 @@ from retrieval.exceptions import (
     EmbeddingUnavailableError,
 )
 from retrieval.services.clients.openai import build_client, resolve_api_key, retry_pause
+from retrieval.services.core.tracing import current_deadline, remote_timeout
 from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.query.tracing import current_deadline, remote_timeout
 
 #: Output lengths of OpenAI's models, so :attr:`OpenAIEmbedder.dimension` needs no request.
 KNOWN_DIMENSIONS = {

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 
 from retrieval.models import Chunk, Collection
+from retrieval.services.core.filters import Filters
 from retrieval.services.graph.entities import entity_key
-from retrieval.services.query.filters import Filters
 
 if TYPE_CHECKING:
     from retrieval.services.access import Scope

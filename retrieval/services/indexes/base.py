@@ -18,7 +18,7 @@ import numpy as np
 
 from retrieval.exceptions import DimensionMismatchError, InvalidFilterError
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.types import ScoredChunk
 
 #: One vector to store: (chunk id, document id, chunk metadata, vector).

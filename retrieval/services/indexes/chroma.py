@@ -19,10 +19,10 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.models import Collection
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import remote_timeout
 from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.tracing import remote_timeout
 
 SCALARS = (str, int, float, bool)
 #: Ids Chroma returns per page when listing a space.

@@ -29,6 +29,14 @@ from django.db.models import QuerySet
 
 from retrieval.exceptions import DimensionMismatchError, IndexUnavailableError
 from retrieval.models import Chunk, Collection, IndexOperation
+from retrieval.services.core.filters import (
+    Filters,
+    allowed_chunks,
+    estimated_rows,
+    estimated_rows_each,
+    queryset_sql,
+)
+from retrieval.services.core.tracing import current_deadline, deadline, remote_timeout
 from retrieval.services.indexes.base import (
     BaseIndex,
     VectorRow,
@@ -36,14 +44,6 @@ from retrieval.services.indexes.base import (
     vector_literal,
 )
 from retrieval.services.indexes.pgvector import PgvectorIndex
-from retrieval.services.query.filters import (
-    Filters,
-    allowed_chunks,
-    estimated_rows,
-    estimated_rows_each,
-    queryset_sql,
-)
-from retrieval.services.query.tracing import current_deadline, deadline, remote_timeout
 from retrieval.services.types import ScoredChunk
 
 #: Vectors read from PostgreSQL and written to the engine at once during a rebuild.

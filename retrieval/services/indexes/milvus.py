@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from retrieval.models import Collection
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes.base import IndexFeatures, VectorRow
 from retrieval.services.indexes.external import EMPTY, ExternalIndex, resolved_document_ids
-from retrieval.services.query.filters import Filters
 
 logger = logging.getLogger(__name__)
 

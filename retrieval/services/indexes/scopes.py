@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.validation.storable import refuse_unstorable
 
 

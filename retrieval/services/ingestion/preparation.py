@@ -1,7 +1,7 @@
 """Preparing a source for indexing, before the embedder and the database see it.
 
 :meth:`Preparation.prepare` parses the source, chunks its text, gives each chunk its
-page, heading path and contextual header (:mod:`retrieval.services.ingestion.headers`)
+page, heading path and contextual header (:mod:`retrieval.services.core.headers`)
 and analyses what BM25 will index. Nothing is written: a source that fails here
 fails alone, and :mod:`retrieval.services.ingestion.ingest` embeds and stores the rest.
 """
@@ -24,14 +24,14 @@ from retrieval.models import Chunk, Collection
 from retrieval.services.chunkers.base import BaseChunker
 from retrieval.services.chunkers.recursive import only_heading
 from retrieval.services.clients.tokens import count_tokens
-from retrieval.services.embedders.base import BaseEmbedder
-from retrieval.services.ingestion.headers import (
+from retrieval.services.core.headers import (
     ContextOptions,
     context_options,
     context_prefix,
     indexed_text,
     opening_sentence,
 )
+from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.ingestion.parsing import parse
 from retrieval.services.registry import analyzers, chunkers, embedders
 from retrieval.services.sparse.analyzer import Analyzer

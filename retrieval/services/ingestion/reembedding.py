@@ -26,9 +26,9 @@ from django.db.models import Count
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Chunk, Collection, IndexRun
+from retrieval.services.core.headers import indexed_text
 from retrieval.services.embedders.base import BaseEmbedder
 from retrieval.services.indexes import index_for
-from retrieval.services.ingestion.headers import indexed_text
 from retrieval.services.ingestion.runs import (
     RunCancelled,
     check_cancelled,

@@ -17,8 +17,8 @@ from django.core import checks
 from django.core.cache import caches
 
 from retrieval.exceptions import BudgetExceeded, DeadlineExceeded, LLMError
+from retrieval.services.core.tracing import LLMCall, QueryTrace, current_trace, remote_timeout
 from retrieval.services.llms.answers import answer_token_bound, excerpt, parse_answer
-from retrieval.services.query.tracing import LLMCall, QueryTrace, current_trace, remote_timeout
 
 Message = Mapping[str, str]
 
@@ -46,7 +46,7 @@ class BaseLLM(ABC):
 
     :meth:`complete` does what every model needs the same way: it serves identical calls
     from the Django cache ``cache`` (never a blank, cut or invalid answer), checks and
-    charges the query's :class:`~retrieval.services.query.tracing.Budget` (a text answer's
+    charges the query's :class:`~retrieval.services.core.tracing.Budget` (a text answer's
     ``max_tokens`` cut to what is left; a JSON call not sent unless its whole
     ``max_tokens`` fits; the timeout cut to the seconds the budget and the search's
     deadline leave) and records each call in the query's trace. An implementation

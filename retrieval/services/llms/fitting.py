@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.exceptions import LLMError
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.llms.base import BaseLLM, Message
-from retrieval.services.query.tracing import current_trace
 
 #: ``build(passages)`` returns the prompt's messages and the answer's JSON schema (or None).
 Builder = Callable[[Sequence[str]], tuple[list[Message], Mapping[str, Any] | None]]

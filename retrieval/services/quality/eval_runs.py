@@ -22,8 +22,8 @@ from retrieval.models import EvalRun, EvalSet
 from retrieval.services.access import Scope
 from retrieval.services.quality import goldens
 from retrieval.services.quality.evaluation import METRICS, document_ranking, percentile
-from retrieval.services.quality.search_log import untraced
 from retrieval.services.query.search import pipeline_for, search
+from retrieval.services.query.search_log import untraced
 from retrieval.services.queues import enqueue_after_commit, runs_inline
 
 logger = logging.getLogger(__name__)

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from retrieval.models import Collection, HiddenResult
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.normalizing import matches
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.normalizing import matches
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.query.promotions import promote
-from retrieval.services.query.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 __all__ = ["editors_rules", "hidden_documents", "hide", "with_editors_rules"]

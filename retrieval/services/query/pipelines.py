@@ -14,7 +14,7 @@ Configured in ``RETRIEVAL["PIPELINES"]``; each step names a configured component
         },
     }
 
-Each (query, retriever) pair is a leg of :func:`retrieval.services.query.legs.run_legs`, the
+Each (query, retriever) pair is a leg of :func:`retrieval.services.core.legs.run_legs`, the
 runner :class:`HybridRetriever` uses too: legs are prepared concurrently, a failing leg is
 recorded while the others answer, and the lists are fused the same way.
 """
@@ -30,10 +30,10 @@ from django.core import checks
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.fusion import fusion_defaults
-from retrieval.services.query.legs import Leg, run_legs
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.fusion import fusion_defaults
+from retrieval.services.core.legs import Leg, run_legs
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.retrievers.base import check_top_k, load_results
 from retrieval.services.rewriters.base import Turn

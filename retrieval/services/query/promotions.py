@@ -23,10 +23,10 @@ from django.db import connections
 
 from retrieval.models import Chunk, Collection, Promotion
 from retrieval.querysets import load_chunks
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.normalizing import matches
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.normalizing import matches
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 __all__ = ["matching_promotions", "promote"]

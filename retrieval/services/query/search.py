@@ -19,13 +19,13 @@ from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection
 from retrieval.services.access import Scope, resolve_scope
-from retrieval.services.quality.search_log import carrying_source, record_search
-from retrieval.services.query.databases import primary_if_unreachable
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.databases import primary_if_unreachable
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import traced
 from retrieval.services.query.hiding import editors_rules, hidden_documents, with_editors_rules
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import Pipeline
-from retrieval.services.query.tracing import traced
+from retrieval.services.query.search_log import carrying_source, record_search
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.base import Turn
 from retrieval.services.types import SearchResults

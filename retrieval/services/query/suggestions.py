@@ -34,8 +34,8 @@ from django.utils import timezone
 from retrieval.conf import retrieval_settings
 from retrieval.models import BlockedSuggestion, Collection, QueryTrace
 from retrieval.services.access import Scope
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.normalizing import QUERY_KEY_LENGTH, matches
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.normalizing import QUERY_KEY_LENGTH, matches
 
 __all__ = ["suggest"]
 

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
 
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 
 

@@ -16,7 +16,7 @@ from retrieval.services.agentic.pipeline import (
     build,
     validate_limits,
 )
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.registry import retrievers, rewriters
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k
 from retrieval.services.types import RetrievalResult, ScoredChunk

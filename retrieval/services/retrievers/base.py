@@ -8,8 +8,8 @@ from typing import Any
 
 from retrieval.models import Collection
 from retrieval.querysets import load_chunks
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
 
 
@@ -26,7 +26,7 @@ class BaseRetriever(ABC):
 
     alias: str = ""
     #: :meth:`prepare` takes real time (it embeds the query): fusion prepares such a leg
-    #: while the database ranks the others (:func:`retrieval.services.query.legs.run_legs`).
+    #: while the database ranks the others (:func:`retrieval.services.core.legs.run_legs`).
     costly_prepare: bool = False
 
     def retrieve(
@@ -125,7 +125,7 @@ class BaseRetriever(ABC):
         """Return this retriever's scores of the given chunks of ``collection``, or ``None``.
 
         Fusion that scores every candidate with every leg
-        (:data:`~retrieval.services.query.fusion.SCORES_EVERY_CANDIDATE`) asks each leg for the
+        (:data:`~retrieval.services.core.fusion.SCORES_EVERY_CANDIDATE`) asks each leg for the
         other legs' candidates; a chunk left out of the answer scores 0 there. ``None``,
         the default: this retriever cannot score given chunks.
         """

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from django.db import connections
 
 from retrieval.models import Collection
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters, estimated_rows_each
 from retrieval.services.indexes.scopes import declared_marks, indexed_scope, scope_parts
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters, estimated_rows_each
 from retrieval.services.registry import analyzers
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, scaled_by_best
 from retrieval.services.sparse.ranking import GROUPED_SCORE_SQL, TOP_K_SQL, WEIGHTS_SQL

@@ -8,6 +8,8 @@ from typing import Any
 from django.db import connections
 
 from retrieval.models import Collection
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes import index_for
 from retrieval.services.indexes.base import (
     check_query_dimensions,
@@ -15,8 +17,6 @@ from retrieval.services.indexes.base import (
     vector_literal,
 )
 from retrieval.services.ingestion.collections import embedder_for
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
 from retrieval.services.retrievers.base import BaseRetriever, check_top_k, load_results
 from retrieval.services.types import RetrievalResult, ScoredChunk
 

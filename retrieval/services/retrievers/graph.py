@@ -10,8 +10,8 @@ from django.core import checks
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import RetrievalError
 from retrieval.models import Collection, Triple
+from retrieval.services.core.filters import Filters
 from retrieval.services.graph.traversal import expand
-from retrieval.services.query.filters import Filters
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import ScoredChunk

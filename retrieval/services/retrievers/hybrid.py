@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from django.core import checks
 
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.fusion import fusion_defaults
-from retrieval.services.query.legs import Leg, run_legs
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.fusion import fusion_defaults
+from retrieval.services.core.legs import Leg, run_legs
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import ScoredChunk
@@ -28,7 +28,7 @@ class HybridRetriever(BaseRetriever):
     least that share of the leg's best score for a chunk of the document (0: chunks fused
     alone). Each leg returns ``candidates`` results (at least ``top_k``); only the fused top
     ``top_k`` chunks are loaded. Legs run
-    through :func:`retrieval.services.query.legs.run_legs`, as a pipeline's do: prepared
+    through :func:`retrieval.services.core.legs.run_legs`, as a pipeline's do: prepared
     concurrently, ranked on the caller's connection (so they see its transaction's
     uncommitted writes; outside transactions, with Django's connection pool, the dense
     leg ranks on a second pooled connection beside BM25). A leg that fails is logged and

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.validation.storable import NUL
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.

@@ -9,7 +9,7 @@ import re
 from collections import Counter, defaultdict
 
 from retrieval.models import Collection
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.registry import analyzers, retrievers
 from retrieval.services.rewriters.base import BaseQueryRewriter, RetryFeedback, Rewrite, Turn
 

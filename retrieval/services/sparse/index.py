@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from django.db import connections
 
-from retrieval.services.ingestion.headers import indexed_text
+from retrieval.services.core.headers import indexed_text
 from retrieval.services.sparse.analyzer import Analyzer
 
 #: One entry per chunk: its id, term frequencies and length in terms.

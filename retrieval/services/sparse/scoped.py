@@ -61,7 +61,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from retrieval.services.query.filters import Filters
+from retrieval.services.core.filters import Filters
 from retrieval.services.sparse.ranking import (
     INDEXED_TOP_K_SQL,
     SCOPED_TOP_K_SQL,
@@ -194,7 +194,7 @@ class ScopedSearch:
     with their ``params``; ``marks`` the same scope as the index marks it
     (``index_marks``); ``chunk_count`` the collection's indexed chunks
     (``indexed_chunk_count``) and ``estimate`` the planner's estimate of the allowed ones
-    (``query.filters.allowed_chunks``' rows), both read once per search however many parts it ranks;
+    (``core.filters.allowed_chunks``' rows), both read once per search however many parts it ranks;
     ``declared`` a declared scope the conditions imply, as its marks take it (its access
     tokens and metadata JSON: ``indexes.scopes.declared_marks``).
     """

@@ -31,8 +31,8 @@ from django.db.models import Q
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import Collection, Synonym
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.tracing import current_trace
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.tracing import current_trace
 from retrieval.services.sparse.analyzer import Analyzer
 
 __all__ = ["ExpandedTerms", "expand", "forget_synonyms", "parse_rule"]

@@ -14,8 +14,8 @@ from retrieval.services.agentic.stages import (
     LLMEvaluator,
     LLMSelector,
 )
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import retrievers, rewriters
 from retrieval.services.retrievers.agentic import AgenticRetriever
 from retrieval.services.rewriters.llm import LLMQueryRewriter

@@ -10,11 +10,11 @@ import pytest
 from retrieval.services.access import Scope
 from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline
 from retrieval.services.agentic.stages import LLMEvaluator, LLMSelector
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.query.search import search
-from retrieval.services.query.tools import retrieve_tool
-from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.llm import LLMQueryRewriter
+from retrieval.services.tools import retrieve_tool
 from tests.conftest import collection_of
 from tests.openai_server import hang_fault
 

@@ -11,7 +11,7 @@ from retrieval.exceptions import CollectionNotFound, InvalidComponentError
 from retrieval.models import QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.answers.service import aanswer, answer, answer_events
-from retrieval.services.query.tools import answer_tool
+from retrieval.services.tools import answer_tool
 from tests.conftest import collection_of, run_async
 from tests.openai_server import hang_fault, status_fault
 

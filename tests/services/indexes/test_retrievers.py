@@ -22,10 +22,10 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Collection, Document
 from retrieval.services.access import Scope
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes import external, index_for
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
 from retrieval.services.query.search import search as scoped_search
 from retrieval.services.registry import llms, retrievers
 from retrieval.services.retrievers import base

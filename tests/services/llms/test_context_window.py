@@ -14,10 +14,10 @@ import pytest
 from retrieval.exceptions import LLMError
 from retrieval.services.access import Scope
 from retrieval.services.agentic.stages import LLMEvaluator, LLMSelector
+from retrieval.services.core.tracing import traced
 from retrieval.services.llms.fitting import fit_passages, numbered
 from retrieval.services.llms.openai import OpenAIChatLLM
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import traced
 from retrieval.services.registry import retrievers
 from retrieval.services.rerankers.llm import LLMReranker
 from tests.conftest import collection_of

@@ -9,8 +9,8 @@ import pytest
 
 from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.clients.tokens import count_tokens
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.llms.openai import OpenAIChatLLM
-from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.llm import HyDEQueryRewriter, LLMQueryRewriter
 from tests.conftest import collection_of

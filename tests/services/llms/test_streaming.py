@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.exceptions import BudgetExceeded, LLMError
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.llms.openai import OpenAIChatLLM
-from retrieval.services.query.tracing import Budget, traced
 from retrieval.services.registry import llms
 from tests.openai_server import status_fault, stream_fault
 

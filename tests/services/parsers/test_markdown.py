@@ -209,7 +209,7 @@ def test_mkdocs_admonitions_give_their_title_and_body_and_autodoc_its_name() -> 
 
 
 def test_an_autodoc_page_opens_with_its_first_sentence_not_the_directive_options() -> None:
-    from retrieval.services.ingestion.headers import opening_sentence
+    from retrieval.services.core.headers import opening_sentence
 
     document = parse(MKDOCS_PAGE, filename="testclient.md")
 

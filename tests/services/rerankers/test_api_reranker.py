@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.services.query.tracing import Budget, traced
+from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.rerankers.api import APIReranker
 from retrieval.testing.rerankers import RerankerSuite
 from tests.openai_server import OpenAIServer, status_fault

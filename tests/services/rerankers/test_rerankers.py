@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from retrieval.services.access import Scope
+from retrieval.services.core.tracing import traced
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import traced
 from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 from retrieval.services.rerankers.llm import LLMReranker
 from retrieval.services.rerankers.score import ScoreReranker

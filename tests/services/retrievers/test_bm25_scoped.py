@@ -16,16 +16,16 @@ from django.test.utils import CaptureQueriesContext
 
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
-from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name
-from retrieval.services.indexes.scopes import scope_parts
-from retrieval.services.ingestion.collections import get_or_create_collection
-from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import (
+from retrieval.services.core.filters import (
     Filters,
     allowed_chunks,
     estimated_rows,
     estimated_rows_each,
 )
+from retrieval.services.indexes.pgvector import PgvectorIndex, lexeme_index_name
+from retrieval.services.indexes.scopes import scope_parts
+from retrieval.services.ingestion.collections import get_or_create_collection
+from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.retrievers.bm25 import BM25Retriever
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.scoped import CHUNK_COUNT_SQL

@@ -19,10 +19,10 @@ from django.urls import reverse
 
 from retrieval.models import Chunk, Collection, Document
 from retrieval.services.access import Scope
+from retrieval.services.core.filters import Filters, ReaderScope
 from retrieval.services.indexes.pgvector import PgvectorIndex, scope_index_name, vector_index_name
 from retrieval.services.indexes.pgvector.planner import SCOPE_GRAPH_WIDENING
 from retrieval.services.indexes.scopes import checked_scope, json_contains, states_scope
-from retrieval.services.query.filters import Filters, ReaderScope
 from retrieval.services.retrievers.dense import PgvectorRetriever
 
 from .test_dense import _fill, _new_collection

@@ -10,11 +10,11 @@ from django.db import connection, connections
 from retrieval.exceptions import DimensionMismatchError, RetrievalError
 from retrieval.models import Chunk
 from retrieval.services.access import Scope
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.fusion import relative_score_fuse
+from retrieval.services.core.legs import Leg, _spare_connection, run_legs
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.query.filters import Filters
-from retrieval.services.query.fusion import relative_score_fuse
-from retrieval.services.query.legs import Leg, _spare_connection, run_legs
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.dense import DenseRetriever

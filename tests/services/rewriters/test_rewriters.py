@@ -7,10 +7,10 @@ import json
 import pytest
 
 from retrieval.services.access import Scope
+from retrieval.services.core.tracing import traced
 from retrieval.services.llms.answers import ANSWER_CHARS
 from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.query.search import search
-from retrieval.services.query.tracing import traced
 from retrieval.services.rewriters.llm import (
     HyDEQueryRewriter,
     LLMQueryRewriter,

@@ -22,6 +22,8 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 from retrieval.models import Chunk, Collection
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.filters import Filters
 from retrieval.services.indexes.base import (
     BaseIndex,
     IndexFeatures,
@@ -45,8 +47,6 @@ from retrieval.services.indexes.pgvector.ddl import (
 )
 from retrieval.services.indexes.pgvector.planner import SearchOptions, planned_query, walked
 from retrieval.services.indexes.scopes import checked_scope
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.filters import Filters
 from retrieval.services.types import ScoredChunk
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.models import Collection
+from retrieval.services.core.filters import Filters, allowed_chunks, estimated_rows_each
 from retrieval.services.indexes.base import MAX_EF_SEARCH, check_query_dimensions, vector_literal
 from retrieval.services.indexes.pgvector.ddl import space_condition
 from retrieval.services.indexes.scopes import (
@@ -24,7 +25,6 @@ from retrieval.services.indexes.scopes import (
     scope_parts,
     states_scope,
 )
-from retrieval.services.query.filters import Filters, allowed_chunks, estimated_rows_each
 
 #: A declared scope's own graph is walked with this many times the ``ef_search`` of the
 #: collection's: it holds a fraction of the collection's vectors, so a wider list costs

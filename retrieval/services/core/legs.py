@@ -13,8 +13,8 @@ ranking BM25 on the first. A leg that fails is logged, recorded in the
 trace and returned as failed while the others answer; only if every leg fails does the
 search raise. A bad filter is the request's fault, not the leg's: it is raised at once.
 :meth:`LegResults.fuse` then merges the lists with one of
-:data:`~retrieval.services.query.fusion.FUSION_METHODS`, having first, for the methods in
-:data:`~retrieval.services.query.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
+:data:`~retrieval.services.core.fusion.FUSION_METHODS`, having first, for the methods in
+:data:`~retrieval.services.core.fusion.SCORES_EVERY_CANDIDATE`, asked each leg for its scores
 of the other legs' candidates (one statement per leg).
 """
 
@@ -33,18 +33,18 @@ from django.db import connections
 
 from retrieval.exceptions import InvalidFilterError, RetrievalError
 from retrieval.querysets import chunk_documents
-from retrieval.services.query.databases import search_database
-from retrieval.services.query.fusion import (
+from retrieval.services.core.databases import search_database
+from retrieval.services.core.fusion import (
     FUSION_METHODS,
     SCORED_FOR_FUSION,
     SCORES_EVERY_CANDIDATE,
 )
-from retrieval.services.query.tracing import current_trace, run_in_context
+from retrieval.services.core.tracing import current_trace, run_in_context
 from retrieval.services.types import ScoredChunk
 
 if TYPE_CHECKING:
     from retrieval.models import Collection
-    from retrieval.services.query.filters import Filters
+    from retrieval.services.core.filters import Filters
     from retrieval.services.retrievers.base import BaseRetriever
 
 logger = logging.getLogger(__name__)

@@ -17,13 +17,13 @@ from retrieval.exceptions import AccessDenied, InvalidComponentError, RetrievalE
 from retrieval.models import Collection, Document, QueryTrace
 from retrieval.services.access import Scope, resolve_scope
 from retrieval.services.answers.service import answer
+from retrieval.services.core.filters import Filters
+from retrieval.services.core.tracing import traced
 from retrieval.services.ingestion.ingest import Source, ingest
-from retrieval.services.quality.search_log import record_search, traced_as
-from retrieval.services.query.filters import Filters
 from retrieval.services.query.hiding import with_editors_rules
 from retrieval.services.query.packing import pack_context
 from retrieval.services.query.pipelines import retriever_alias
-from retrieval.services.query.tracing import traced
+from retrieval.services.query.search_log import record_search, traced_as
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import RetrievalResult

@@ -1,0 +1,1 @@
+"""The knowledge graph: entities, their extraction from chunks, traversal for its retriever."""
