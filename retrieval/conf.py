@@ -95,7 +95,7 @@ DEFAULTS: dict[str, Any] = {
         # Rewrite -> retrieve -> judge rounds; LLM stages when LLMS has "default",
         # offline ones (pseudo-relevance feedback, coverage judge) otherwise.
         "agentic": {
-            "BACKEND": "retrieval.services.retrievers.agentic.AgenticRetriever",
+            "BACKEND": "retrieval.services.agentic.retriever.AgenticRetriever",
             "OPTIONS": {"retriever": "hybrid", "llm": "default"},
         },
         # Expands another retriever's hits along knowledge-graph triples; with no

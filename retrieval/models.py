@@ -11,7 +11,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from .models_relevance import QueryRule
-from .services.validation.storable import validate_storable_metadata
+from .validation.storable import validate_storable_metadata
 
 
 class Collection(models.Model):
@@ -134,6 +134,11 @@ class Document(models.Model):
         return self.title or self.external_id
 
 
+def indexed_text(prefix: str, content: str) -> str:
+    """Return the text embedded and BM25-indexed for a chunk: header, blank line, content."""
+    return f"{prefix}\n\n{content}" if prefix else content
+
+
 class Chunk(models.Model):
     """A span of a document's content with its embedding.
 
@@ -178,8 +183,6 @@ class Chunk(models.Model):
     @property
     def indexed_text(self) -> str:
         """Return the text that was embedded and BM25-indexed: header, blank line, content."""
-        from retrieval.services.core.headers import indexed_text
-
         return indexed_text(self.indexed_prefix, self.content)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .services.core.normalizing import QUERY_KEY_LENGTH, query_key
+from .normalizing import QUERY_KEY_LENGTH, query_key
 
 
 class EvalSet(models.Model):

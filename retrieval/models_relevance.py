@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from .services.core.normalizing import like_pattern
+from .normalizing import like_pattern
 
 
 class EditorsRule(models.Model):

@@ -26,8 +26,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from retrieval.models import Collection, Promotion
+from retrieval.normalizing import key_of
 from retrieval.services.access import Scope
-from retrieval.services.core.normalizing import key_of
 from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
 
 from .base import EDIT_GOLDEN, scope_of

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from retrieval.models import Collection, Document, EvalQuery, EvalSet
 from retrieval.services.access import Scope
-from retrieval.services.validation import nesting
+from retrieval.validation import nesting
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

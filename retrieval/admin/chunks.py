@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from retrieval.models import Chunk, Document
-from retrieval.services.validation import nesting
+from retrieval.validation import nesting
 
 from .base import COLLECTION_FILTER, ReadOnlyAdmin, ScopedAdminMixin, pretty_json, scope_of
 

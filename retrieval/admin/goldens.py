@@ -30,7 +30,7 @@ from retrieval.models import Chunk, Collection, EvalQuery, EvalSet, Judgment
 from retrieval.services.quality import goldens
 from retrieval.services.quality.eval_runs import create_eval_run
 from retrieval.services.quality.evaluation import DatasetError
-from retrieval.services.validation import archives
+from retrieval.validation import archives
 
 from .base import COLLECTION_FILTER, EDIT_GOLDEN, QualityScopedAdminMixin, scope_of
 from .charts import history_svg

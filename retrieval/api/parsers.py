@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 
-from retrieval.services.validation.nesting import (
+from retrieval.validation.nesting import (
     TooDeepError,
     max_json_depth,
     refuse_too_deep,

@@ -15,7 +15,7 @@ from retrieval.services.registry import (
     indexes,
     retrievers,
 )
-from retrieval.services.validation.storable import refuse_unstorable
+from retrieval.validation.storable import refuse_unstorable
 
 from .parsers import BoundedJSONField
 

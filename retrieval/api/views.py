@@ -51,8 +51,8 @@ from retrieval.services.ingestion.documents import (
 from retrieval.services.ingestion.parsing import parser_for_upload
 from retrieval.services.ingestion.reindexing import discard_new_document
 from retrieval.services.ingestion.runs import ACTIVE, cancel_run, enqueue_run, retry_run
-from retrieval.services.validation.storable import refuse_unstorable
 from retrieval.tasks import index_document
+from retrieval.validation.storable import refuse_unstorable
 
 from . import parsers, serializers
 from .throttling import UploadThrottleMixin, WriteThrottleMixin

@@ -27,6 +27,15 @@ T = TypeVar("T")
 SINGULAR = {"INDEXES": "index"}
 
 
+#: BACKEND paths of built-in components that moved, and where they are now (settings that
+#: name the old path keep working; docs/changelog.md lists the moves).
+MOVED = {
+    "retrieval.services.retrievers.agentic.AgenticRetriever": (
+        "retrieval.services.agentic.retriever.AgenticRetriever"
+    ),
+}
+
+
 class ComponentHandler(Generic[T]):
     """Build and cache, per thread, the components of one kind (``"EMBEDDERS"``, ...)."""
 
@@ -71,7 +80,7 @@ class ComponentHandler(Generic[T]):
                 f"configured: {', '.join(self.aliases()) or '(none)'}."
             )
         config = self.expand(configs[alias])
-        backend = config.get("BACKEND")
+        backend = MOVED.get(config.get("BACKEND"), config.get("BACKEND"))
         try:
             cls = import_string(backend)
         except ImportError as e:

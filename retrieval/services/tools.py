@@ -27,7 +27,7 @@ from retrieval.services.query.search_log import record_search, traced_as
 from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import RetrievalResult
-from retrieval.services.validation import nesting
+from retrieval.validation import nesting
 
 __all__ = [
     "Tool",

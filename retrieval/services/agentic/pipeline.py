@@ -25,6 +25,15 @@ class OnInsufficient(enum.StrEnum):
     BEST_EFFORT = "best_effort"  # the last round's selection
     EMPTY = "empty"  # nothing
 
+    @classmethod
+    def parse(cls, value: object) -> OnInsufficient:
+        """Return the member ``value`` names; ``ValueError`` naming the choices if none."""
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(repr(choice.value) for choice in cls)
+            raise ValueError(f"on_insufficient must be one of {choices}, not {value!r}.") from None
+
 
 @dataclass(frozen=True)
 class AgenticResult:
@@ -101,13 +110,7 @@ class AgenticRetrievalPipeline:
         self.growth = growth
         self.selected_chunk_limit = selected_chunk_limit
         self.sufficiency_threshold = sufficiency_threshold
-        try:
-            self.on_insufficient = OnInsufficient(on_insufficient)
-        except ValueError:
-            choices = ", ".join(repr(choice.value) for choice in OnInsufficient)
-            raise ValueError(
-                f"on_insufficient must be one of {choices}, not {on_insufficient!r}."
-            ) from None
+        self.on_insufficient = OnInsufficient.parse(on_insufficient)
 
     def run(
         self,

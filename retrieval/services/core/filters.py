@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 
 from retrieval.exceptions import InvalidFilterError
-from retrieval.services.validation.storable import refuse_unstorable
+from retrieval.validation.storable import refuse_unstorable
 
 ALLOWED_KEYS = ("document_ids", "documents", "metadata")
 

@@ -22,6 +22,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.conf import retrieval_settings
+from retrieval.models import indexed_text
 
 __all__ = [
     "ContextOptions",
@@ -143,6 +144,3 @@ def source_line(source: str) -> str:
     return " ".join(_EXTENSION.sub("", source).replace("/", " ").replace("\\", " ").split())
 
 
-def indexed_text(prefix: str, content: str) -> str:
-    """Return the text embedded and BM25-indexed for a chunk: header, blank line, content."""
-    return f"{prefix}\n\n{content}" if prefix else content

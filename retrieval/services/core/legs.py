@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import connections
 
@@ -45,19 +45,44 @@ from retrieval.services.types import ScoredChunk
 if TYPE_CHECKING:
     from retrieval.models import Collection
     from retrieval.services.core.filters import Filters
-    from retrieval.services.retrievers.base import BaseRetriever
 
 logger = logging.getLogger(__name__)
 
 
+class Ranker(Protocol):
+    """What the runner needs of a leg's retriever (every
+    :class:`~retrieval.services.retrievers.base.BaseRetriever` is one)."""
+
+    costly_prepare: bool
+
+    def prepare(self, query: str, *, collection: Collection) -> Any: ...
+
+    def rank_prepared(
+        self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters
+    ) -> list[ScoredChunk]: ...
+
+    def send_rank(
+        self, prepared: Any, *, collection: Collection, top_k: int, filters: Filters
+    ) -> Callable[[], list[ScoredChunk]] | None: ...
+
+    def score_chunks(
+        self, prepared: Any, chunk_ids: Sequence[int], *, collection: Collection
+    ) -> dict[int, float] | None: ...
+
+
 @dataclass(frozen=True)
 class Leg:
-    """One ranked list to fetch: ``query`` ranked by ``retriever``, named ``name``."""
+    """One ranked list to fetch: ``query`` ranked by ``retriever``, named ``name``.
+
+    ``top_k``, if set, is how many this leg ranks, instead of the runner's: a fusing
+    retriever's legs, run beside a pipeline's own, rank as many as that retriever asks.
+    """
 
     name: str
-    retriever: BaseRetriever
+    retriever: Ranker
     query: str
     weight: float = 1.0
+    top_k: int | None = None
 
 
 @dataclass
@@ -124,6 +149,19 @@ class LegResults:
             ]
         return lists
 
+    def subset(self, names: Sequence[str]) -> LegResults:
+        """These results for the legs ``names`` only (those that answered or failed)."""
+        kept = [name for name in self.ranked if name in names]
+        return LegResults(
+            {name: self.ranked[name] for name in kept},
+            {name: self.weights[name] for name in kept},
+            {name: reason for name, reason in self.failed.items() if name in names},
+            {name: self.ms[name] for name in kept},
+            {name: self.legs[name] for name in kept if name in self.legs},
+            {name: self.prepared[name] for name in kept if name in self.prepared},
+            self.collection,
+        )
+
     def mark(self, ranking: list[ScoredChunk]) -> list[ScoredChunk]:
         """Name the failed legs in each result's ``metadata["failed_legs"]``."""
         if self.failed:
@@ -186,7 +224,7 @@ def run_legs(
                     leg.query, collection=collection
                 )
                 outcome.ranked[leg.name] = leg.retriever.rank_prepared(
-                    prepared, collection=collection, top_k=top_k, filters=filters
+                    prepared, collection=collection, top_k=leg.top_k or top_k, filters=filters
                 )
     else:
         _rank_overlapped(legs, collection, top_k, filters, outcome)
@@ -222,7 +260,10 @@ def _rank_overlapped(
     """
     quick = [leg for leg in legs if not leg.retriever.costly_prepare]
     costly = [leg for leg in legs if leg.retriever.costly_prepare]
-    options = {"collection": collection, "top_k": top_k, "filters": filters}
+
+    def options(leg: Leg) -> dict[str, Any]:
+        return {"collection": collection, "top_k": leg.top_k or top_k, "filters": filters}
+
     sent: dict[str, Callable[[], list[ScoredChunk]]] = {}
     later: dict[str, Any] = {}  # quick legs that cannot be sent ahead: ranked afterwards
     own: Leg | None = None
@@ -232,7 +273,7 @@ def _rank_overlapped(
                 prepared = outcome.prepared[leg.name] = leg.retriever.prepare(
                     leg.query, collection=collection
                 )
-                fetch = leg.retriever.send_rank(prepared, **options)
+                fetch = leg.retriever.send_rank(prepared, **options(leg))
                 if fetch is None:
                     later[leg.name] = prepared
                 else:
@@ -255,7 +296,7 @@ def _rank_overlapped(
                     if spare:
                         with outcome.leg(own.name):
                             outcome.ranked[own.name] = own.retriever.rank_prepared(
-                                later.pop(own.name), **options
+                                later.pop(own.name), **options(own)
                             )
         for name, fetch in sent.items():
             with outcome.leg(name):
@@ -263,14 +304,16 @@ def _rank_overlapped(
     for leg in legs:
         if leg.name in later:
             with outcome.leg(leg.name):
-                outcome.ranked[leg.name] = leg.retriever.rank_prepared(later[leg.name], **options)
+                outcome.ranked[leg.name] = leg.retriever.rank_prepared(
+                    later[leg.name], **options(leg)
+                )
     for future in as_completed(futures):
         leg = futures[future]
         with outcome.leg(leg.name):
             prepared, preparing = future.result()
             outcome.prepared[leg.name] = prepared
             outcome.seconds[leg.name] = preparing
-            outcome.ranked[leg.name] = leg.retriever.rank_prepared(prepared, **options)
+            outcome.ranked[leg.name] = leg.retriever.rank_prepared(prepared, **options(leg))
 
 
 @contextmanager

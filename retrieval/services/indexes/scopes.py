@@ -17,7 +17,7 @@ from typing import Any
 
 from retrieval.models import Collection
 from retrieval.services.core.filters import Filters
-from retrieval.services.validation.storable import refuse_unstorable
+from retrieval.validation.storable import refuse_unstorable
 
 
 def checked_scope(declared: Mapping[str, Any]) -> dict[str, Any]:

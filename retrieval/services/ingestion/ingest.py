@@ -46,7 +46,7 @@ from retrieval.services.ingestion.runs import (
 )
 from retrieval.services.ingestion.triples import attach_kept_triples, detach_kept_triples
 from retrieval.services.sparse.index import write_postings
-from retrieval.services.validation.storable import NUL
+from retrieval.validation.storable import NUL
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from retrieval.services.registry import analyzers, chunkers, embedders
 from retrieval.services.sparse.analyzer import Analyzer
 from retrieval.services.sparse.index import bm25_text
 from retrieval.services.types import ChunkSpan, ParsedDocument, Section
-from retrieval.services.validation.storable import NUL, refuse_unstorable
+from retrieval.validation.storable import NUL, refuse_unstorable
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.html import HtmlParser
 from retrieval.services.parsers.layout import TextBuilder, clip_title, file_label, stem_title
 from retrieval.services.types import ParsedDocument
-from retrieval.services.validation.archives import ArchiveError, check_declared
+from retrieval.validation.archives import ArchiveError, check_declared
 
 INSTALL_HINT = 'install the ebook extra: pip install "django-retrieval[ebook]"'
 CONTAINER = "META-INF/container.xml"

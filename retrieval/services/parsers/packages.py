@@ -21,7 +21,7 @@ from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import file_label
 from retrieval.services.types import ParsedDocument
-from retrieval.services.validation.archives import ArchiveError, check_declared
+from retrieval.validation.archives import ArchiveError, check_declared
 
 #: XML elements read between checks of ``MAX_PARSE_SECONDS``.
 ELEMENTS_PER_CHECK = 10_000

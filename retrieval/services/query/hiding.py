@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from retrieval.models import Collection, HiddenResult
+from retrieval.normalizing import matches
 from retrieval.services.core.databases import search_database
 from retrieval.services.core.filters import Filters
-from retrieval.services.core.normalizing import matches
 from retrieval.services.core.tracing import current_trace
 from retrieval.services.query.promotions import promote
 from retrieval.services.types import RetrievalResult

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.core import checks
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import InvalidComponentError
+from retrieval.exceptions import InvalidComponentError, RetrievalError
 from retrieval.models import Collection
 from retrieval.services.core.filters import Filters
 from retrieval.services.core.fusion import fusion_defaults
-from retrieval.services.core.legs import Leg, run_legs
+from retrieval.services.core.legs import Leg, LegResults, run_legs
 from retrieval.services.core.tracing import current_trace
 from retrieval.services.registry import rerankers, retrievers, rewriters
 from retrieval.services.retrievers.base import check_top_k, load_results
@@ -140,19 +141,21 @@ class Pipeline:
             for number, text in enumerate(queries)
             for alias, w in legs.items()
         ]
+        inner = _fused_legs(runs, depth)
         answered = run_legs(
-            runs,
+            [leg for run in runs for leg in inner.get(run.name, [run])],
             collection=collection,
             top_k=depth,
             filters=filters,
             label=f"pipeline {self.name!r}" if self.name else "pipeline",
         )
+        lists = _fuse_inner(runs, inner, answered, depth)
         if fused:
-            ranking = answered.fuse(
+            ranking = lists.fuse(
                 self.fusion, k=self.k, top_k=depth, document_floor=self.document_floor
             )
         else:  # a lone leg raises its own error; its scores brought into [0, 1]
-            ranking = runs[0].retriever.normalise(answered.ranked[runs[0].name])
+            ranking = runs[0].retriever.normalise(lists.ranked[runs[0].name])
         results = load_results(ranking, filters=filters)
         if self.reranker is not None:
             # The whole question (a standalone rewrite, else the turn): never a sub-question
@@ -165,7 +168,7 @@ class Pipeline:
                 pipeline=self.name,
                 queries=list(queries),
                 retrievers=list(legs),
-                fused_lists=len(answered.ranked) if fused else 0,
+                fused_lists=len(answered.ranked) if fused or inner else 0,
                 failed_legs=dict(answered.failed),
                 reranker=self.reranker,
                 leg_ms=dict(answered.ms),
@@ -234,6 +237,56 @@ class Pipeline:
             load_results(retriever.normalise(ranking), filters=filters)[:top_k]
             for ranking in rankings
         ]
+
+
+def _fused_legs(runs: list[Leg], depth: int) -> dict[str, list[Leg]]:
+    """The legs of each run whose retriever fuses legs (a hybrid), to run beside the others.
+
+    Named as the fused retrievers when the run is the only one (``bm25``, ``dense``), else
+    after the run (``hybrid:q1/bm25``), so that names stay distinct.
+    """
+    inner = {}
+    for run in runs:
+        legs = run.retriever.fused_legs(run.query, top_k=depth)
+        if legs is not None:
+            prefix = f"{run.name}/" if len(runs) > 1 else ""
+            inner[run.name] = [replace(leg, name=prefix + leg.name) for leg in legs]
+    return inner
+
+
+def _fuse_inner(
+    runs: list[Leg], inner: dict[str, list[Leg]], answered: LegResults, depth: int
+) -> LegResults:
+    """``answered`` with each fusing run's legs fused into that run's one list.
+
+    A run all of whose legs failed is a failed run, as when it ran its legs itself.
+    """
+    if not inner:
+        return answered
+    ranked, failed = {}, dict(answered.failed)
+    for run in runs:
+        if run.name not in inner:
+            if run.name in answered.ranked:
+                ranked[run.name] = answered.ranked[run.name]
+            continue
+        part = answered.subset([leg.name for leg in inner[run.name]])
+        if part.ranked:
+            ranked[run.name] = run.retriever.fuse_legs(part, top_k=depth)
+        else:
+            failed[run.name] = "; ".join(f"{name}: {why}" for name, why in part.failed.items())
+    if not ranked:
+        raise RetrievalError("Every retriever of the pipeline failed: " + "; ".join(
+            f"{name}: {why}" for name, why in failed.items()
+        ))  # fmt: skip
+    return LegResults(
+        ranked,
+        {name: next(r.weight for r in runs if r.name == name) for name in ranked},
+        failed,
+        {name: answered.ms.get(name, 0.0) for name in ranked},
+        {run.name: run for run in runs if run.name in ranked},
+        {name: answered.prepared[name] for name in ranked if name in answered.prepared},
+        answered.collection,
+    )
 
 
 def check_pipelines() -> list[checks.CheckMessage]:

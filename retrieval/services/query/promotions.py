@@ -22,10 +22,10 @@ from typing import Any
 from django.db import connections
 
 from retrieval.models import Chunk, Collection, Promotion
+from retrieval.normalizing import matches
 from retrieval.querysets import load_chunks
 from retrieval.services.core.databases import search_database
 from retrieval.services.core.filters import Filters
-from retrieval.services.core.normalizing import matches
 from retrieval.services.core.tracing import current_trace
 from retrieval.services.types import RetrievalResult
 

@@ -26,7 +26,7 @@ from retrieval.models import Collection, QueryTrace
 from retrieval.services.core.filters import Filters
 from retrieval.services.core.tracing import current_trace
 from retrieval.services.types import RetrievalResult
-from retrieval.services.validation.storable import NUL
+from retrieval.validation.storable import NUL
 
 logger = logging.getLogger(__name__)
 

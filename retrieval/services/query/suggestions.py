@@ -33,9 +33,9 @@ from django.utils import timezone
 
 from retrieval.conf import retrieval_settings
 from retrieval.models import BlockedSuggestion, Collection, QueryTrace
+from retrieval.normalizing import QUERY_KEY_LENGTH, matches
 from retrieval.services.access import Scope
 from retrieval.services.core.databases import search_database
-from retrieval.services.core.normalizing import QUERY_KEY_LENGTH, matches
 
 __all__ = ["suggest"]
 

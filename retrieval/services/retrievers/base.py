@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.models import Collection
 from retrieval.querysets import load_chunks
 from retrieval.services.core.databases import search_database
 from retrieval.services.core.filters import Filters
 from retrieval.services.types import RetrievalResult, ScoredChunk
+
+if TYPE_CHECKING:
+    from retrieval.services.core.legs import Leg, LegResults
 
 
 class BaseRetriever(ABC):
@@ -130,6 +133,19 @@ class BaseRetriever(ABC):
         the default: this retriever cannot score given chunks.
         """
         return None
+
+    def fused_legs(self, query: str, *, top_k: int) -> list[Leg] | None:
+        """Return the legs this retriever fuses to rank ``top_k`` for ``query``, or ``None``.
+
+        A pipeline runs such legs beside its own, in its one leg runner, and gives their
+        results to :meth:`fuse_legs`: a search runs the runner once, never nested. ``None``,
+        the default: this retriever ranks by itself.
+        """
+        return None
+
+    def fuse_legs(self, results: LegResults, *, top_k: int) -> list[ScoredChunk]:
+        """Fuse the results of :meth:`fused_legs`' legs into this retriever's ranking."""
+        raise NotImplementedError(f"{type(self).__name__} fuses no legs.")
 
     @abstractmethod
     def _rank(

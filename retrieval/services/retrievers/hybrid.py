@@ -9,7 +9,7 @@ from django.core import checks
 from retrieval.models import Collection
 from retrieval.services.core.filters import Filters
 from retrieval.services.core.fusion import fusion_defaults
-from retrieval.services.core.legs import Leg, run_legs
+from retrieval.services.core.legs import Leg, LegResults, run_legs
 from retrieval.services.registry import retrievers as retriever_registry
 from retrieval.services.retrievers.base import BaseRetriever
 from retrieval.services.types import ScoredChunk
@@ -74,18 +74,23 @@ class HybridRetriever(BaseRetriever):
                 )
         return errors
 
+    def fused_legs(self, query: str, *, top_k: int) -> list[Leg]:
+        """One leg per fused retriever, each ranking ``candidates`` (at least ``top_k``)."""
+        depth = max(self.candidates, top_k)
+        return [
+            Leg(alias, retriever_registry[alias], query, weight, top_k=depth)
+            for alias, weight in self.legs.items()
+        ]
+
+    def fuse_legs(self, results: LegResults, *, top_k: int) -> list[ScoredChunk]:
+        return results.fuse(self.method, k=self.k, top_k=top_k, document_floor=self.document_floor)
+
     def _rank(
         self, query: str, *, collection: Collection, top_k: int, filters: Filters
     ) -> list[ScoredChunk]:
-        legs = [
-            Leg(alias, retriever_registry[alias], query, weight)
-            for alias, weight in self.legs.items()
-        ]
+        # Called alone (not through a pipeline, which runs these legs itself).
+        legs = self.fused_legs(query, top_k=top_k)
         results = run_legs(
-            legs,
-            collection=collection,
-            top_k=max(self.candidates, top_k),
-            filters=filters,
-            label="hybrid",
+            legs, collection=collection, top_k=top_k, filters=filters, label="hybrid"
         )
-        return results.fuse(self.method, k=self.k, top_k=top_k, document_floor=self.document_floor)
+        return self.fuse_legs(results, top_k=top_k)

@@ -10,7 +10,7 @@ from typing import Any
 from retrieval.models import Collection
 from retrieval.services.core.filters import Filters
 from retrieval.services.core.tracing import current_trace
-from retrieval.services.validation.storable import NUL
+from retrieval.validation.storable import NUL
 
 #: A conversation turn: {"role": "user" | "assistant", "content": "..."}.
 Turn = dict[str, str]

@@ -8,6 +8,7 @@ import pytest
 
 from retrieval.services.access import Scope
 from retrieval.services.agentic.pipeline import AgenticRetrievalPipeline, OnInsufficient, build
+from retrieval.services.agentic.retriever import AgenticRetriever
 from retrieval.services.agentic.stages import (
     CoverageEvaluator,
     CoverageSelector,
@@ -17,7 +18,6 @@ from retrieval.services.agentic.stages import (
 from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers, rewriters
-from retrieval.services.retrievers.agentic import AgenticRetriever
 from retrieval.services.rewriters.llm import LLMQueryRewriter
 from tests.conftest import collection_of
 
@@ -207,7 +207,7 @@ def test_on_insufficient_round_trips_as_a_string_and_max_top_k_may_be_uncapped(
         2,
         4,
     ]
-    agentic = "retrieval.services.retrievers.agentic.AgenticRetriever"
+    agentic = "retrieval.services.agentic.retriever.AgenticRetriever"
     options = {"retriever": "bm25", "on_insufficient": "empty", "max_top_k": None}
     retrieval_settings(RETRIEVERS={"strict": {"BACKEND": agentic, "OPTIONS": options}})
     found = search("penguins unicorns", collection=collection, retriever="strict", scope=Scope.ALL)
@@ -215,3 +215,11 @@ def test_on_insufficient_round_trips_as_a_string_and_max_top_k_may_be_uncapped(
     assert search("penguins ice", collection=collection, retriever="strict", scope=Scope.ALL)
     with pytest.raises(ValueError, match="on_insufficient must be one of 'best_effort', 'empty'"):
         AgenticRetriever(on_insufficient="some")
+    with pytest.raises(ValueError, match="on_insufficient must be one of 'best_effort', 'empty'"):
+        pipeline(on_insufficient="some")
+
+
+def test_settings_naming_the_agentic_retrievers_old_path_still_build_it(retrieval_settings):
+    old = "retrieval.services.retrievers.agentic.AgenticRetriever"
+    retrieval_settings(RETRIEVERS={"rounds": {"BACKEND": old, "OPTIONS": {"retriever": "bm25"}}})
+    assert type(retrievers["rounds"]) is AgenticRetriever

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from retrieval.services.validation.nesting import max_json_depth, too_deep_message
+from retrieval.validation.nesting import max_json_depth, too_deep_message
 
 NUL = "\x00"
 

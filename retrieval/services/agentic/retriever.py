@@ -64,13 +64,7 @@ class AgenticRetriever(BaseRetriever):
         self.sufficiency_threshold = sufficiency_threshold
         self.max_top_k = max_top_k
         self.selected_chunk_limit = selected_chunk_limit
-        try:
-            self.on_insufficient = OnInsufficient(on_insufficient)
-        except ValueError:
-            choices = ", ".join(repr(choice.value) for choice in OnInsufficient)
-            raise ValueError(
-                f"on_insufficient must be one of {choices}, not {on_insufficient!r}."
-            ) from None
+        self.on_insufficient = OnInsufficient.parse(on_insufficient)
 
     def check(self) -> list:
         errors = []
