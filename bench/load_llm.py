@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.openai_server import OpenAIServer, chat_completions_reply  # noqa: E402
+from tests.support.openai_server import OpenAIServer, chat_completions_reply  # noqa: E402
 
 
 def serve_llm(ready: Path, delay_ms: int) -> None:

@@ -10,6 +10,7 @@ works.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,25 +18,53 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import resolve_url
+from django.shortcuts import render, resolve_url
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django.views.generic import TemplateView
 
 from .conf import retrieval_settings
 from .exceptions import CollectionNotFound, RetrievalError, ServiceUnavailableError
 
+logger = logging.getLogger(__name__)
+
+#: What a reader is told while the database does not answer (a restart, a failover), in
+#: the API's words; ``Retry-After`` is the API's too.
+UNAVAILABLE = "The database did not answer. Try again shortly."
+RETRY_AFTER = "5"
+
 
 class ReaderMixin:
-    """Require a signed-in user unless ``SEARCH_PAGE_PUBLIC``; JSON asks get a 403."""
+    """Require a signed-in user unless ``SEARCH_PAGE_PUBLIC``; JSON asks get a 403.
+
+    A request the database drops is a 503 with ``Retry-After``, as in the API, not a 500.
+    """
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not retrieval_settings.SEARCH_PAGE_PUBLIC and not request.user.is_authenticated:
-            if wants_json(request):
-                return JsonResponse({"detail": "Sign in to search."}, status=403)
-            return redirect_to_login(request.get_full_path(), login_url())
-        return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        try:
+            if not retrieval_settings.SEARCH_PAGE_PUBLIC and not request.user.is_authenticated:
+                if wants_json(request):
+                    return JsonResponse({"detail": "Sign in to search."}, status=403)
+                return redirect_to_login(request.get_full_path(), login_url())
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        except (OperationalError, InterfaceError):
+            logger.warning("The database dropped a request for %s", request.path, exc_info=True)
+            return unavailable(request)
+
+
+def unavailable(request: HttpRequest) -> HttpResponse:
+    """Answer 503 with ``Retry-After``: the page's own, or JSON for ``?format=json``."""
+    if wants_json(request):
+        response: HttpResponse = JsonResponse(
+            {"detail": UNAVAILABLE, "code": "database_unavailable"}, status=503
+        )
+    else:
+        context = {"message": UNAVAILABLE, "retry": request.get_full_path()}
+        response = render(request, "retrieval/unavailable.html", context, status=503)
+    response["Retry-After"] = RETRY_AFTER
+    return response
 
 
 class SearchView(ReaderMixin, TemplateView):

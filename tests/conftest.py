@@ -12,7 +12,7 @@ import pytest
 
 from retrieval.conf import DEFAULTS
 
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.support.browser"]
 
 WAGTAIL_SETTINGS = "tests.wagtail_site.settings"
 
@@ -125,7 +125,7 @@ def keyword_settings(retrieval_settings):
 
 @pytest.fixture(scope="session")
 def pooled_database(django_db_setup):
-    """The ``pooled`` alias (tests/settings.py), its pool's connections all opened.
+    """The ``pooled`` alias (tests/support/settings.py), its pool's connections all opened.
 
     Its pool is closed before the test database is dropped: open connections would
     keep ``DROP DATABASE`` from running.
@@ -148,7 +148,7 @@ def new_database():
     import psycopg
     from django.db import connection
 
-    from tests.processes import database_url
+    from tests.support.processes import database_url
 
     name = f"retrieval_site_{uuid.uuid4().hex[:8]}"
     admin_url = database_url(connection.settings_dict, "postgres")
@@ -173,7 +173,7 @@ def llm_server(retrieval_settings):
     """
     from django.core.cache import cache
 
-    from tests.openai_server import OpenAIServer
+    from tests.support.openai_server import OpenAIServer
 
     cache.clear()
     with OpenAIServer(models=("test-chat",)) as server:
@@ -205,7 +205,7 @@ def graph_settings(retrieval_settings):
                 "OPTIONS": {"max_chars": 50},
             }
         },
-        EXTRACTORS={"default": {"BACKEND": "tests.extractors.SentenceExtractor"}},
+        EXTRACTORS={"default": {"BACKEND": "tests.support.extractors.SentenceExtractor"}},
     )
     return extractors["default"]
 

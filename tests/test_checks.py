@@ -12,7 +12,7 @@ import pytest
 from django.core import checks
 
 from retrieval.models import Collection
-from tests.processes import manage
+from tests.support.processes import manage
 
 # Django 6.1 checks every database alias: the GeneratedFields of the trace and promotion
 # tables make it ask the database for its version, so every test here may reach it.

@@ -10,7 +10,7 @@ from django.apps import apps
 from django.core.management import get_commands
 from django.db import connection
 
-from tests.processes import ROOT, database_url, manage
+from tests.support.processes import ROOT, database_url, manage
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from retrieval.models import Chunk, EvalRun, EvalSet
 from retrieval.services.quality import goldens
 from retrieval.services.quality.eval_runs import create_eval_run
 from tests.conftest import collection_of
-from tests.processes import database_url, start_manage
+from tests.support.processes import database_url, start_manage
 from tests.test_worker import kill, wait_for
 
 
@@ -29,7 +29,7 @@ def test_a_queued_eval_run_is_run_by_a_worker_like_inline(
     retrieval_settings(TASKS_SYNC=False)
     env = {
         "DATABASE_URL": database_url(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.worker_settings",
     }
     log = tmp_path / "qcluster.log"
     worker = start_manage("qcluster", env=env, log=log)

@@ -7,7 +7,7 @@ import stat
 
 from django.db import connection
 
-from tests.processes import database_url, manage
+from tests.support.processes import database_url, manage
 
 
 def example_manage(*args: str, data_dir, **env: str):

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from retrieval.admin import graph as admin_graph
-from tests.browser import screenshot
+from tests.support.browser import screenshot
 from tools.static_vendor import ensure_all
 
 

@@ -320,7 +320,7 @@ def test_on_a_queue_with_no_worker_restricted_unpublished_and_deleted_stories_ar
 
 
 def unpublish_the_stories() -> None:
-    """What an editor does while the worker embeds (tests.embedders.InterruptingEmbedder)."""
+    """What an editor does while the worker embeds (``InterruptingEmbedder``)."""
     for entry in Entry.objects.filter(published=True):
         entry.published = False
         entry.save()
@@ -335,7 +335,7 @@ def test_a_story_unpublished_while_the_worker_embeds_it_is_not_written_back(
     retrieval_settings(
         EMBEDDERS={
             "default": {
-                "BACKEND": "tests.embedders.InterruptingEmbedder",
+                "BACKEND": "tests.support.embedders.InterruptingEmbedder",
                 "OPTIONS": {"interrupt": "tests.test_host_lifecycle.unpublish_the_stories"},
             }
         }

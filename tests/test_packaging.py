@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.processes import ROOT
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.processes import ROOT, manage
+from tests.support.processes import ROOT, manage
 
 
 def free_port() -> int:

@@ -7,9 +7,9 @@ import pytest
 from retrieval.models import Collection, Judgment, SearchClick
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from tests.a11y import doc_screenshot
-from tests.browser import screenshot
 from tests.conftest import editor
+from tests.support.a11y import doc_screenshot
+from tests.support.browser import screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

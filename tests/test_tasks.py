@@ -96,7 +96,7 @@ def test_a_running_run_cancelled_stops_before_its_next_document(
     retrieval_settings(
         EMBEDDERS={
             "default": {
-                "BACKEND": "tests.embedders.CancellingEmbedder",
+                "BACKEND": "tests.support.embedders.CancellingEmbedder",
                 "OPTIONS": {"cancel_on_call": 2},
             }
         },
@@ -112,7 +112,7 @@ def test_a_running_run_cancelled_stops_before_its_next_document(
 
 
 def test_retry_enqueues_only_the_documents_that_failed(collection, files, retrieval_settings):
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.support.embedders.PoisonEmbedder"}})
     files[2].write_text("Note 2 is poison.")
     files[7].write_text("Note 7 is poison too.")
     first = ingest_files(collection, files)

@@ -18,7 +18,7 @@ from retrieval.services.queues import runs_inline
 from retrieval.services.queues.tasks_framework import framework, run_task
 from retrieval.tasks import reindex_collection
 from tests.conftest import collection_of
-from tests.processes import database_url, manage
+from tests.support.processes import database_url, manage
 
 TASKS_QUEUE = {"BACKEND": "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"}
 
@@ -78,7 +78,7 @@ def test_a_tasks_database_worker_runs_index_and_evaluation_runs(tasks_queue):
 
     env = {
         "DATABASE_URL": database_url(connection.settings_dict),
-        "DJANGO_SETTINGS_MODULE": "tests.tasks_worker_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.tasks_worker_settings",
     }
     done = manage("db_worker", "--batch", "--no-startup-delay", env=env)
     assert done.returncode == 0, done.stderr + done.stdout

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.processes import ROOT
+from tests.support.processes import ROOT
 from tests.test_docs import code_blocks
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tests.conftest import WAGTAIL_SETTINGS
-from tests.processes import ROOT
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.slow
 

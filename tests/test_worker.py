@@ -22,15 +22,15 @@ from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.ingestion.runs import ACTIVE, enqueue_run
 from retrieval.tasks import reindex_collection
 from tests.conftest import chunk_ids
-from tests.processes import database_url, start_manage
+from tests.support.processes import database_url, start_manage
 
 DOCUMENTS = 20
 #: Each queue's worker command and the settings it runs with.
 WORKERS = {
-    "django-q2": (["qcluster"], "tests.worker_settings"),
+    "django-q2": (["qcluster"], "tests.support.worker_settings"),
     "tasks-db": (
         ["db_worker", "--interval", "0.1", "--no-startup-delay"],
-        "tests.tasks_worker_settings",
+        "tests.support.tasks_worker_settings",
     ),
 }
 TASKS_QUEUE = {"BACKEND": "retrieval.services.queues.tasks_framework.TasksFrameworkQueue"}

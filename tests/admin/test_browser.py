@@ -11,8 +11,8 @@ import pytest
 
 from retrieval.models import Document, IndexRun
 from retrieval.services.ingestion.collections import get_or_create_collection
-from tests.browser import ARTIFACTS, screenshot
 from tests.conftest import SAMPLE_DOCS
+from tests.support.browser import ARTIFACTS, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

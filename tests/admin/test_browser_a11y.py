@@ -1,8 +1,9 @@
 """Every admin page of the app under axe-core, on a laptop (1280 px) and a phone (390 px),
 in a real headless Chromium.
 
-axe-core is injected from the copy ``dev.py`` fetched (see ``tests/a11y.py``). Screenshots of
-the dashboard, analytics, playground, upload and graph explorer: see ``tests.a11y.doc_screenshot``.
+axe-core is injected from the copy ``dev.py`` fetched (see ``tests/support/a11y.py``).
+Screenshots of the dashboard, analytics, playground, upload and graph explorer: see
+``tests.support.a11y.doc_screenshot``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from retrieval.models import Document, EvalSet, IndexRun, Promotion, QueryTrace,
 from retrieval.services.access import Scope
 from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.query.search_log import traced_as
-from tests.a11y import VIEWPORTS, axe_script, axe_violations, contrast, doc_screenshot, overflow
-from tests.browser import sign_in
 from tests.conftest import TOWN, collection_of
+from tests.support.a11y import (
+    VIEWPORTS,
+    axe_script,
+    axe_violations,
+    contrast,
+    doc_screenshot,
+    overflow,
+)
+from tests.support.browser import sign_in
 from tools.static_vendor import ensure_all
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -17,8 +17,8 @@ from django.contrib.auth.models import Permission
 import retrieval
 from retrieval.models import Document, EvalQuery, EvalRun, EvalSet, Promotion, QueryTrace
 from retrieval.services.access import Scope
-from tests.browser import screenshot
 from tests.conftest import collection_of
+from tests.support.browser import screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from retrieval.models import EvalRun, EvalSet, Judgment, QueryTrace
-from tests.browser import screenshot
 from tests.conftest import collection_of
+from tests.support.browser import screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from retrieval.models import Document, QueryTrace
 from retrieval.services.results.page import document_url as tides_url
 from tests.conftest import collection_of
-from tests.openai_server import hang_fault, stream_fault
+from tests.support.openai_server import hang_fault, stream_fault
 
 pytestmark = pytest.mark.django_db
 

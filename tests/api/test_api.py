@@ -163,7 +163,7 @@ def test_search_runs_pipelines_rewrites_reranks_and_returns_the_trace(
         RERANKERS={
             "shortest": {
                 "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
-                "OPTIONS": {"function": "tests.services.test_pipelines.shortest_first"},
+                "OPTIONS": {"function": "tests.services.query.test_pipelines.shortest_first"},
             }
         },
     )

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.processes import database_url
+from tests.support.processes import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,12 +51,12 @@ def test_a_search_whose_connection_is_lost_in_the_bm25_pipeline_is_a_503(
     dense leg's query is embedded: leaving the pipeline raised psycopg's own error, which
     no handler knew (the load bench's PostgreSQL restart: a 500)."""
     from tests.conftest import collection_of
-    from tests.embedders import ConnectionCuttingEmbedder
+    from tests.support.embedders import ConnectionCuttingEmbedder
 
     collection_of("atlas", {"n": "North is up."})
     client.force_login(django_user_model.objects.create_user(username="reader"))
     retrieval_settings(
-        EMBEDDERS={"default": {"BACKEND": "tests.embedders.ConnectionCuttingEmbedder"}}
+        EMBEDDERS={"default": {"BACKEND": "tests.support.embedders.ConnectionCuttingEmbedder"}}
     )
     connection.ensure_connection()
     ConnectionCuttingEmbedder.cut_pid = connection.connection.info.backend_pid
@@ -68,3 +68,26 @@ def test_a_search_whose_connection_is_lost_in_the_bm25_pipeline_is_a_503(
     assert response["Retry-After"] == "5"
     connection.close_if_unusable_or_obsolete()
     assert client.post("/api/search/", body, content_type="application/json").status_code == 200
+
+
+@pytest.mark.parametrize("form", ["html", "json"])
+def test_the_search_page_the_database_drops_is_a_503_to_retry(
+    client, django_user_model, keyword_settings, form
+):
+    """The load bench's PostgreSQL restart made the HTML search page a 500 (Django's own
+    handler: the page had no 503 of its own, where the API had)."""
+    from tests.conftest import collection_of
+
+    collection_of("atlas", {"n": "North is up."})
+    client.force_login(django_user_model.objects.create_user(username="reader"))
+    path = "/?collection=atlas&q=north" + ("&format=json" if form == "json" else "")
+    cut_off(connection)
+    response = client.get(path)
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    if form == "json":
+        assert response.json()["detail"] == "The database did not answer. Try again shortly."
+    else:
+        assert b"The database did not answer. Try again shortly." in response.content
+    connection.close_if_unusable_or_obsolete()
+    answered = client.get(path)
+    assert answered.status_code == 200 and b"North is up." in answered.content

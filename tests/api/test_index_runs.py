@@ -94,7 +94,7 @@ def test_reindex_cancel_and_retry_actions(api, retrieval_settings, tmp_path):
         {"collection": "atlas", "external_id": "p", "text": "A poison pill."},
         format="json",
     ).json()
-    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.embedders.PoisonEmbedder"}})
+    retrieval_settings(EMBEDDERS={"default": {"BACKEND": "tests.support.embedders.PoisonEmbedder"}})
     failed = api.post(
         "/api/documents/",
         {"collection": "atlas", "external_id": "q", "text": "Another poison pill."},

@@ -12,7 +12,7 @@ from retrieval.services.clients.tokens import count_tokens
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from tests.conftest import editor
-from tests.openai_server import OpenAIServer, status_fault
+from tests.support.openai_server import OpenAIServer, status_fault
 
 OPENAI_EMBEDDER = "retrieval.services.embedders.openai.OpenAIEmbedder"
 

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from retrieval.models import Collection, Document, IndexRun
-from tests.processes import database_url, manage
+from tests.support.processes import database_url, manage
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
-from tests.retrievers import LastQueryRetriever
+from tests.support.retrievers import LastQueryRetriever
 
 BM25 = "retrieval.services.retrievers.bm25.BM25Retriever"
 
@@ -23,7 +23,7 @@ def test_concurrent_searches_of_one_alias_keep_their_own_per_call_state(
     keyword_settings, retrieval_settings
 ):
     retrieval_settings(
-        RETRIEVERS={"last-query": {"BACKEND": "tests.retrievers.LastQueryRetriever"}}
+        RETRIEVERS={"last-query": {"BACKEND": "tests.support.retrievers.LastQueryRetriever"}}
     )
     collection, _ = get_or_create_collection("compass")
     texts = {"n": "North is up.", "e": "East is right."}

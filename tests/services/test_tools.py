@@ -20,7 +20,7 @@ from retrieval.services.tools import (
     retrieve_tool,
     run_tool_call,
 )
-from tests.openai_server import OpenAIServer, assistant, tool_call
+from tests.support.openai_server import OpenAIServer, assistant, tool_call
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ Run its tests with ``python -m pytest tests/wagtail_site --ds tests.wagtail_site
 module per process). Its test database is its own.
 """
 
-from tests.settings import *  # noqa: F403
+from tests.support.settings import *  # noqa: F403
 
 INSTALLED_APPS = [
     *INSTALLED_APPS,  # noqa: F405

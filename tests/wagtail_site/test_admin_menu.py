@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from retrieval.services.ingestion.collections import get_or_create_collection
-from tests.browser import ARTIFACTS, screenshot
+from tests.support.browser import ARTIFACTS, screenshot
 
 pytestmark = [
     pytest.mark.django_db(transaction=True, serialized_rollback=True),

@@ -16,7 +16,7 @@ from retrieval.services.registry import retrievers
 from retrieval.services.rewriters.llm import LLMQueryRewriter
 from retrieval.services.tools import retrieve_tool
 from tests.conftest import collection_of
-from tests.openai_server import hang_fault
+from tests.support.openai_server import hang_fault
 
 pytestmark = pytest.mark.django_db
 PATH = "/v1/chat/completions"

@@ -13,7 +13,7 @@ from retrieval.services.access import Scope
 from retrieval.services.answers.service import aanswer, answer, answer_events
 from retrieval.services.tools import answer_tool
 from tests.conftest import collection_of, run_async
-from tests.openai_server import hang_fault, status_fault
+from tests.support.openai_server import hang_fault, status_fault
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from retrieval.services.access import Scope
 from retrieval.services.answers.grounding import MarkerGate, check_citations
 from retrieval.services.answers.service import answer_stream
 from tests.conftest import collection_of
-from tests.openai_server import stream_fault
+from tests.support.openai_server import stream_fault
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from retrieval.services.embedders.local import LocalEmbedder
-from tests.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from retrieval.services.embedders.local import LocalEmbedder
 from retrieval.services.embedders.openai import OpenAIEmbedder
 from retrieval.testing import KeywordEmbedder
 from retrieval.testing.embedders import EmbedderSuite
-from tests.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from retrieval.exceptions import DimensionMismatchError, EmbeddingError, EmbeddingUnavailableError
 from retrieval.services.embedders.http import HTTPEmbedder
 from retrieval.testing.embedders import EmbedderSuite
-from tests.openai_server import OpenAIServer, Reply, status_fault
+from tests.support.openai_server import OpenAIServer, Reply, status_fault
 
 
 @pytest.fixture

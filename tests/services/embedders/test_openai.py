@@ -1,4 +1,4 @@
-"""OpenAIEmbedder over real HTTP against the scripted server in tests/openai_server.py."""
+"""OpenAIEmbedder over real HTTP against the scripted server in tests/support/openai_server.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from retrieval.exceptions import (
     ServiceUnavailableError,
 )
 from retrieval.services.embedders.openai import PROBE_TEXT, OpenAIEmbedder
-from tests.openai_server import (
+from tests.support.openai_server import (
     OpenAIServer,
     Reply,
     delay_fault,

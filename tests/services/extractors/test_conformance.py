@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.services.extractors.syntactic import SpacyTripleExtractor
 from retrieval.testing.extractors import ExtractorSuite
-from tests.extractors import SentenceExtractor
+from tests.support.extractors import SentenceExtractor
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from retrieval.services.graph.extraction import extract_graph
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.llms.answers import ANSWER_CHARS
-from tests.openai_server import OpenAIServer, characters
 from tests.services.llms.schemas import longest, schema_of
+from tests.support.openai_server import OpenAIServer, characters
 
 pytestmark = pytest.mark.django_db
 OPENAI_LLM = "retrieval.services.llms.openai.OpenAIChatLLM"

@@ -114,7 +114,7 @@ def test_a_failing_batch_fails_its_chunks_and_the_rest_is_written(library, retri
     retrieval_settings(
         EXTRACTORS={
             "default": {
-                "BACKEND": "tests.extractors.SentenceExtractor",
+                "BACKEND": "tests.support.extractors.SentenceExtractor",
                 "OPTIONS": {"fail_on": "Charles_Babbage designed"},
             }
         }

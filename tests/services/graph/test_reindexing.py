@@ -98,8 +98,8 @@ def test_a_reindex_of_a_collection_without_a_graph_extracts_nothing(graph_settin
 
 def test_the_extraction_uses_the_extractor_that_built_the_graph(shelf, retrieval_settings):
     extractors = {
-        "default": {"BACKEND": "tests.extractors.SentenceExtractor"},
-        "other": {"BACKEND": "tests.extractors.SentenceExtractor"},
+        "default": {"BACKEND": "tests.support.extractors.SentenceExtractor"},
+        "other": {"BACKEND": "tests.support.extractors.SentenceExtractor"},
     }
     retrieval_settings(EXTRACTORS=extractors)
     extract_graph(shelf, extractor="other")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engines import Engine
+from tests.support.engines import Engine
 
 BACKENDS = {
     "pgvector": "retrieval.services.indexes.pgvector.PgvectorIndex",

@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 from retrieval.models import Collection, Document, IndexOperation
 from retrieval.services.indexes import index_for
 from tests.conftest import editor
-from tests.engines import free_port
 from tests.services.indexes.conftest import BACKENDS, engine_for
+from tests.support.engines import free_port
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from retrieval.services.indexes import index_for, outbox, sync
 from retrieval.services.indexes.milvus import MilvusIndex, supported_server
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
-from tests.engines import free_port
 from tests.services.indexes.conftest import BACKENDS, engine_for
+from tests.support.engines import free_port
 
 pytestmark = pytest.mark.django_db
 NORTH = [1.0, 0.0, 0.0]

@@ -18,8 +18,8 @@ from retrieval.services.indexes.pgvector import vector_index_name
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from tests.engines import free_port
 from tests.services.indexes.conftest import BACKENDS, EXTERNAL, engine_for
+from tests.support.engines import free_port
 
 TEXTS = {"n": "north", "ne": "north east", "e": "east", "u": "up", "nu": "north up"}
 QUERIES = ("north", "east", "north east", "up")

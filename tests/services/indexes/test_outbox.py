@@ -26,9 +26,8 @@ from retrieval.services.indexes.milvus import MilvusIndex
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from tests.engines import SlowProxy, free_port
 from tests.services.indexes.conftest import BACKENDS, EXTERNAL, engine_for
-from tests.services.test_search_deadline import (
+from tests.services.query.test_search_deadline import (
     DEADLINE,
     MARGIN,
     PASSED,
@@ -36,6 +35,7 @@ from tests.services.test_search_deadline import (
     unavailable,
     within,
 )
+from tests.support.engines import SlowProxy, free_port
 
 TEXTS = {
     "n": "north",

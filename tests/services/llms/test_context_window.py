@@ -21,9 +21,9 @@ from retrieval.services.query.search import search
 from retrieval.services.registry import retrievers
 from retrieval.services.rerankers.llm import LLMReranker
 from tests.conftest import collection_of
-from tests.openai_server import OpenAIServer
 from tests.services.llms.schemas import longest, schema_of
 from tests.services.llms.test_limits import smollm_tokens
+from tests.support.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.django_db
 PATH = "/v1/chat/completions"

@@ -26,8 +26,8 @@ from retrieval.services.rewriters.llm import (
     queries_schema,
 )
 from tests.conftest import collection_of
-from tests.openai_server import OpenAIServer
 from tests.services.llms.schemas import ANY_CHAR, answers, schema_of
+from tests.support.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.django_db
 FUZZ = settings(

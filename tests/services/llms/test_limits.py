@@ -14,7 +14,7 @@ from retrieval.services.llms.openai import OpenAIChatLLM
 from retrieval.services.registry import llms
 from retrieval.services.rewriters.llm import HyDEQueryRewriter, LLMQueryRewriter
 from tests.conftest import collection_of
-from tests.openai_server import OpenAIServer, hang_fault, status_fault, truncated
+from tests.support.openai_server import OpenAIServer, hang_fault, status_fault, truncated
 
 SCORE = {
     "type": "object",

@@ -12,7 +12,7 @@ from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.llms.answers import ANSWER_CHARS
 from retrieval.services.llms.openai import OpenAIChatLLM
 from retrieval.services.registry import llms
-from tests.openai_server import delay_fault, error_reply, malformed_json_fault, status_fault
+from tests.support.openai_server import delay_fault, error_reply, malformed_json_fault, status_fault
 
 SCORE = {
     "type": "object",

@@ -9,7 +9,7 @@ from retrieval.exceptions import BudgetExceeded, LLMError
 from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.llms.openai import OpenAIChatLLM
 from retrieval.services.registry import llms
-from tests.openai_server import status_fault, stream_fault
+from tests.support.openai_server import status_fault, stream_fault
 
 ASK = [{"role": "user", "content": "Where is north?"}]
 PATH = "/v1/chat/completions"

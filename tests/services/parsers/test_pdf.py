@@ -135,7 +135,7 @@ def test_bytes_mupdf_repairs_into_pages_without_objects_are_a_parse_error(data: 
     up crashed the process (found by the parser suite's fuzzing). Run in a child process
     so that a crash fails this test instead of ending the session."""
     child = (
-        "import django, os, sys; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings'; "
+        "import django, os, sys; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.support.settings'; "
         "django.setup()\n"
         "from retrieval.exceptions import ParseError\n"
         "from retrieval.services.parsers.pdf import PdfParser\n"

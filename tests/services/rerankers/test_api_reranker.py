@@ -7,8 +7,8 @@ import pytest
 from retrieval.services.core.tracing import Budget, traced
 from retrieval.services.rerankers.api import APIReranker
 from retrieval.testing.rerankers import RerankerSuite
-from tests.openai_server import OpenAIServer, status_fault
 from tests.services.rerankers.test_rerankers import results  # noqa: F401  (the fixture)
+from tests.support.openai_server import OpenAIServer, status_fault
 
 pytestmark = pytest.mark.django_db
 

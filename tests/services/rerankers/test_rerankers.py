@@ -17,7 +17,7 @@ from retrieval.services.query.search import search
 from retrieval.services.rerankers.cross_encoder import CrossEncoderReranker
 from retrieval.services.rerankers.llm import LLMReranker
 from retrieval.services.rerankers.score import ScoreReranker
-from tests.openai_server import status_fault
+from tests.support.openai_server import status_fault
 
 pytestmark = pytest.mark.django_db
 TEXTS = {

@@ -19,7 +19,7 @@ from retrieval.services.indexes.pgvector import PgvectorIndex, vector_index_name
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search
-from tests.processes import database_url
+from tests.support.processes import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

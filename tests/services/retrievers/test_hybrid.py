@@ -20,7 +20,7 @@ from retrieval.services.registry import retrievers
 from retrieval.services.retrievers.dense import DenseRetriever
 from retrieval.services.retrievers.hybrid import HybridRetriever
 from tests.conftest import collection_of
-from tests.retrievers import FailingScorerRetriever, RankOnlyRetriever
+from tests.support.retrievers import FailingScorerRetriever, RankOnlyRetriever
 
 TEXTS = {
     "a": "North winds blow over the pole.",
@@ -28,7 +28,7 @@ TEXTS = {
     "c": "The compass needle points north and never east.",
     "d": "Up the mountain, north face, a climb.",
 }
-BROKEN = {"BACKEND": "tests.retrievers.BrokenRetriever"}
+BROKEN = {"BACKEND": "tests.support.retrievers.BrokenRetriever"}
 
 
 def fused_legs(query: str, collection) -> list:

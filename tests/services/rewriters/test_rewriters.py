@@ -18,7 +18,7 @@ from retrieval.services.rewriters.llm import (
 )
 from retrieval.services.rewriters.prf import RM3QueryRewriter
 from tests.conftest import collection_of
-from tests.openai_server import status_fault, truncated
+from tests.support.openai_server import status_fault, truncated
 
 pytestmark = pytest.mark.django_db
 PATH = "/v1/chat/completions"

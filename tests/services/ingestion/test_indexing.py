@@ -81,7 +81,7 @@ def test_failure_halfway_keeps_the_old_chunks_searchable(collection, retrieval_s
     retrieval_settings(
         EMBEDDERS={
             "default": {
-                "BACKEND": "tests.embedders.FailingEmbedder",
+                "BACKEND": "tests.support.embedders.FailingEmbedder",
                 "OPTIONS": {"fail_from_call": 2},
             }
         },
@@ -208,7 +208,7 @@ class SemicolonParser(BaseParser):
 def test_a_site_registers_its_own_parser(collection, retrieval_settings):
     source = Source(external_id="dirs.scsv", data=b"north;up\neast;right", filename="dirs.scsv")
     assert ingest(collection, [source]).documents_failed == 1  # no parser knows .scsv yet
-    backend = "tests.services.test_indexing.SemicolonParser"
+    backend = "tests.services.ingestion.test_indexing.SemicolonParser"
     retrieval_settings(PARSERS={"semicolon": {"BACKEND": backend}})
     run = ingest(collection, [source])
     assert run.documents_indexed == 1

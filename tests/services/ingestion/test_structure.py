@@ -335,7 +335,10 @@ def test_chunks_the_embedder_would_truncate_are_split_to_fit_its_window(
 ):
     retrieval_settings(
         EMBEDDERS={
-            "default": {"BACKEND": "tests.embedders.WindowEmbedder", "OPTIONS": {"window": 30}}
+            "default": {
+                "BACKEND": "tests.support.embedders.WindowEmbedder",
+                "OPTIONS": {"window": 30},
+            }
         },
         CHUNKERS={
             "default": {

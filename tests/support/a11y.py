@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import dev
-from tests.browser import ARTIFACTS
+from tests.support.browser import ARTIFACTS
 
 SERIOUS = ("serious", "critical")
 #: The widths the admin is checked at: a laptop and a phone.

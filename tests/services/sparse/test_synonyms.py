@@ -107,7 +107,7 @@ def test_the_grouped_ranking_without_alternatives_is_bm25(shop):
 
 
 def test_synonyms_stay_within_the_readers_scope(shop, retrieval_settings):
-    retrieval_settings(DOCUMENT_ACCESS="tests.services.test_synonyms.public_only")
+    retrieval_settings(DOCUMENT_ACCESS="tests.services.sparse.test_synonyms.public_only")
     Synonym.objects.create(collection=shop, rule="tv -> television")
     reader = _reader()
     assert ids(search("tv", scope=None, user=reader)) == {"tv"}

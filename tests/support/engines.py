@@ -2,7 +2,7 @@
 a Milvus server.
 
 Each is a real server process (``chroma run``, ``milvus-lite server``, the Milvus 2.3
-standalone server of the ``milvus`` package, see ``tests/milvus_standalone.py``) in its
+standalone server of the ``milvus`` package, see ``tests/support/milvus_standalone.py``) in its
 own process group, on free ports, with its data in a temporary folder; it can be
 stopped, or killed, and started again on the same data and ports (the fault tests).
 """
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Kinds of engine: what each runs.
 KINDS = ("chroma", "milvus", "milvus-server")
 #: How long each may take to serve: a Milvus server needs 30-45 s on 2 busy cores.
@@ -46,7 +46,7 @@ class Engine:
         #: A Milvus server's other ports (etcd, its parts, metrics), kept across restarts.
         self.ports: dict[str, int] = {}
         if kind == "milvus-server":
-            from tests.milvus_standalone import EXTRA_PORTS, PORT_KEYS
+            from tests.support.milvus_standalone import EXTRA_PORTS, PORT_KEYS
 
             self.ports = {key: free_port() for key in (*PORT_KEYS, *EXTRA_PORTS)}
             self.ports["proxy_port"] = self.port
@@ -73,7 +73,7 @@ class Engine:
             return [
                 sys.executable,
                 "-m",
-                "tests.milvus_standalone",
+                "tests.support.milvus_standalone",
                 str(self.data),
                 json.dumps(self.ports),
             ]

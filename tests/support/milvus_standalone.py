@@ -1,6 +1,6 @@
 """Run the Milvus standalone server of the ``milvus`` package (2.3.5) on 127.0.0.1 only.
 
-    python -m tests.milvus_standalone DATA_DIR PORTS_JSON
+    python -m tests.support.milvus_standalone DATA_DIR PORTS_JSON
 
 The package's own ``milvus-server`` command fits one server per machine poorly: it
 probes for free ports upward from Milvus's defaults and silently moves one it cannot

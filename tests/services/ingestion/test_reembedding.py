@@ -120,7 +120,7 @@ def test_reembed_task_and_cancel_keep_the_old_space(collection, retrieval_settin
     retrieval_settings(
         EMBEDDERS={
             "cancelling": {
-                "BACKEND": "tests.embedders.CancellingEmbedder",
+                "BACKEND": "tests.support.embedders.CancellingEmbedder",
                 "OPTIONS": {"cancel_on_call": 2, "keywords": ["a", "b"]},
             }
         }

@@ -84,7 +84,7 @@ def test_hiding_comes_after_promotions(atlas):
 
 def test_a_rule_on_a_document_the_reader_cannot_see_names_nothing(atlas, retrieval_settings):
     hide(atlas, "river*", "policy")
-    retrieval_settings(DOCUMENT_ACCESS="tests.services.test_hiding.public_only")
+    retrieval_settings(DOCUMENT_ACCESS="tests.services.query.test_hiding.public_only")
     reader = get_user_model().objects.create_user("reader")
     results = search("river", user=reader, scope=None)
     assert "policy" not in ids(results)

@@ -12,7 +12,7 @@ from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.query.search import search, search_batch
 from retrieval.services.query.search_log import traced_as, untraced
-from tests.retrievers import RendezvousRetriever
+from tests.support.retrievers import RendezvousRetriever
 
 TEXTS = {"n": "North is up.", "e": "East is right.", "w": "West is left."}
 
@@ -21,8 +21,8 @@ TEXTS = {"n": "North is up.", "e": "East is right.", "w": "West is left."}
 def atlas(keyword_settings, retrieval_settings):
     retrieval_settings(
         RETRIEVERS={
-            "rendezvous": {"BACKEND": "tests.retrievers.RendezvousRetriever"},
-            "broken": {"BACKEND": "tests.retrievers.BrokenRetriever"},
+            "rendezvous": {"BACKEND": "tests.support.retrievers.RendezvousRetriever"},
+            "broken": {"BACKEND": "tests.support.retrievers.BrokenRetriever"},
         }
     )
     RendezvousRetriever.meet()

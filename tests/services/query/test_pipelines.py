@@ -7,15 +7,18 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from retrieval.exceptions import InvalidComponentError
+from retrieval.services.core.fusion import rrf_fuse
 from retrieval.services.core.tracing import traced
 from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.registry import retrievers
+from retrieval.services.rewriters.base import BaseQueryRewriter, Rewrite
+from retrieval.services.types import ScoredChunk
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
 LENGTH = {
     "BACKEND": "retrieval.services.rerankers.score.ScoreReranker",
-    "OPTIONS": {"function": "tests.services.test_pipelines.shortest_first"},
+    "OPTIONS": {"function": "tests.services.query.test_pipelines.shortest_first"},
 }
 
 
@@ -40,6 +43,56 @@ def test_the_default_pipeline_is_the_collections_retriever(collection):
     results = Pipeline.configured("default").run("penguins", collection=collection, top_k=2)
     direct = retrievers["hybrid"].retrieve("penguins", collection=collection, top_k=2)
     assert [r.chunk_id for r in results] == [r.chunk_id for r in direct]
+
+
+def test_a_hybrid_in_a_pipeline_runs_its_legs_in_the_pipelines_one_runner(
+    collection, retrieval_settings
+):
+    with traced() as trace:
+        results = Pipeline.configured("default").run("penguins", collection=collection, top_k=3)
+    (event,) = [e for e in trace.events if e["stage"] == "pipeline"]
+    # The fused retrievers' own lists, timed by the one runner (a nested runner showed the
+    # hybrid's fused list alone, as one leg).
+    assert set(event["leg_ms"]) == set(event["candidates"]) == {"bm25", "dense"}
+    assert event["retrievers"] == ["hybrid"] and event["fused_lists"] == 2
+    assert [r.chunk_id for r in results] == [
+        r.chunk_id
+        for r in retrievers["hybrid"].retrieve("penguins", collection=collection, top_k=3)
+    ]
+    # Two rewritten queries, each through the hybrid: four lists in the one runner, fused
+    # per query as the hybrid fuses, then across the queries as the pipeline fuses.
+    retrieval_settings(
+        REWRITERS={"halves": {"BACKEND": "tests.services.query.test_pipelines.Halves"}},
+        PIPELINES={
+            "two": {
+                "rewriter": "halves",
+                "retrievers": ["hybrid"],
+                "fusion": "rrf",
+                "document_floor": 0,
+            }
+        },
+    )
+    with traced() as trace:
+        both = Pipeline.configured("two").run("penguins krill", collection=collection, top_k=3)
+    (event,) = [e for e in trace.events if e["stage"] == "pipeline"]
+    assert set(event["leg_ms"]) == {f"hybrid:q{n}/{leg}" for n in (0, 1) for leg in LEGS}
+    hybrid = retrievers["hybrid"]
+    each = [hybrid.retrieve(q, collection=collection, top_k=50) for q in ("penguins", "krill")]
+    expected = rrf_fuse(
+        [[ScoredChunk(r.chunk_id, r.score) for r in results] for results in each], [1.0, 1.0],
+        top_k=3, k=60,
+    )  # fmt: skip
+    assert [r.chunk_id for r in both] == [s.chunk_id for s in expected]
+
+
+LEGS = ("bm25", "dense")
+
+
+class Halves(BaseQueryRewriter):
+    """Search each word of the query on its own (two words: two queries)."""
+
+    def _rewrite(self, query, *, collection, history):
+        return Rewrite(original=query, queries=tuple(query.split()), method="halves")
 
 
 def test_every_step_runs_and_is_traced(collection, retrieval_settings):

@@ -163,7 +163,7 @@ def test_editors_searches_count_only_when_asked_for(searched):
 def test_a_document_restricted_user_sees_their_own_searches_and_no_feedback(
     searched, retrieval_settings
 ):
-    retrieval_settings(DOCUMENT_ACCESS="tests.services.test_analytics.only_doc_a")
+    retrieval_settings(DOCUMENT_ACCESS="tests.services.quality.test_analytics.only_doc_a")
     reader = get_user_model().objects.create_user("reader")
     trace(searched, "mine", ms=3, ago=timedelta(hours=2), user=reader)
     report = search_report(searched, scope=Scope.for_user(reader), since=NOW - timedelta(days=7))
@@ -177,7 +177,7 @@ def test_a_document_restricted_user_sees_their_own_searches_and_no_feedback(
 
 
 def test_a_hidden_collection_has_no_report(searched, retrieval_settings):
-    retrieval_settings(COLLECTION_ACCESS="tests.services.test_analytics.only_other")
+    retrieval_settings(COLLECTION_ACCESS="tests.services.quality.test_analytics.only_other")
     reader = get_user_model().objects.create_user("reader")
     with pytest.raises(CollectionNotFound, match="No collection 'atlas'"):
         search_report("atlas", scope=Scope.for_user(reader), since=NOW - timedelta(days=7))

@@ -15,7 +15,7 @@ from retrieval.services.access import Scope
 from retrieval.services.core.tracing import traced
 from retrieval.services.query.search import search
 from tests.conftest import collection_of
-from tests.openai_server import OpenAIServer, hang_fault
+from tests.support.openai_server import OpenAIServer, hang_fault
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

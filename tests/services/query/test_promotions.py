@@ -115,7 +115,7 @@ def test_order_follows_positions_and_inactive_or_foreign_promotions_do_nothing(a
 def test_a_hidden_or_filtered_out_promoted_document_is_never_shown(atlas, retrieval_settings):
     pin(atlas, "river*", "policy")
     pin(atlas, "river*", "sun", position=2)
-    retrieval_settings(DOCUMENT_ACCESS="tests.services.test_promotions.public_only")
+    retrieval_settings(DOCUMENT_ACCESS="tests.services.query.test_promotions.public_only")
     reader = get_user_model().objects.create_user("reader")
     results = search("river north", user=reader, scope=None)
     assert ids(results) == ["sun", "river"]

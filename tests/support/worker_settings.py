@@ -7,13 +7,13 @@ worker is stopped mid-run at a known point.
 
 import os
 
-from tests.settings import *  # noqa: F403
+from tests.support.settings import *  # noqa: F403
 
 RETRIEVAL = {
     "TASKS_SYNC": False,
     "EMBEDDERS": {
         "default": {
-            "BACKEND": "tests.embedders.HangingEmbedder",
+            "BACKEND": "tests.support.embedders.HangingEmbedder",
             "OPTIONS": {"hang_on_call": int(os.environ.get("RETRIEVAL_TEST_HANG_ON_CALL", "0"))},
         }
     },

@@ -36,4 +36,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F
             "TEST": {"MIRROR": "default"},
         },
     }
-    DATABASE_ROUTERS = ["tests.routers.PooledMirror"]
+    DATABASE_ROUTERS = ["tests.support.routers.PooledMirror"]

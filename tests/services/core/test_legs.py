@@ -10,7 +10,7 @@ from retrieval.services.core.tracing import traced
 from retrieval.services.query.pipelines import Pipeline
 from retrieval.services.retrievers.hybrid import HybridRetriever
 from tests.conftest import collection_of
-from tests.retrievers import RendezvousRetriever
+from tests.support.retrievers import RendezvousRetriever
 
 pytestmark = pytest.mark.django_db
 TEXTS = {
@@ -21,11 +21,11 @@ TEXTS = {
     "e": "East and north meet at the needle's tip.",
 }
 TEST_RETRIEVERS = {
-    "meet-a": {"BACKEND": "tests.retrievers.RendezvousRetriever"},
-    "meet-b": {"BACKEND": "tests.retrievers.RendezvousRetriever"},
-    "broken": {"BACKEND": "tests.retrievers.BrokenRetriever"},
-    "also-broken": {"BACKEND": "tests.retrievers.BrokenRetriever"},
-    "unfilterable": {"BACKEND": "tests.retrievers.UnfilterableRetriever"},
+    "meet-a": {"BACKEND": "tests.support.retrievers.RendezvousRetriever"},
+    "meet-b": {"BACKEND": "tests.support.retrievers.RendezvousRetriever"},
+    "broken": {"BACKEND": "tests.support.retrievers.BrokenRetriever"},
+    "also-broken": {"BACKEND": "tests.support.retrievers.BrokenRetriever"},
+    "unfilterable": {"BACKEND": "tests.support.retrievers.UnfilterableRetriever"},
 }
 
 

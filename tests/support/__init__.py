@@ -1,0 +1,1 @@
+"""What the tests run on and with: settings, local servers, engines, browsers, fakes."""
