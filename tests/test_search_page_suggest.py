@@ -17,7 +17,7 @@ from retrieval.models import BlockedSuggestion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.query.search_log import traced_as
 from tests.a11y import VIEWPORTS, axe_violations, overflow
-from tests.test_search_page import atlas, search, sign_in  # noqa: F401  (a fixture)
+from tests.test_search_page import atlas, search  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -66,74 +66,61 @@ def options(page) -> list[str]:
 
 @pytest.mark.parametrize("screen", sorted(VIEWPORTS))
 def test_the_box_suggests_what_readers_found_never_a_blocked_query(
-    asked, chromium, live_server, screen
+    asked, signed_in, live_server, screen
 ):
-    context = chromium.new_context(viewport=VIEWPORTS[screen])
-    page = context.new_page()
-    try:
-        sign_in(page, live_server, "dan")
-        box = page.locator("#retrieval-q")
-        assert box.get_attribute("role") == "combobox"
-        assert box.get_attribute("aria-expanded") == "false"
-        assert type_and_wait(page, "pen") == ["penguins antarctica"]
-        listbox = page.get_by_role("listbox", name="Suggestions")
-        listbox.wait_for()
-        assert options(page) == ["penguins antarctica"]  # "penguins casino" is blocked
-        assert box.get_attribute("aria-expanded") == "true"
-        assert box.get_attribute("aria-controls") == "retrieval-suggestions"
-        assert page.locator("#retrieval-suggestions-status").inner_text() == "1 suggestion."
-        assert axe_violations(page) == []
-        assert overflow(page) == 0, f"the open suggestions scroll sideways on a {screen}"
+    page = signed_in(VIEWPORTS[screen], "dan")
+    page.goto(f"{live_server.url}/")
+    box = page.locator("#retrieval-q")
+    assert box.get_attribute("role") == "combobox"
+    assert box.get_attribute("aria-expanded") == "false"
+    assert type_and_wait(page, "pen") == ["penguins antarctica"]
+    listbox = page.get_by_role("listbox", name="Suggestions")
+    listbox.wait_for()
+    assert options(page) == ["penguins antarctica"]  # "penguins casino" is blocked
+    assert box.get_attribute("aria-expanded") == "true"
+    assert box.get_attribute("aria-controls") == "retrieval-suggestions"
+    assert page.locator("#retrieval-suggestions-status").inner_text() == "1 suggestion."
+    assert axe_violations(page) == []
+    assert overflow(page) == 0, f"the open suggestions scroll sideways on a {screen}"
 
-        # Down selects the suggestion; Escape closes the list and keeps what was typed.
-        box.press("ArrowDown")
-        option = page.get_by_role("option", name="penguins antarctica")
-        assert option.get_attribute("aria-selected") == "true"
-        assert box.get_attribute("aria-activedescendant") == option.get_attribute("id")
-        box.press("Escape")
-        assert listbox.is_hidden() and box.get_attribute("aria-expanded") == "false"
-        assert box.get_attribute("aria-activedescendant") is None
-        assert box.input_value() == "pen"
-        # Up reopens it on the last suggestion; Enter searches for it.
-        box.press("ArrowUp")
-        assert option.get_attribute("aria-selected") == "true"
-        box.press("Enter")
-        page.wait_for_url("**q=penguins+antarctica*")
-        page.wait_for_selector(".retrieval-result")
-        assert box.input_value() == "penguins antarctica"
-        assert page.locator(".retrieval-result h3").first.inner_text() == "Field guide"
-        assert QueryTrace.objects.filter(user__username="dan").count() == 1
-    finally:
-        context.close()
+    # Down selects the suggestion; Escape closes the list and keeps what was typed.
+    box.press("ArrowDown")
+    option = page.get_by_role("option", name="penguins antarctica")
+    assert option.get_attribute("aria-selected") == "true"
+    assert box.get_attribute("aria-activedescendant") == option.get_attribute("id")
+    box.press("Escape")
+    assert listbox.is_hidden() and box.get_attribute("aria-expanded") == "false"
+    assert box.get_attribute("aria-activedescendant") is None
+    assert box.input_value() == "pen"
+    # Up reopens it on the last suggestion; Enter searches for it.
+    box.press("ArrowUp")
+    assert option.get_attribute("aria-selected") == "true"
+    box.press("Enter")
+    page.wait_for_url("**q=penguins+antarctica*")
+    page.wait_for_selector(".retrieval-result")
+    assert box.input_value() == "penguins antarctica"
+    assert page.locator(".retrieval-result h3").first.inner_text() == "Field guide"
+    assert QueryTrace.objects.filter(user__username="dan").count() == 1
 
 
 @pytest.mark.parametrize("screen", sorted(VIEWPORTS))
 def test_a_reader_who_may_not_read_everything_is_offered_nothing(
-    asked, chromium, live_server, screen
+    asked, signed_in, live_server, screen
 ):
-    context = chromium.new_context(viewport=VIEWPORTS[screen])
-    page = context.new_page()
-    try:
-        sign_in(page, live_server, "guest")
-        # The popular query may come from what she cannot read: the endpoint offers none.
-        assert type_and_wait(page, "pen") == []
-        assert page.locator("#retrieval-suggestions").is_hidden()
-        assert options(page) == []
-        assert page.locator("#retrieval-q").get_attribute("aria-expanded") == "false"
-    finally:
-        context.close()
+    page = signed_in(VIEWPORTS[screen], "guest")
+    page.goto(f"{live_server.url}/")
+    # The popular query may come from what she cannot read: the endpoint offers none.
+    assert type_and_wait(page, "pen") == []
+    assert page.locator("#retrieval-suggestions").is_hidden()
+    assert options(page) == []
+    assert page.locator("#retrieval-q").get_attribute("aria-expanded") == "false"
 
 
-def test_without_javascript_the_box_is_a_plain_search_form(asked, chromium, live_server):
-    context = chromium.new_context(viewport=VIEWPORTS["phone"], java_script_enabled=False)
-    page = context.new_page()
-    try:
-        sign_in(page, live_server, "dan")
-        box = page.locator("#retrieval-q")
-        assert box.get_attribute("role") is None  # no combobox that never opens
-        assert page.locator("#retrieval-suggestions").is_hidden()
-        search(page, "penguins antarctica")
-        assert "q=penguins+antarctica" in page.url
-        assert page.locator(".retrieval-result h3").first.inner_text() == "Field guide"
-    finally:
-        context.close()
+def test_without_javascript_the_box_is_a_plain_search_form(asked, signed_in, live_server):
+    page = signed_in(VIEWPORTS["phone"], "dan", java_script_enabled=False)
+    page.goto(f"{live_server.url}/")
+    assert page.locator("#retrieval-q").get_attribute("role") is None  # no dead combobox
+    assert page.locator("#retrieval-suggestions").is_hidden()
+    search(page, "penguins antarctica")
+    assert "q=penguins+antarctica" in page.url
+    assert page.locator(".retrieval-result h3").first.inner_text() == "Field guide"

@@ -11,40 +11,24 @@ from django.utils import timezone
 
 from retrieval.models import QueryTrace, SearchClick
 from tests.a11y import VIEWPORTS, axe_violations, overflow
-from tests.browser import sign_in as admin_sign_in
 from tests.conftest import editor
-from tests.test_search_page import atlas, eventually, search, sign_in  # noqa: F401  (a fixture)
+from tests.test_search_page import atlas, eventually, search  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def screens(chromium, live_server, django_user_model):
-    """Return ``open(screen, username)``: a page at that screen's size, signed in: readers on
-    the search page's form, staff on the admin's."""
-    contexts = []
-
-    def open_page(screen: str, username: str) -> object:
-        context = chromium.new_context(viewport=VIEWPORTS[screen])
-        context.set_default_timeout(20_000)
-        contexts.append(context)
-        page = context.new_page()
-        user = django_user_model.objects.get(username=username)
-        if user.is_staff:
-            admin_sign_in(page, live_server, username, "x")
-        else:
-            sign_in(page, live_server, username)
-        return page
-
-    yield open_page
-    for context in contexts:
-        context.close()
+def site(atlas, django_user_model):  # noqa: F811
+    """The atlas collection, a reader and an editor (staff with every permission of the app)."""
+    django_user_model.objects.create_user(username="reader", password="x")
+    editor("ed", is_staff=True)
+    return atlas
 
 
-def analytics(page, live_server, atlas, **form) -> str:  # noqa: F811
+def analytics(page, live_server, collection, **form) -> str:
     """Open the collection's analytics, fill ``form`` (field id -> value, True ticks a box),
     press Show; return the summary's text."""
-    page.goto(f"{live_server.url}/admin/retrieval/querytrace/analytics/?collection={atlas.pk}")
+    page.goto(f"{live_server.url}/admin/retrieval/querytrace/analytics/?collection={collection.pk}")
     for field, value in form.items():
         if value is True:
             page.check(f"#id_{field}")
@@ -69,16 +53,9 @@ def assert_clean(page) -> None:
 
 
 @pytest.mark.parametrize("screen", sorted(VIEWPORTS))
-def test_a_readers_clicks_show_in_the_analytics_of_their_days(
-    atlas,  # noqa: F811
-    screens,
-    live_server,
-    django_user_model,
-    screen,
-):
-    django_user_model.objects.create_user(username="reader", password="x")
-    editor("ed", is_staff=True)
-    reader = screens(screen, "reader")
+def test_a_readers_clicks_show_in_the_analytics_of_their_days(site, signed_in, live_server, screen):
+    reader = signed_in(VIEWPORTS[screen], "reader")
+    reader.goto(f"{live_server.url}/")
     search(reader, "penguins")
     second = reader.locator(".retrieval-result").nth(1)
     second.locator("h3 a").click()
@@ -88,14 +65,14 @@ def test_a_readers_clicks_show_in_the_analytics_of_their_days(
     reader.goto(f"{live_server.url}/")
     search(reader, "volcanoes")  # read, not clicked
 
-    page = screens(screen, "ed")
+    page = signed_in(VIEWPORTS[screen], "ed")
     today = timezone.localdate()
     before = {"from": (today - timedelta(days=30)).isoformat(), "to": str(today - timedelta(1))}
-    summary = analytics(page, live_server, atlas, **before)
+    summary = analytics(page, live_server, site, **before)
     assert summary.startswith("0 searches in the days")
     assert rows(page, "top") == {}
 
-    summary = analytics(page, live_server, atlas, **{"from": str(today), "to": str(today)})
+    summary = analytics(page, live_server, site, **{"from": str(today), "to": str(today)})
     assert summary.startswith(f"2 searches in the days {today} to {today}")
     assert "50.0% click-through rate (1 of 2 searches" in summary
     assert "mean click position 2.0" in summary
@@ -109,33 +86,27 @@ def test_a_readers_clicks_show_in_the_analytics_of_their_days(
 
 
 @pytest.mark.parametrize("screen", sorted(VIEWPORTS))
-def test_an_editors_own_searches_count_only_when_asked_for(
-    atlas,  # noqa: F811
-    screens,
-    live_server,
-    django_user_model,
-    screen,
-):
-    django_user_model.objects.create_user(username="reader", password="x")
-    editor("ed", is_staff=True)
-    search(screens(screen, "reader"), "penguins")
+def test_an_editors_own_searches_count_only_when_asked_for(site, signed_in, live_server, screen):
+    reader = signed_in(VIEWPORTS[screen], "reader")
+    reader.goto(f"{live_server.url}/")
+    search(reader, "penguins")
 
-    page = screens(screen, "ed")
-    page.goto(f"{live_server.url}/admin/retrieval/collection/playground/?collection={atlas.pk}")
+    page = signed_in(VIEWPORTS[screen], "ed")
+    page.goto(f"{live_server.url}/admin/retrieval/collection/playground/?collection={site.pk}")
     page.fill("#id_query", "volcanoes")
     with page.expect_navigation():
         page.click("#retrieval-playground-form input[type=submit]")
     tested = QueryTrace.objects.filter(source=QueryTrace.Source.PLAYGROUND, query="volcanoes")
     assert tested.count() >= 1 and tested.filter(user__username="ed").exists()
 
-    summary = analytics(page, live_server, atlas)
+    summary = analytics(page, live_server, site)
     assert not page.is_checked("#id_editors")
     assert summary.startswith("1 search in the last 7 days")
     assert "readers' searches only" in summary
     assert list(rows(page, "top")) == ["penguins"]
     assert_clean(page)
 
-    summary = analytics(page, live_server, atlas, editors=True)
+    summary = analytics(page, live_server, site, editors=True)
     assert "editors=on" in page.url
     assert page.is_checked("#id_editors")
     assert summary.startswith(f"{1 + tested.count()} searches in the last 7 days")
