@@ -119,6 +119,7 @@ class SearchView(ReaderMixin, TemplateView):
             answer_url=with_params(request, answer="1", page=None) if page else "",
             answer_stream=answer_stream(request, query, page),
             answers_offered=bool(retrieval_settings.SEARCH_PAGE_ANSWERS),
+            suggest_url=suggest_url(request),
             results=page.groups if page else [],
             error=error,
             status=status,
@@ -183,6 +184,13 @@ def answer_stream(request: HttpRequest, query: str, page: Any) -> dict[str, Any]
     if metadata:
         body["filters"] = {"metadata": metadata}
     return {"url": url, "body": body, "csrf": get_token(request)}
+
+
+def suggest_url(request: HttpRequest) -> str:
+    """Return the query suggestions endpoint the search box's script asks as the reader
+    types, or "" when it cannot: no API mounted, nobody signed in (the API answers readers
+    who are). What each reader is offered is the endpoint's to decide."""
+    return api_url("retrieval-api:suggest") if request.user.is_authenticated else ""
 
 
 def wants_json(request: HttpRequest) -> bool:

@@ -75,6 +75,32 @@ def browser_page(chromium) -> Iterator[object]:
     context.close()
 
 
+@pytest.fixture
+def signed_in(chromium, live_server, django_user_model) -> Iterator[Callable[..., object]]:
+    """Return ``open(viewport, username, **options)``: a page in a new browser context of
+    ``viewport``'s size, ``username`` signed in by a session cookie (the login forms have
+    tests of their own); ``options`` go to ``new_context``. The contexts close at teardown."""
+    from django.conf import settings
+    from django.test import Client
+
+    contexts = []
+
+    def open_page(viewport: dict, username: str, **options: object) -> object:
+        client = Client()
+        client.force_login(django_user_model.objects.get(username=username))
+        context = chromium.new_context(viewport=viewport, **options)
+        context.set_default_timeout(20_000)
+        contexts.append(context)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+        name = settings.SESSION_COOKIE_NAME
+        context.add_cookies([{"name": name, "value": cookie, "url": live_server.url}])
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
 def screenshot(page, name: str) -> Path:
     """Save a full-page screenshot as a test artifact and return its path."""
     ARTIFACTS.mkdir(exist_ok=True)

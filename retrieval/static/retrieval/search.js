@@ -3,9 +3,17 @@
  * which outlives the page being left). Votes: the Yes/No forms post to the feedback
  * endpoint in place instead of leaving the page. Answer: the "Answer this question" link
  * streams the answer from the answer API in place (tokens as they come, then the sources
- * linked as the server-rendered box links them); on any failure it follows the link. */
+ * linked as the server-rendered box links them); on any failure it follows the link.
+ * Suggestions: the search box becomes an ARIA combobox offering what the suggestions
+ * endpoint answers for the typed text (up/down to move, Enter to search, Escape to close);
+ * without the script it is a plain search box. */
 (function () {
   "use strict";
+  var box = document.querySelector("input[data-suggest-url]");
+  var suggestions = document.getElementById("retrieval-suggestions");
+  if (box && suggestions && window.fetch && window.URLSearchParams) {
+    offerSuggestions(box, suggestions, document.getElementById("retrieval-suggestions-status"));
+  }
   var list = document.querySelector(".retrieval-results[data-click-url]");
   if (list) {
     var sent = {};
@@ -66,6 +74,96 @@
       event.preventDefault();
       streamAnswer(ask, JSON.parse(askBody.textContent));
     });
+  }
+
+  function offerSuggestions(input, list, status) {
+    var active = -1, asked = 0, timer = null;
+    input.setAttribute("role", "combobox");
+    input.setAttribute("aria-autocomplete", "list");
+    input.setAttribute("aria-controls", list.id);
+    input.setAttribute("aria-expanded", "false");
+    input.setAttribute("autocomplete", "off");
+    var options = function () { return list.querySelectorAll("[role=option]"); };
+    var open = function (shown) {
+      list.hidden = !shown;
+      input.setAttribute("aria-expanded", String(shown));
+      if (!shown) select(-1);
+    };
+    var select = function (index) {
+      active = index;
+      options().forEach(function (option, i) {
+        option.setAttribute("aria-selected", String(i === index));
+      });
+      if (index < 0) input.removeAttribute("aria-activedescendant");
+      else input.setAttribute("aria-activedescendant", options()[index].id);
+    };
+    var show = function (found) {
+      list.textContent = "";
+      found.forEach(function (text, i) {
+        var option = document.createElement("li");
+        option.id = "retrieval-suggestion-" + i;
+        option.setAttribute("role", "option");
+        option.textContent = text;
+        list.appendChild(option);
+      });
+      select(-1);
+      open(found.length > 0);
+      if (status) {
+        status.textContent = !found.length ? "" : found.length === 1 ? "1 suggestion."
+          : found.length + " suggestions, up and down arrows to choose.";
+      }
+    };
+    var choose = function (option) {
+      input.value = option.textContent;
+      open(false);
+      if (input.form.requestSubmit) input.form.requestSubmit();
+      else input.form.submit();
+    };
+    var ask = function () {
+      var number = ++asked;
+      var collection = input.form.elements.collection;
+      if (!input.value.trim()) return show([]);
+      var params = new URLSearchParams({ q: input.value, collection: collection ? collection.value : "" });
+      fetch(input.getAttribute("data-suggest-url") + "?" + params, {
+        credentials: "same-origin",
+        headers: { "Accept": "application/json" }
+      }).then(function (response) {
+        if (!response.ok) throw new Error(response.status);
+        return response.json();
+      }).then(function (data) {
+        if (number === asked && document.activeElement === input) show(data.suggestions);
+      }).catch(function () {
+        if (number === asked) show([]);
+      });
+    };
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(ask, 150);  // one request a pause in typing, not a keystroke
+    });
+    input.addEventListener("keydown", function (event) {
+      var count = options().length;
+      if ((event.key === "ArrowDown" || event.key === "ArrowUp") && count) {
+        event.preventDefault();
+        open(true);
+        var next = active + (event.key === "ArrowDown" ? 1 : -1);
+        select(next < 0 ? count - 1 : next >= count ? 0 : next);
+      } else if (event.key === "Enter" && !list.hidden && active >= 0) {
+        event.preventDefault();
+        choose(options()[active]);
+      } else if (event.key === "Escape" && !list.hidden) {
+        event.preventDefault();  // a search box would clear its text too
+        open(false);
+      }
+    });
+    list.addEventListener("mousedown", function (event) { event.preventDefault(); });  // keep the focus
+    list.addEventListener("click", function (event) {
+      var option = event.target.closest("[role=option]");
+      if (option) choose(option);
+    });
+    input.addEventListener("blur", function () { open(false); });
+    if (input.form.elements.collection) {
+      input.form.elements.collection.addEventListener("change", function () { show([]); });
+    }
   }
 
   function streamAnswer(link, body) {
