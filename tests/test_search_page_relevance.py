@@ -9,9 +9,9 @@ import re
 import pytest
 
 from retrieval.models import HiddenResult, Synonym
-from tests.a11y import VIEWPORTS, axe_violations, overflow
-from tests.browser import sign_in
 from tests.conftest import editor
+from tests.support.a11y import VIEWPORTS, axe_violations, overflow
+from tests.support.browser import sign_in
 from tests.test_search_page import atlas  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -16,7 +16,7 @@ import retrieval
 from retrieval.models import BlockedSuggestion, QueryTrace
 from retrieval.services.access import Scope
 from retrieval.services.query.search_log import traced_as
-from tests.a11y import VIEWPORTS, axe_violations, overflow
+from tests.support.a11y import VIEWPORTS, axe_violations, overflow
 from tests.test_search_page import atlas, search  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from retrieval.models import QueryTrace, SearchClick
-from tests.a11y import VIEWPORTS, axe_violations, overflow
 from tests.conftest import editor
+from tests.support.a11y import VIEWPORTS, axe_violations, overflow
 from tests.test_search_page import atlas, eventually, search  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
