@@ -2,7 +2,7 @@
 suggestions.
 
 Imported by :mod:`retrieval.models`; searches apply them in
-:mod:`retrieval.services.query.synonyms`, :mod:`retrieval.services.query.hiding` and
+:mod:`retrieval.services.sparse.synonyms`, :mod:`retrieval.services.query.hiding` and
 :mod:`retrieval.services.query.suggestions`.
 """
 

@@ -1,4 +1,4 @@
-"""The answer above the results: an :class:`~retrieval.services.answers.Answer` made ready
+"""The answer above the results: an :class:`~retrieval.services.answers.records.Answer` made ready
 for the page, its ``[n]`` markers linked to the sources listed under it.
 
 Every link goes where a result's title would (:func:`document_url`: the host object's
