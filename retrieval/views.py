@@ -79,7 +79,9 @@ class SearchView(ReaderMixin, TemplateView):
         box, answer_error = None, ""
         offered = bool(retrieval_settings.SEARCH_PAGE_ANSWERS)
         if offered and page is not None and page.number == 1 and request.GET.get("answer"):
-            box, answer_error = ask(query, page, scope, chosen_facets(request))
+            # Traced as the page's, as its search is (and, from another site, not at all).
+            with traced_as(QueryTrace.Source.PAGE), untraced(cross_site(request)):
+                box, answer_error = ask(query, page, scope, chosen_facets(request))
         context.update(
             collections=collections,
             query=query,

@@ -1,0 +1,42 @@
+"""The search page's answer box: traced as the page's, voted on by its asker."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.models import QueryTrace
+from tests.conftest import collection_of
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "Where do penguins live?"
+
+
+@pytest.fixture
+def reader(client, django_user_model, keyword_settings, retrieval_settings):
+    retrieval_settings(TRACE_SAMPLE_RATE=1)
+    collection_of("atlas", {"birds.txt": "Penguins live in Antarctica all year."})
+    client.force_login(django_user_model.objects.create_user(username="reader"))
+    return client
+
+
+def answer_event(row: QueryTrace) -> dict:
+    return next(e for e in row.trace["events"] if e["stage"] == "answer")
+
+
+def test_the_server_rendered_answer_is_traced_as_the_pages(reader):
+    """It was traced with the face ``python``: it ran outside the page's ``traced_as``."""
+    response = reader.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})
+    assert response.status_code == 200 and response.context["answer"] is not None
+    row = QueryTrace.objects.get(query=QUESTION, source=QueryTrace.Source.ANSWER)
+    assert answer_event(row)["face"] == QueryTrace.Source.PAGE
+
+
+def test_an_answer_another_sites_page_asks_for_is_not_traced(reader):
+    response = reader.get(
+        "/",
+        {"q": QUESTION, "collection": "atlas", "answer": "1"},
+        HTTP_SEC_FETCH_SITE="cross-site",
+    )
+    assert response.context["answer"] is not None  # answered, as the search is
+    assert not QueryTrace.objects.exists()
