@@ -2,8 +2,9 @@
  * Clicks: following a result posts {token, document} to the clicks endpoint (a beacon,
  * which outlives the page being left). Votes: the Yes/No forms post to the feedback
  * endpoint in place instead of leaving the page. Answer: the "Answer this question" link
- * streams the answer from the answer API in place (tokens as they come, then the sources
- * linked as the server-rendered box links them); on any failure it follows the link. */
+ * streams the answer from the answer API in place (tokens as they come, then the sources,
+ * or the closest documents when it abstains, linked as the server-rendered box links
+ * them); on any failure it follows the link. */
 (function () {
   "use strict";
   var list = document.querySelector(".retrieval-results[data-click-url]");
@@ -179,6 +180,20 @@
         list.appendChild(item);
       });
       add(list);
+    }
+    var closest = answer.abstained ? answer.closest_sources || [] : [];
+    if (closest.length) {
+      var lead = document.createElement("p");
+      lead.textContent = "The closest documents:";
+      add(lead);
+      var documents = document.createElement("ul");
+      documents.className = "retrieval-answer-closest";
+      closest.forEach(function (source) {
+        var item = document.createElement("li");
+        item.appendChild(titled(source));
+        documents.appendChild(item);
+      });
+      add(documents);
     }
     var note = document.createElement("p");
     note.className = "retrieval-answer-note";
