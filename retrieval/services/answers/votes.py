@@ -39,7 +39,7 @@ def vote_on_answer(trace_id: int, *, user: Any, scope: Scope, helpful: bool) -> 
     with transaction.atomic():
         trace = votable_answers(user, scope).filter(pk=trace_id).first()
         if trace is None:
-            raise AnswerNotFound(f"No answer {trace_id}.")
+            raise AnswerNotFound("No answer of yours has this trace_id.")
         vote, _ = AnswerVote.objects.update_or_create(
             trace=trace, user_id=user.pk, defaults={"helpful": helpful}
         )
