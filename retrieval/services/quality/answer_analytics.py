@@ -82,11 +82,16 @@ def answer_report(
     traces = period_traces(target, scope=scope, since=since, until=until, editors=editors)
     answers = traces.filter(ANSWERED)
     totals = answers.aggregate(answers=Count("*"), abstained=Count("created_at", filter=ABSTAINED))
+    # Named apart from the field: an aggregate may not share the name it filters on.
     votes = AnswerVote.objects.filter(trace__in=answers.values("pk")).aggregate(
-        helpful=Count("pk", filter=Q(helpful=True)),
-        not_helpful=Count("pk", filter=Q(helpful=False)),
+        up=Count("pk", filter=Q(helpful=True)), down=Count("pk", filter=Q(helpful=False))
     )
-    return AnswerReport(**totals, **votes, abstentions=abstained_questions(answers, limit))
+    return AnswerReport(
+        **totals,
+        helpful=votes["up"],
+        not_helpful=votes["down"],
+        abstentions=abstained_questions(answers, limit),
+    )
 
 
 def abstained_questions(answers: QuerySet, limit: int) -> list[QueryRow]:
