@@ -91,6 +91,7 @@ class SearchView(ReaderMixin, TemplateView):
             answer_error=answer_error,
             answer_url=with_params(request, answer="1", page=None) if page else "",
             answer_stream=answer_stream(request, query, page),
+            answer_vote=answer_vote(request, page),
             answers_offered=bool(retrieval_settings.SEARCH_PAGE_ANSWERS),
             results=page.groups if page else [],
             error=error,
@@ -156,6 +157,17 @@ def answer_stream(request: HttpRequest, query: str, page: Any) -> dict[str, Any]
     if metadata:
         body["filters"] = {"metadata": metadata}
     return {"url": url, "body": body, "csrf": get_token(request)}
+
+
+def answer_vote(request: HttpRequest, page: Any) -> dict[str, Any] | None:
+    """Return where the answer box's helpful / not helpful votes go (the feedback API,
+    with the CSRF token), or ``None`` with no answer box: only a signed-in reader votes,
+    on their answer."""
+    url = api_url("retrieval-api:feedback")
+    offered = page is not None and retrieval_settings.SEARCH_PAGE_ANSWERS
+    if not offered or not url or not request.user.is_authenticated:
+        return None
+    return {"url": url, "csrf": get_token(request)}
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -257,6 +269,7 @@ def search_json(context: dict[str, Any]) -> dict[str, Any]:
         "click": context["click"],
         "vote": context["vote"],
         "answer": context["answer"].to_dict() if context["answer"] else None,
+        "answer_vote": context["answer_vote"],
     }
 
 

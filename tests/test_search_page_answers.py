@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.models import QueryTrace
+from retrieval.models import AnswerVote, QueryTrace
 from tests.conftest import collection_of
 
 pytestmark = pytest.mark.django_db
@@ -40,3 +40,26 @@ def test_an_answer_another_sites_page_asks_for_is_not_traced(reader):
     )
     assert response.context["answer"] is not None  # answered, as the search is
     assert not QueryTrace.objects.exists()
+
+
+def test_the_asker_votes_on_the_server_rendered_answer_with_its_form(reader):
+    """The answer box had no vote; its form posts to the feedback API without JavaScript."""
+    response = reader.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})
+    box = response.context["answer"]
+    assert box.trace_id == QueryTrace.objects.get(source=QueryTrace.Source.ANSWER).pk
+    body = response.content.decode()
+    assert 'class="retrieval-answer-vote"' in body
+    assert f'name="trace_id" value="{box.trace_id}"' in body
+    vote = response.context["answer_vote"]
+    assert f'data-vote-url="{vote["url"]}"' in body  # for the streamed answer's form
+    posted = reader.post(vote["url"], {"trace_id": box.trace_id, "helpful": "true"})
+    assert posted.status_code == 202
+    assert AnswerVote.objects.get().helpful is True
+
+
+def test_no_vote_is_offered_to_a_visitor_not_signed_in(reader, retrieval_settings, client):
+    retrieval_settings(SEARCH_PAGE_PUBLIC=True)
+    client.logout()
+    response = client.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})
+    assert response.context["answer"] is not None and response.context["answer_vote"] is None
+    assert b"retrieval-answer-vote" not in response.content
