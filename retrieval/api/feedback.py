@@ -68,13 +68,13 @@ class FeedbackView(WriteThrottleMixin, RetrievalAPIMixin, APIView):
 
     @extend_schema(
         request=PolymorphicProxySerializer(
-            component_name="Feedback",
+            component_name="FeedbackVote",
             serializers=[FeedbackSerializer, AnswerVoteSerializer],
             resource_type_field_name=None,
         ),
         responses={
             202: PolymorphicProxySerializer(
-                component_name="FeedbackResponse",
+                component_name="FeedbackVoteResponse",
                 serializers=[FeedbackResponseSerializer, AnswerVoteSerializer],
                 resource_type_field_name=None,
             )
