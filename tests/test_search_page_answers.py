@@ -5,26 +5,18 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import AnswerVote, QueryTrace
-from tests.conftest import collection_of
+from tests.test_search_page_traces import reader_client as reader  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = "Where do penguins live?"
 
 
-@pytest.fixture
-def reader(client, django_user_model, keyword_settings, retrieval_settings):
-    retrieval_settings(TRACE_SAMPLE_RATE=1)
-    collection_of("atlas", {"birds.txt": "Penguins live in Antarctica all year."})
-    client.force_login(django_user_model.objects.create_user(username="reader"))
-    return client
-
-
 def answer_event(row: QueryTrace) -> dict:
     return next(e for e in row.trace["events"] if e["stage"] == "answer")
 
 
-def test_the_server_rendered_answer_is_traced_as_the_pages(reader):
+def test_the_server_rendered_answer_is_traced_as_the_pages(reader):  # noqa: F811
     """It was traced with the face ``python``: it ran outside the page's ``traced_as``."""
     response = reader.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})
     assert response.status_code == 200 and response.context["answer"] is not None
@@ -32,7 +24,7 @@ def test_the_server_rendered_answer_is_traced_as_the_pages(reader):
     assert answer_event(row)["face"] == QueryTrace.Source.PAGE
 
 
-def test_an_answer_another_sites_page_asks_for_is_not_traced(reader):
+def test_an_answer_another_sites_page_asks_for_is_not_traced(reader):  # noqa: F811
     response = reader.get(
         "/",
         {"q": QUESTION, "collection": "atlas", "answer": "1"},
@@ -42,7 +34,7 @@ def test_an_answer_another_sites_page_asks_for_is_not_traced(reader):
     assert not QueryTrace.objects.exists()
 
 
-def test_the_asker_votes_on_the_server_rendered_answer_with_its_form(reader):
+def test_the_asker_votes_on_the_server_rendered_answer_with_its_form(reader):  # noqa: F811
     """The answer box had no vote; its form posts to the feedback API without JavaScript."""
     response = reader.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})
     box = response.context["answer"]
@@ -57,7 +49,7 @@ def test_the_asker_votes_on_the_server_rendered_answer_with_its_form(reader):
     assert AnswerVote.objects.get().helpful is True
 
 
-def test_no_vote_is_offered_to_a_visitor_not_signed_in(reader, retrieval_settings, client):
+def test_no_vote_is_offered_to_a_visitor_not_signed_in(reader, retrieval_settings, client):  # noqa: F811
     retrieval_settings(SEARCH_PAGE_PUBLIC=True)
     client.logout()
     response = client.get("/", {"q": QUESTION, "collection": "atlas", "answer": "1"})

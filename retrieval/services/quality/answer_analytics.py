@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, Max, Q, QuerySet
-from django.utils import timezone
 
 from retrieval.models import AnswerVote, Collection, QueryTrace
 from retrieval.services.access import Scope
@@ -24,6 +23,7 @@ from retrieval.services.quality.analytics import (
     EDITORS,
     QueryRow,
     period_traces,
+    report_period,
 )
 
 __all__ = ["ABSTAINED", "ANSWERED", "AnswerReport", "answer_report"]
@@ -67,18 +67,10 @@ def answer_report(
     limit: int = DEFAULT_LIMIT,
     editors: bool = False,
 ) -> AnswerReport:
-    """Return what the answers of ``collection`` in ``[since, until)`` say.
-
-    :param scope: whose report: only the traces it may see count; a hidden collection
-        raises :class:`~retrieval.exceptions.CollectionNotFound` like a missing one.
-    :param until: the end of the period (default now).
-    :param limit: rows of the questions most often abstained on.
-    :param editors: count editors' answers (the playground's) too.
-    """
-    target = scope.collection(collection)
-    until = until or timezone.now()
-    if since >= until:
-        raise ValueError("since must come before until.")
+    """Return what the answers of ``collection`` in ``[since, until)`` say; the arguments
+    are :func:`~retrieval.services.quality.analytics.search_report`'s (``limit``: rows of
+    the questions most often abstained on; ``editors``: the playground's answers too)."""
+    target, until = report_period(collection, scope=scope, since=since, until=until)
     traces = period_traces(target, scope=scope, since=since, until=until, editors=editors)
     answers = traces.filter(ANSWERED)
     totals = answers.aggregate(answers=Count("*"), abstained=Count("created_at", filter=ABSTAINED))
