@@ -2,8 +2,9 @@
 
 Importing this package has no side effects. The search facade is here —
 ``retrieval.search``, ``retrieval.search_batch``, ``retrieval.asearch``,
-``retrieval.asearch_batch``, the grounded answers ``retrieval.answer`` and
-``retrieval.aanswer``, and ``retrieval.Scope`` (each call needs ``user=`` or
+``retrieval.asearch_batch``, the grounded answers ``retrieval.answer``,
+``retrieval.aanswer`` and ``retrieval.answer_stream`` (its events as the model writes
+it), and ``retrieval.Scope`` (each call needs ``user=`` or
 ``scope=``) — loaded on first use; the rest of the service API lives
 in :mod:`retrieval.services`.
 """
@@ -15,7 +16,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _FACADE = ("search", "search_batch", "asearch", "asearch_batch")
-_ANSWERS = ("answer", "aanswer")
+_ANSWERS = ("answer", "aanswer", "answer_stream")
 __all__ = [*_FACADE, *_ANSWERS, "Scope", "__version__"]
 
 

@@ -393,6 +393,7 @@ class Promotion(QueryRule):
 
 
 from .models_quality import (  # noqa: E402
+    AnswerVote,
     EvalQuery,
     EvalRun,
     EvalSet,
@@ -403,6 +404,7 @@ from .models_quality import (  # noqa: E402
 from .models_relevance import BlockedSuggestion, HiddenResult, Synonym  # noqa: E402
 
 __all__ = [
+    "AnswerVote",
     "BlockedSuggestion",
     "Chunk",
     "Collection",

@@ -255,3 +255,31 @@ class SearchClick(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id} → {self.document_id} (#{self.position})"
+
+
+class AnswerVote(models.Model):
+    """The asker's vote on an answer: helpful or not, one per user and answer.
+
+    ``trace`` is the answer's :class:`QueryTrace` (``QueryTrace.answer_votes``); a second
+    vote changes the first. Counted by answer analytics over the answers of a period.
+    """
+
+    trace = models.ForeignKey(
+        QueryTrace,
+        on_delete=models.CASCADE,
+        related_name="answer_votes",
+        db_index=False,  # led by retrieval_answer_vote_once
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    helpful = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "user"], name="retrieval_answer_vote_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}: {'helpful' if self.helpful else 'not helpful'}"

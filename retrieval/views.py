@@ -108,7 +108,9 @@ class SearchView(ReaderMixin, TemplateView):
         box, answer_error = None, ""
         offered = bool(retrieval_settings.SEARCH_PAGE_ANSWERS)
         if offered and page is not None and page.number == 1 and request.GET.get("answer"):
-            box, answer_error = ask(query, page, scope, chosen_facets(request))
+            # Traced as the page's, as its search is (and, from another site, not at all).
+            with traced_as(QueryTrace.Source.PAGE), untraced(cross_site(request)):
+                box, answer_error = ask(query, page, scope, chosen_facets(request))
         context.update(
             collections=collections,
             query=query,
@@ -118,6 +120,7 @@ class SearchView(ReaderMixin, TemplateView):
             answer_error=answer_error,
             answer_url=with_params(request, answer="1", page=None) if page else "",
             answer_stream=answer_stream(request, query, page),
+            answer_vote=answer_vote(request, page),
             answers_offered=bool(retrieval_settings.SEARCH_PAGE_ANSWERS),
             suggest_url=suggest_url(request),
             results=page.groups if page else [],
@@ -191,6 +194,17 @@ def suggest_url(request: HttpRequest) -> str:
     types, or "" when it cannot: no API mounted, nobody signed in (the API answers readers
     who are). What each reader is offered is the endpoint's to decide."""
     return api_url("retrieval-api:suggest") if request.user.is_authenticated else ""
+
+
+def answer_vote(request: HttpRequest, page: Any) -> dict[str, Any] | None:
+    """Return where the answer box's helpful / not helpful votes go (the feedback API,
+    with the CSRF token), or ``None`` with no answer box: only a signed-in reader votes,
+    on their answer."""
+    url = api_url("retrieval-api:feedback")
+    offered = page is not None and retrieval_settings.SEARCH_PAGE_ANSWERS
+    if not offered or not url or not request.user.is_authenticated:
+        return None
+    return {"url": url, "csrf": get_token(request)}
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -292,6 +306,7 @@ def search_json(context: dict[str, Any]) -> dict[str, Any]:
         "click": context["click"],
         "vote": context["vote"],
         "answer": context["answer"].to_dict() if context["answer"] else None,
+        "answer_vote": context["answer_vote"],
     }
 
 

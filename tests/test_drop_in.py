@@ -74,6 +74,7 @@ def test_names_are_prefixed():
         "retrieval_evalrun",
         "retrieval_querytrace",
         "retrieval_searchclick",
+        "retrieval_answervote",
         "retrieval_promotion",
         "retrieval_synonym",
         "retrieval_hiddenresult",

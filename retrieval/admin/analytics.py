@@ -5,8 +5,10 @@ nothing, queries whose results nobody clicked, the slowest queries, those reader
 down and the most active searchers (hashed), with volume and latency charts; each table
 downloads as CSV. The period is one of :data:`PERIODS` or the days ``from`` … ``to``
 (both included). From any query: its traces (with their clicks), the playground, "add
-to a golden set" and "promote a document". The figures come from
-:func:`retrieval.services.quality.analytics.search_report`, within the user's scope.
+to a golden set" and "promote a document". Answers: their volume, abstention rate and
+readers' votes, and the questions most often abstained on. The figures come from
+:func:`retrieval.services.quality.analytics.search_report` and
+:func:`retrieval.services.quality.answer_analytics.answer_report`, within the user's scope.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from retrieval.models import Collection, Promotion
 from retrieval.normalizing import key_of
 from retrieval.services.access import Scope
 from retrieval.services.quality.analytics import QueryRow, SearchReport, search_report
+from retrieval.services.quality.answer_analytics import AnswerReport, answer_report
 
 from .base import EDIT_GOLDEN, scope_of
 from .charts import latency_svg, series_table, volume_svg
@@ -147,6 +150,8 @@ EXPORTS = {
     "slowest": ["query", "searches", "avg ms", "max ms", "last seen"],
     "negative_feedback": ["query", "votes", "last seen"],
     "series": ["start", "searches", "no results", "p50 ms", "p95 ms"],
+    "answers": ["answers", "abstained", "abstention rate", "helpful votes", "not helpful votes"],
+    "abstained": ["question", "abstentions", "last seen"],
 }
 
 
@@ -167,16 +172,12 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
     report = None
     if first is not None and form.is_valid():
         chosen = form.cleaned_data
-        report = search_report(
-            chosen["collection"],
-            scope=scope,
-            since=chosen["since"],
-            until=chosen["until"],
-            editors=chosen["editors"],
-        )
+        period = {"since": chosen["since"], "until": chosen["until"], "editors": chosen["editors"]}
+        report = search_report(chosen["collection"], scope=scope, **period)
+        answers = answer_report(chosen["collection"], scope=scope, **period)
         export = request.GET.get("export")
         if export in EXPORTS:
-            return csv_response(report, export, chosen["slug"])
+            return csv_response(report, export, chosen["slug"], answers)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Search analytics",
@@ -203,6 +204,8 @@ def search_analytics_view(model_admin: admin.ModelAdmin, request: HttpRequest) -
                 if report.negative_feedback is not None
                 else None
             ),
+            "answers": answers,
+            "abstained": actions.rows(answers.abstentions),
             "traces_url": actions.traces_url(),
             "export_url": _url(
                 "admin:retrieval_search_analytics",
@@ -255,15 +258,18 @@ def _url(name: str, **params: Any) -> str:
     return f"{reverse(name)}?{urlencode(params)}"
 
 
-def csv_response(report: SearchReport, table: str, period: str) -> HttpResponse:
-    """Return one table of ``report`` as a CSV download, its file named after ``period``
-    (``7d``, or ``2026-01-01_2026-01-31``)."""
+def csv_response(
+    report: SearchReport, table: str, period: str, answers: AnswerReport | None = None
+) -> HttpResponse:
+    """Return one table of ``report`` (or of ``answers``) as a CSV download, its file
+    named after ``period`` (``7d``, or ``2026-01-01_2026-01-31``)."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     name = f"search-{report.collection.slug}-{table}-{period}.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     writer = csv.writer(response)
     writer.writerow(EXPORTS[table])
-    for line in _lines(report, table):
+    lines = _answer_lines(answers or AnswerReport(), table)
+    for line in _lines(report, table) if lines is None else lines:
         writer.writerow([_cell(value) for value in line])
     return response
 
@@ -286,6 +292,18 @@ def _lines(report: SearchReport, table: str) -> list[list[Any]]:
     if table == "slowest":
         return [[r.query, r.searches, r.avg_ms, r.max_ms, r.last_seen] for r in report.slowest]
     return [[r.query, r.searches, r.last_seen] for r in report.negative_feedback or []]
+
+
+def _answer_lines(answers: AnswerReport, table: str) -> list[list[Any]] | None:
+    """Return the lines of an answers table, ``None`` for the searches' tables."""
+    if table == "answers":
+        return [
+            [answers.answers, answers.abstained, answers.abstention_rate]
+            + [answers.helpful, answers.not_helpful]
+        ]
+    if table == "abstained":
+        return [[r.query, r.searches, r.last_seen] for r in answers.abstentions]
+    return None
 
 
 def _cell(value: Any) -> Any:

@@ -114,6 +114,11 @@ class AnswerResponseSerializer(serializers.Serializer):
         help_text="The cited documents as the search page links them: number, title, url "
         "(the host's page or the document's, at the cited chunk), quote.",
     )
+    closest_sources = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="When it abstained: the closest documents as the search page links them "
+        "(title, url).",
+    )
 
 
 def server_sent_events(events: Iterator[tuple[str, Any]]) -> Iterator[str]:
@@ -142,9 +147,11 @@ class EventStreamRenderer(renderers.BaseRenderer):
 
 
 def answer_json(result: Answer) -> dict[str, Any]:
-    """Return ``result`` as the API sends it: with its sources linked as the search page
-    links them."""
-    return {**result.to_dict(), "sources": answer_box(result).to_dict()["sources"]}
+    """Return ``result`` as the API sends it: with its sources (and, when it abstained,
+    the closest documents) linked as the search page links them."""
+    box = answer_box(result).to_dict()
+    closest = [{"title": item["title"], "url": item["url"]} for item in box["closest"]]
+    return {**result.to_dict(), "sources": box["sources"], "closest_sources": closest}
 
 
 def _message(kind: str, data: dict[str, Any]) -> str:

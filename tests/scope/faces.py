@@ -175,13 +175,16 @@ def python_facade(user, name: str, leg: str) -> Answer:
         answered_later = run_async(
             retrieval.aanswer(QUERY, collection=name, user=user, retriever=leg)
         )
+        *_, (_, streamed) = retrieval.answer_stream(
+            QUERY, collection=name, user=user, retriever=leg
+        )
         tool += answer_tool(collection=name, user=user, retriever=leg).execute({"question": QUERY})
         graph = neighbourhood(name, "North Hub", hops=2, user=user)
     except CollectionNotFound as e:
         return Answer(404, str(e))
     answers = [one, *batch, later, *many]
     body = json.dumps([[r.to_dict() for r in a] + [a.trace] for a in answers]) + tool
-    for grounded in (answered, answered_later):
+    for grounded in (answered, answered_later, streamed):
         body += json.dumps([grounded.to_dict(), grounded.trace])
         body += json.dumps([r.to_dict() for r in grounded.results])
     return Answer(200, body + json.dumps(graph))

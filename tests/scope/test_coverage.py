@@ -95,6 +95,7 @@ PYTHON_COVERED = {
     "retrieval.asearch_batch": "python_facade",
     "retrieval.answer": "python_facade",
     "retrieval.aanswer": "python_facade",
+    "retrieval.answer_stream": "python_facade",
     "retrieval.services.answers.service.answer": "python_facade (retrieval.answer), api_answer",
     "retrieval.services.tools.answer_tool": "python_facade",
     "retrieval.services.query.search.search": "python_facade (retrieval.search)",
@@ -110,6 +111,10 @@ PYTHON_COVERED = {
     "retrieval.services.quality.dashboard.collection_figures": "admin_dashboard",
     "retrieval.services.quality.analytics.search_report": "admin_dashboard",
     "retrieval.services.quality.analytics.period_traces": "admin_dashboard (search_report)",
+    "retrieval.services.quality.analytics.report_period": "admin_dashboard (search_report)",
+    "retrieval.services.quality.answer_analytics.answer_report": "admin_dashboard",
+    "retrieval.services.answers.votes.vote_on_answer": "api_answer_vote (writes)",
+    "retrieval.services.answers.votes.votable_answers": "api_answer_vote (vote_on_answer)",
     "retrieval.services.ingestion.documents.store_uploads": "api_add_document, admin_add_document",
     "retrieval.services.ingestion.collections.update_collection": (
         "python_change_collection_access, api_change_collection, admin_change_collection (writes)"

@@ -35,7 +35,7 @@ API_WRITES = {
     ("retrieval-api:document-reindex", "post"): "api_reindex_document",
     ("retrieval-api:indexrun-cancel", "post"): "api_cancel_run",
     ("retrieval-api:indexrun-retry", "post"): "api_retry_run",
-    ("retrieval-api:feedback", "post"): "api_feedback",
+    ("retrieval-api:feedback", "post"): "api_feedback, api_answer_vote",
     ("retrieval-api:click", "post"): "api_click",
     ("retrieval-api:tool-call", "post"): "api_index_tool (retrieve only reads)",
     ("retrieval-api:search", "post"): "read: a search",

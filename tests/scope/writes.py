@@ -35,6 +35,7 @@ from django.urls import reverse
 
 from retrieval.exceptions import AccessDenied, CollectionNotFound
 from retrieval.models import (
+    AnswerVote,
     BlockedSuggestion,
     Chunk,
     Collection,
@@ -69,6 +70,8 @@ MAY_CHANGE_BY_FACE = {
     "api_feedback": {"writer", "root", "partial"},
     # A click on a result needs only the result visible, and no permission.
     "api_click": {"reader", "partial", "fenced", "writer", "root"},
+    # A vote on an answer is its asker's alone (writer asked it), superusers' not either.
+    "api_answer_vote": {"writer"},
 }
 #: Users from whom Atlas is hidden: each answer must equal the answer for a missing target.
 HIDDEN = {"outsider"}
@@ -94,10 +97,11 @@ class Target:
     synonym: int
     hidden_result: int
     blocked_suggestion: int
+    answer: int  # the trace of an answer writer asked for
 
 
 NOWHERE = 999_999
-MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 14)
+MISSING = Target("nowhere", NOWHERE, NOWHERE, "ghost", *[NOWHERE] * 15)
 
 
 @pytest.fixture
@@ -160,6 +164,14 @@ def write_world(keyword_settings, retrieval_settings) -> dict:
             grants = grants.filter(codename__startswith="view_")
         user.user_permissions.set(grants)
         users[username] = model.objects.get(pk=user.pk)  # no stale permission cache
+    QueryTrace.objects.create(
+        query="north?",
+        collection=atlas,
+        pipeline="default",
+        user=users["writer"],
+        source=QueryTrace.Source.ANSWER,
+        trace={"events": [{"stage": "answer", "abstained": False}]},
+    )
     return users
 
 
@@ -180,11 +192,12 @@ def atlas_target() -> Target:
         eval_query=judgment.query_id,
         judgment=judgment.pk,
         eval_run=EvalRun.objects.get(eval_set__collection=atlas).pk,
-        trace=QueryTrace.objects.get(collection=atlas).pk,
+        trace=QueryTrace.objects.get(collection=atlas, source=QueryTrace.Source.PYTHON).pk,
         promotion=Promotion.objects.get(collection=atlas).pk,
         synonym=Synonym.objects.get(collection=atlas).pk,
         hidden_result=HiddenResult.objects.get(collection=atlas).pk,
         blocked_suggestion=BlockedSuggestion.objects.get(collection=atlas).pk,
+        answer=QueryTrace.objects.get(collection=atlas, source=QueryTrace.Source.ANSWER).pk,
     )
 
 
@@ -204,6 +217,7 @@ STATE = {
     IndexOperation: ["pk"],
     Promotion: ["pk", "query", "document_id", "position", "active"],
     SearchClick: ["pk"],
+    AnswerVote: ["pk", "helpful"],
     Synonym: ["pk", "collection_id", "rule", "active"],
     HiddenResult: ["pk", "query", "document_id", "active"],
     BlockedSuggestion: ["pk", "collection_id", "query"],
@@ -288,6 +302,11 @@ def api_retry_run(user, t: Target) -> Answer:
 
 def api_feedback(user, t: Target) -> Answer:
     body = {"collection": t.slug, "query": "north", "chunk_id": t.chunk, "relevant": False}
+    return _api(api(user).post("/api/feedback/", body, format="json"))
+
+
+def api_answer_vote(user, t: Target) -> Answer:
+    body = {"trace_id": t.answer, "helpful": False}
     return _api(api(user).post("/api/feedback/", body, format="json"))
 
 

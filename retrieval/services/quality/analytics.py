@@ -58,6 +58,7 @@ __all__ = [
     "SearchReport",
     "period_traces",
     "readers_only",
+    "report_period",
     "search_report",
     "searcher_key",
 ]
@@ -214,10 +215,7 @@ def search_report(
     :param limit: rows of each list (top, no results, slowest, negative feedback).
     :param editors: count editors' searches (the playground's, evaluations') too.
     """
-    target = scope.collection(collection)
-    until = until or timezone.now()
-    if since >= until:
-        raise ValueError("since must come before until.")
+    target, until = report_period(collection, scope=scope, since=since, until=until)
     traces = period_traces(target, scope=scope, since=since, until=until, editors=editors)
     totals = traces.aggregate(
         searches=Count("*"),
@@ -255,6 +253,18 @@ def search_report(
         anonymous=totals["anonymous"],
         top_searchers=top_searchers(traces, limit),
     )
+
+
+def report_period(
+    collection: Collection | str, *, scope: Scope, since: datetime, until: datetime | None
+) -> tuple[Collection, datetime]:
+    """Return the collection a report is of (as ``scope`` sees it) and its period's end
+    (default now); raise ``ValueError`` for a period that ends before it starts."""
+    target = scope.collection(collection)
+    until = until or timezone.now()
+    if since >= until:
+        raise ValueError("since must come before until.")
+    return target, until
 
 
 def click_figures() -> dict[str, Aggregate]:

@@ -44,6 +44,8 @@ class AnswerBox:
     mode: str
     reason: str
     closest: tuple[Source, ...]
+    #: The answer's stored trace, which its asker votes on (``None`` when not kept).
+    trace_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +55,7 @@ class AnswerBox:
             "mode": self.mode,
             "reason": self.reason,
             "closest": [source.to_dict() for source in self.closest],
+            "trace_id": self.trace_id,
         }
 
 
@@ -85,6 +88,7 @@ def answer_box(answer: Answer) -> AnswerBox:
         mode=answer.mode,
         reason=answer.reason,
         closest=tuple(closest),
+        trace_id=answer.trace_id,
     )
 
 

@@ -1,9 +1,10 @@
 /* The results page's small helpers; the page works without them.
  * Clicks: following a result posts {token, document} to the clicks endpoint (a beacon,
- * which outlives the page being left). Votes: the Yes/No forms post to the feedback
- * endpoint in place instead of leaving the page. Answer: the "Answer this question" link
- * streams the answer from the answer API in place (tokens as they come, then the sources
- * linked as the server-rendered box links them); on any failure it follows the link.
+ * which outlives the page being left). Votes: the Yes/No forms, and the answer's Helpful /
+ * Not helpful, post to the feedback endpoint in place instead of leaving the page. Answer:
+ * the "Answer this question" link streams the answer from the answer API in place (tokens
+ * as they come, then the sources, or the closest documents when it abstains, linked as the
+ * server-rendered box links them); on any failure it follows the link.
  * Suggestions: the search box becomes an ARIA combobox offering what the suggestions
  * endpoint answers for the typed text (up/down to move, Enter to search, Escape to close);
  * without the script it is a plain search box. */
@@ -36,17 +37,29 @@
     list.addEventListener("auxclick", record);
   }
   document.querySelectorAll("form.retrieval-vote").forEach(function (form) {
-    form.addEventListener("submit", function (event) {
-      var button = event.submitter;
-      if (!button || !window.fetch) return;
-      event.preventDefault();
-      var status = form.querySelector(".retrieval-vote-status");
-      var body = {
+    votesInPlace(form, function (button) {
+      return {
         collection: form.elements.collection.value,
         query: form.elements.query.value,
         chunk_id: Number(form.elements.chunk_id.value),
         relevant: button.value === "true"
       };
+    });
+  });
+  document.querySelectorAll("form.retrieval-answer-vote").forEach(answerVotesInPlace);
+
+  function answerVotesInPlace(form) {
+    votesInPlace(form, function (button) {
+      return { trace_id: Number(form.elements.trace_id.value), helpful: button.value === "true" };
+    });
+  }
+
+  function votesInPlace(form, bodyOf) {
+    form.addEventListener("submit", function (event) {
+      var button = event.submitter;
+      if (!button || !window.fetch) return;
+      event.preventDefault();
+      var status = form.querySelector(".retrieval-vote-status");
       fetch(form.action, {
         method: "POST",
         credentials: "same-origin",
@@ -55,7 +68,7 @@
           "Accept": "application/json",
           "X-CSRFToken": form.elements.csrfmiddlewaretoken.value
         },
-        body: JSON.stringify(body)
+        body: JSON.stringify(bodyOf(button))
       }).then(function (response) {
         if (!response.ok) throw new Error(response.status);
         form.querySelectorAll("button").forEach(function (b) {
@@ -66,7 +79,8 @@
         status.textContent = "Your vote could not be recorded.";
       });
     });
-  });
+  }
+
   var ask = document.querySelector("a.retrieval-ask[data-stream-url]");
   var askBody = document.getElementById("retrieval-answer-body");
   if (ask && askBody && window.fetch && window.TextDecoder) {
@@ -278,11 +292,63 @@
       });
       add(list);
     }
+    var closest = answer.abstained ? answer.closest_sources || [] : [];
+    if (closest.length) {
+      var lead = document.createElement("p");
+      lead.textContent = "The closest documents:";
+      add(lead);
+      var documents = document.createElement("ul");
+      documents.className = "retrieval-answer-closest";
+      closest.forEach(function (source) {
+        var item = document.createElement("li");
+        item.appendChild(titled(source));
+        documents.appendChild(item);
+      });
+      add(documents);
+    }
     var note = document.createElement("p");
     note.className = "retrieval-answer-note";
     note.textContent = (answer.mode === "extractive" ? "Sentences quoted from the documents"
       : "Written by a language model from the documents") + "; check the sources.";
     add(note);
+    if (answer.trace_id && section.getAttribute("data-vote-url")) {
+      add(answerVoteForm(section, answer.trace_id));
+    }
+  }
+
+  function answerVoteForm(section, traceId) {
+    var form = document.createElement("form");
+    form.className = "retrieval-answer-vote";
+    form.method = "post";
+    form.action = section.getAttribute("data-vote-url");
+    var field = function (name, value) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = name;
+      input.value = value;
+      form.appendChild(input);
+    };
+    field("csrfmiddlewaretoken", section.getAttribute("data-csrf"));
+    field("trace_id", String(traceId));
+    var label = document.createElement("span");
+    label.id = "retrieval-answer-vote-label";
+    label.textContent = "Was this answer helpful?";
+    form.appendChild(label);
+    [["true", "Helpful"], ["false", "Not helpful"]].forEach(function (choice) {
+      var button = document.createElement("button");
+      button.type = "submit";
+      button.name = "helpful";
+      button.value = choice[0];
+      button.textContent = choice[1];
+      button.setAttribute("aria-describedby", label.id);
+      form.appendChild(button);
+    });
+    var status = document.createElement("output");
+    status.className = "retrieval-vote-status";
+    status.setAttribute("aria-live", "polite");
+    form.appendChild(status);
+    answerVotesInPlace(form);
+    return form;
   }
 
   function titled(source) {
