@@ -45,6 +45,7 @@ from retrieval.services.ingestion.runs import (
     save_progress,
 )
 from retrieval.services.ingestion.triples import attach_kept_triples, detach_kept_triples
+from retrieval.services.parsers.budget import beating
 from retrieval.services.sparse.index import write_postings
 from retrieval.validation.storable import NUL
 
@@ -208,7 +209,8 @@ class _Indexer:
             self._record(IngestResult(source.external_id, "skipped", existing.pk))
             return
         try:
-            prepared = self.preparation.prepare(source)
+            with beating(self._save_progress):  # a long parse (OCR) is not a dead worker
+                prepared = self.preparation.prepare(source)
         except Exception as e:  # any reason to fail this one document, named for the user
             self._fail(source, e)
             return

@@ -1,11 +1,32 @@
-"""The time one file may take to parse (``MAX_PARSE_SECONDS``), checked between steps."""
+"""The time one file may take to parse (``MAX_PARSE_SECONDS``), checked between steps.
+
+Each check is also a sign of life: an index run parsing a long file (hundreds of scanned
+pages read by OCR, within ``MAX_OCR_SECONDS``) beats its heartbeat through
+:func:`beating`, so it is not taken for dead after ``RUN_HEARTBEAT_TIMEOUT`` while it works.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError
+
+_heartbeat: ContextVar[Callable[[], None] | None] = ContextVar("parse_heartbeat", default=None)
+
+
+@contextmanager
+def beating(heartbeat: Callable[[], None]) -> Iterator[None]:
+    """Call ``heartbeat`` at every budget check of the parsing done inside (the caller
+    keeps it cheap: an index run saves its heartbeat at most every half second)."""
+    token = _heartbeat.set(heartbeat)
+    try:
+        yield
+    finally:
+        _heartbeat.reset(token)
 
 
 class ParseBudget:
@@ -33,6 +54,9 @@ class ParseBudget:
 
     def check(self, where: str) -> None:
         """Raise ``ParseError`` naming ``where`` parsing stopped once the budget is spent."""
+        heartbeat = _heartbeat.get()
+        if heartbeat is not None:
+            heartbeat()
         if time.monotonic() - self.started >= self.seconds:
             raise ParseError(
                 f"Cannot parse {self.label}: {self.doing} took more than {self.seconds:g} s "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from retrieval.models import Chunk, Document, IndexRun
@@ -9,6 +11,7 @@ from retrieval.services.access import Scope
 from retrieval.services.ingestion.collections import get_or_create_collection
 from retrieval.services.ingestion.ingest import Source, ingest
 from retrieval.services.parsers.base import BaseParser
+from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.query.search import search
 from retrieval.services.types import ParsedDocument
 
@@ -249,3 +252,36 @@ def test_each_document_is_written_once_its_vectors_are_in(collection, retrieval_
     )
     assert run.documents_indexed == 4
     assert calls_when_written == [1, 2, 3, 4]  # was [4, 4, 4, 4]
+
+
+class SlowPagesParser(BaseParser):
+    """Reads a page a second, checking its budget between pages, as the OCR parser does;
+    notes the run's heartbeat (read from the database) before each page."""
+
+    mime_types = ("text/x-slow-pages",)
+    extensions = (".slow",)
+    beats: list = []
+
+    def _parse(self, data: bytes, *, filename: str | None = None) -> ParsedDocument:
+        budget = ParseBudget(filename or "the file")
+        pages = data.decode().split("|")
+        for number, _ in enumerate(pages, start=1):
+            budget.check(f"before page {number}")
+            run = IndexRun.objects.filter(status=IndexRun.Status.RUNNING).get()
+            type(self).beats.append(run.heartbeat_at)
+            time.sleep(0.6)
+        return ParsedDocument(text="\n\n".join(pages))
+
+
+def test_a_long_parse_beats_the_runs_heart_between_its_pages(collection, retrieval_settings):
+    # A scanned PDF read by OCR may take MAX_OCR_SECONDS (600) inside one document, longer
+    # than RUN_HEARTBEAT_TIMEOUT (300): without a beat while it parses, the stale-run sweep
+    # took a working run for dead and resumed it beside itself.
+    retrieval_settings(
+        PARSERS={"slow": {"BACKEND": "tests.services.ingestion.test_indexing.SlowPagesParser"}}
+    )
+    SlowPagesParser.beats = []
+    source = Source(external_id="scan.slow", data=b"one|two|three", filename="scan.slow")
+    assert ingest(collection, [source]).documents_indexed == 1
+    first, *later = SlowPagesParser.beats
+    assert len(later) == 2 and later[-1] > later[0] > first
