@@ -1,0 +1,75 @@
+"""The extractive answer abstains rather than invents (issue 63), on the sample documents:
+a sentence sharing only a generic word with the question is left out, and a question the
+documents do not answer gets an abstention while one they answer still gets its answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.conf import DEFAULTS
+from retrieval.services.access import Scope
+from retrieval.services.answers.extractive import coverage, extract
+from retrieval.services.answers.service import answer
+
+pytestmark = pytest.mark.django_db
+
+#: What ``dev.py demo`` indexes and asks about databases: the FAQ answers it, the release
+#: notes too, and the settings example describes "customer support tickets".
+FILES = ("faq.md", "release-notes.md", "default-settings.json")
+DATABASES = "Which databases are supported?"
+
+
+@pytest.fixture
+def handbook(keyword_settings, retrieval_settings, sample_docs):
+    retrieval_settings(
+        CHUNKERS={
+            "default": {
+                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
+                "OPTIONS": {"max_tokens": 200},
+            }
+        }
+    )
+    from retrieval.services.ingestion.collections import get_or_create_collection
+    from retrieval.services.ingestion.ingest import Source, ingest
+
+    collection, _ = get_or_create_collection("handbook")
+    ingest(collection, [Source.from_path(sample_docs / name, external_id=name) for name in FILES])
+    return collection
+
+
+def ask(question: str):
+    return answer(question, collection="handbook", scope=Scope.ALL, extractive=True)
+
+
+def test_a_sentence_sharing_only_a_generic_word_is_left_out(handbook):
+    result = ask(DATABASES)
+    assert not result.abstained
+    assert "PostgreSQL with the pgvector extension" in result.text
+    assert "support tickets" not in result.text
+    assert "default-settings.json" not in {c.external_id for c in result.citations}
+
+
+def test_an_unanswered_question_abstains_and_an_answered_one_does_not(handbook):
+    unanswered = ask("How do I deploy the site on Kubernetes with a Helm chart?")
+    assert unanswered.abstained and unanswered.mode == "extractive"
+    assert "min_coverage" in unanswered.reason and unanswered.citations == ()
+    assert unanswered.closest  # the documents it looked at are still listed
+    answered = ask(DATABASES)
+    assert not answered.abstained and answered.citations
+
+
+def test_the_floor_is_on_by_default_and_none_turns_it_off(handbook, retrieval_settings):
+    assert DEFAULTS["ANSWERS"]["min_coverage"] is not None
+    retrieval_settings(ANSWERS={"min_coverage": None})
+    assert not ask("How do I deploy the site on Kubernetes with a Helm chart?").abstained
+
+
+def test_coverage_weighs_a_word_no_passage_has_most():
+    passages = {1: "Install the package with pip. Add the app to INSTALLED_APPS."}
+    picked = extract("How do I install the package?", passages, sentences=3)
+    assert coverage("How do I install the package?", passages, picked) == 1.0
+    # "kubernetes" is in no passage: it weighs more than "install" and "package" together.
+    question = "How do I install the package on Kubernetes?"
+    partial = coverage(question, passages, extract(question, passages, sentences=3))
+    assert 0 < partial < 0.5
+    assert coverage("zebra", passages, []) == 0.0
