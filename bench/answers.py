@@ -25,7 +25,7 @@ not answer. ``--limit N`` asks the first N of each kind (a smoke run).
 
 ``--sweep`` searches each question once and measures the extractive answer from those
 results under each candidate of ``ANSWERS["min_coverage"]`` (abstain below it) and
-``extractive.SENTENCE_COVERAGE`` (leave out a sentence below it), printing the mean over
+``extractive.MIN_SHARED_TERMS`` (leave out a sentence sharing fewer), printing the mean over
 the sets of each metric: the defaults are the row that abstains most on unanswerable
 questions for the fewest abstentions on answerable ones, citations kept.
 """
@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     from retrieval.services.quality.answer_metrics import AnswerLike
 
 ANSWERED_SETS = ("flask", "starlette", "git", "sphinx")
-#: ``--sweep``'s candidates: ANSWERS["min_coverage"] and extractive.SENTENCE_COVERAGE.
-MIN_COVERAGES = (None, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
-SENTENCE_COVERAGES = (0.0, 0.5, 0.6, 0.75)
+#: ``--sweep``'s candidates: ANSWERS["min_coverage"] and extractive.MIN_SHARED_TERMS.
+MIN_COVERAGES = (None, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+MIN_SHARED = (1, 2, 3)
 COLUMNS = {
     "citation_precision": "cit. P",
     "citation_recall": "cit. R",
@@ -204,10 +204,10 @@ def sweep(found: dict[str, list[tuple[AnswerQuestion, list]]]) -> list[list]:
     from retrieval.services.answers.service import extractive_answer
     from retrieval.services.quality.answer_metrics import AnswerCase, outcome_of, score_answers
 
-    chosen, rows = extractive.SENTENCE_COVERAGE, []
+    chosen, rows = extractive.MIN_SHARED_TERMS, []
     try:
-        for sentence_coverage in SENTENCE_COVERAGES:
-            extractive.SENTENCE_COVERAGE = sentence_coverage  # read by extract() on each call
+        for shared in MIN_SHARED:
+            extractive.MIN_SHARED_TERMS = shared  # read by extract() on each call
             for min_coverage in MIN_COVERAGES:
                 reports = [
                     score_answers(
@@ -223,9 +223,9 @@ def sweep(found: dict[str, list[tuple[AnswerQuestion, list]]]) -> list[list]:
                     )
                     for cases in found.values()
                 ]
-                rows.append([sentence_coverage, min_coverage, *mean_metrics(reports)])
+                rows.append([shared, min_coverage, *mean_metrics(reports)])
     finally:
-        extractive.SENTENCE_COVERAGE = chosen
+        extractive.MIN_SHARED_TERMS = chosen
     return rows
 
 
@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Machine: {machine()}\n")
     if args.sweep:
         found = {name: searched(name, args.limit) for name in args.set.split(",")}
-        headers = ["SENTENCE_COVERAGE", "min_coverage", "cit. P", "cit. R", "cit. F1"]
+        headers = ["MIN_SHARED_TERMS", "min_coverage", "cit. P", "cit. R", "cit. F1"]
         print(f"Mean over {', '.join(found)}:")
         print(table([*headers, *list(COLUMNS.values())[2:]], sweep(found)), flush=True)
         return 0

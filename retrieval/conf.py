@@ -147,14 +147,14 @@ DEFAULTS: dict[str, Any] = {
     # the sentences of an extractive answer. min_coverage: the extractive answer abstains
     # when its sentences cover less than this share of the question's terms, each weighted
     # by its IDF among the passages' sentences (a term none has weighs most); None: never.
-    # Chosen by bench/answers.py --sweep on the mean over four real document sets.
+    # Chosen by bench/answers.py --sweep on the mean over real document sets (bench/README.md).
     # Keys left out keep these values.
     "ANSWERS": {
         "llm": "default",
         "top_k": 8,
         "context_tokens": 2000,
         "min_score": None,
-        "min_coverage": 0.5,
+        "min_coverage": 0.25,
         "sentences": 3,
     },
     # Alias of the chunker used for new documents.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from retrieval.services.query.packing import sentence_boundaries
@@ -22,11 +22,11 @@ K1, B = 1.2, 0.75
 #: A sentence scoring less than this share of the best one is not part of the answer:
 #: a word it shares with the question by chance ("support tickets" for "supported").
 RELATIVE_FLOOR = 0.5
-#: A sentence covering less than this share of the question's words the best-covering
-#: sentence covers is not part of the answer: it shares a word with the question but not
-#: what the question is about ("support tickets" beside "databases ... supported"). Chosen
-#: by ``bench/answers.py --sweep`` over four real document sets.
-SENTENCE_COVERAGE = 0.6
+#: A sentence sharing fewer of the question's terms than this (itself or the heading it
+#: answers) is not part of the answer when another sentence shares this many: the word it
+#: shares is not what the question is about ("support tickets" beside "databases ...
+#: supported"). 1: off. Chosen by ``bench/answers.py --sweep`` over real document sets.
+MIN_SHARED_TERMS = 2
 #: Fewer words than this do not answer anything ("# ...", "Done.").
 MIN_WORDS = 3
 # A statement ends with . ! or : (perhaps closed by quotes or brackets), or 。！.
@@ -102,23 +102,23 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
     return scored
 
 
-def coverage(question: str, passages: Mapping[int, str], picked: Iterable[Sentence]) -> float:
-    """Return the share of ``question``'s terms that the ``picked`` sentences of
-    ``passages`` cover, each term weighted by its IDF among the passages' sentences: a
-    term no passage has weighs most, so a question about something the passages never
-    name is barely covered however well its common words match. 0.0 for a question
-    with no terms."""
+def coverage(question: str, passages: Mapping[int, str], *, sentences: int) -> float:
+    """Return the share of ``question``'s terms that the ``sentences`` best sentences of
+    ``passages`` (:func:`extract`'s candidates) cover, each term weighted by its IDF among
+    the passages' sentences: a term no passage has weighs most, so a question about
+    something the passages never name is barely covered however well its common words
+    match. 0.0 when no sentence shares a term with the question."""
     analyzer = analyzers["default"]
     wanted = set(analyzer.terms(question))
     counts = [
-        Counter(analyzer.terms(text))
-        for body in passages.values()
-        for text in split_sentences(body)
+        Counter(analyzer.terms(t)) for body in passages.values() for t in split_sentences(body)
     ]
     idf = _idf(wanted, counts)
     total = sum(idf.values())
-    covered = set().union(*(sentence.terms for sentence in picked)) & wanted
-    return sum(idf[term] for term in covered) / total if total else 0.0
+    covered = set().union(
+        *(s.terms for s in _candidates(rank_sentences(question, passages), sentences))
+    )
+    return sum(idf[term] for term in covered & wanted) / total if total else 0.0
 
 
 def _idf(wanted: set[str], counts: Sequence[Counter]) -> dict[str, float]:
@@ -143,19 +143,21 @@ def _leads(text: str) -> bool:
 
 def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:
     """Return the ``sentences`` best sentences for ``question`` (those scoring at least
-    :data:`RELATIVE_FLOOR` of the best and covering at least :data:`SENTENCE_COVERAGE` of
-    the question's terms the best-covering one covers), in passage order; an empty list
-    when no sentence shares a term with the question."""
+    :data:`RELATIVE_FLOOR` of the best and sharing :data:`MIN_SHARED_TERMS` of the
+    question's terms, or as many as the sentence sharing most), in passage order; an
+    empty list when no sentence shares a term with the question."""
     ranked = rank_sentences(question, passages)
     if not ranked:
         return []
-    widest = max(len(s.terms) for _, s in ranked)
-    best = [
-        s
-        for score, s in ranked[:sentences]
-        if score >= ranked[0][0] * RELATIVE_FLOOR and len(s.terms) >= widest * SENTENCE_COVERAGE
-    ]
+    shared = min(MIN_SHARED_TERMS, max(len(s.terms) for _, s in ranked))
+    best = [s for s in _candidates(ranked, sentences) if len(s.terms) >= shared]
     return sorted(best, key=lambda sentence: (sentence.number, sentence.position))
+
+
+def _candidates(ranked: list[tuple[float, Sentence]], sentences: int) -> list[Sentence]:
+    """The ``sentences`` best of ``ranked`` that score at least :data:`RELATIVE_FLOOR` of
+    the best."""
+    return [s for score, s in ranked[:sentences] if score >= ranked[0][0] * RELATIVE_FLOOR]
 
 
 def best_quote(text: str, body: str) -> str:

@@ -407,7 +407,7 @@ def _extracted(
             "No sentence of the passages shares a word with the question.",
         )
     floor = options["min_coverage"]
-    covered = coverage(question, bodies, picked)
+    covered = coverage(question, bodies, sentences=int(options["sentences"]))
     if floor is not None and covered < floor:
         return _abstain(
             question,
