@@ -20,21 +20,8 @@ DATABASES = "Which databases are supported?"
 
 
 @pytest.fixture
-def handbook(keyword_settings, retrieval_settings, sample_docs):
-    retrieval_settings(
-        CHUNKERS={
-            "default": {
-                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
-                "OPTIONS": {"max_tokens": 200},
-            }
-        }
-    )
-    from retrieval.services.ingestion.collections import get_or_create_collection
-    from retrieval.services.ingestion.ingest import Source, ingest
-
-    collection, _ = get_or_create_collection("handbook")
-    ingest(collection, [Source.from_path(sample_docs / name, external_id=name) for name in FILES])
-    return collection
+def handbook(sample_handbook):
+    return sample_handbook(*FILES)
 
 
 def ask(question: str):
