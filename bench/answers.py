@@ -1,7 +1,8 @@
 """Grounded answers on the real-docs sets: citation precision/recall, abstention, token F1.
 
-    python bench/answers.py [--set flask,starlette] [--mode extractive|llm]
+    python bench/answers.py [--set flask,starlette,git,sphinx] [--mode extractive|llm]
                             [--llm-url http://127.0.0.1:8080/v1] [--model NAME] [--limit N]
+    python bench/answers.py --sweep [--set ...]
 
 Each set is indexed as ``realdocs.py`` indexes it under its default configuration (the
 collection is reused when that bench left it), then every question of
@@ -20,8 +21,13 @@ its line lists. The metrics are ``retrieval.services.quality.answer_metrics``'s:
 
 An answers file holds ``{"id": "q01", "answer": "..."}`` for questions of the set and
 ``{"id": "u01", "question": "...", "answerable": false}`` for questions the documents do
-not answer. ``--limit N`` asks the first N of each kind (a smoke run). Without the answer
-service (``retrieval.answer``) the bench says so and exits 2.
+not answer. ``--limit N`` asks the first N of each kind (a smoke run).
+
+``--sweep`` searches each question once and measures the extractive answer from those
+results under each candidate of ``ANSWERS["min_coverage"]`` (abstain below it) and
+``extractive.MIN_SHARED_TERMS`` (leave out a sentence sharing fewer), printing the mean over
+the sets of each metric: the defaults are the row that abstains most on unanswerable
+questions for the fewest abstentions on answerable ones, citations kept.
 """
 
 from __future__ import annotations
@@ -44,7 +50,10 @@ from retrieval.services.quality.answer_metrics import ANSWER_METRICS, AnswerQues
 if TYPE_CHECKING:
     from retrieval.services.quality.answer_metrics import AnswerLike
 
-ANSWERED_SETS = ("flask", "starlette")
+ANSWERED_SETS = ("flask", "starlette", "git", "sphinx")
+#: ``--sweep``'s candidates: ANSWERS["min_coverage"] and extractive.MIN_SHARED_TERMS.
+MIN_COVERAGES = (None, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+MIN_SHARED = (1, 2, 3)
 COLUMNS = {
     "citation_precision": "cit. P",
     "citation_recall": "cit. R",
@@ -137,21 +146,12 @@ def run_set(
     from retrieval.services.access import Scope
     from retrieval.services.quality.answer_runs import answer_function, measure_answers
 
-    docset = DocSet(name)
-    docs = docset.documents_folder()
-    references, unanswerable = load_answers(name)
-    questions = set_questions(
-        docset.load_questions(),
-        references,
-        unanswerable,
-        docs_prefix=f"{docs.name}/",
-        limit=args.limit,
-    )
+    docset, questions = asked_questions(name, args.limit)
     config = app_settings("default")
     if args.mode == "llm":
         config["LLMS"] = llm_settings(args)
     with override_settings(RETRIEVAL=config):
-        collection = default_collection(docset, docs)
+        collection = default_collection(docset, docset.documents_folder())
         if answer_fn is None:
             answer_fn = answer_function(
                 collection=collection,
@@ -165,6 +165,79 @@ def run_set(
     return report
 
 
+def asked_questions(name: str, limit: int | None = None) -> tuple[DocSet, list[AnswerQuestion]]:
+    """Return set ``name`` and its questions to answer (see :func:`set_questions`)."""
+    docset = DocSet(name)
+    references, unanswerable = load_answers(name)
+    questions = set_questions(
+        docset.load_questions(),
+        references,
+        unanswerable,
+        docs_prefix=f"{docset.documents_folder().name}/",
+        limit=limit,
+    )
+    return docset, questions
+
+
+def searched(name: str, limit: int | None = None) -> list[tuple[AnswerQuestion, list]]:
+    """Return set ``name``'s questions, each with the results ``retrieval.answer`` would
+    search (the collection indexed if needed)."""
+    from django.test.utils import override_settings
+
+    from retrieval.services.access import Scope
+    from retrieval.services.answers.service import answer_settings
+    from retrieval.services.query.search import search
+
+    docset, questions = asked_questions(name, limit)
+    with override_settings(RETRIEVAL=app_settings("default")):
+        collection = default_collection(docset, docset.documents_folder())
+        top_k = answer_settings()["top_k"]
+        return [
+            (q, list(search(q.text, collection=collection, scope=Scope.ALL, top_k=top_k)))
+            for q in questions
+        ]
+
+
+def sweep(found: dict[str, list[tuple[AnswerQuestion, list]]]) -> list[list]:
+    """One row per candidate: its values, then each metric's mean over the sets."""
+    from retrieval.services.answers import extractive
+    from retrieval.services.answers.service import extractive_answer
+    from retrieval.services.quality.answer_metrics import AnswerCase, outcome_of, score_answers
+
+    chosen, rows = extractive.MIN_SHARED_TERMS, []
+    try:
+        for shared in MIN_SHARED:
+            extractive.MIN_SHARED_TERMS = shared  # read by extract() on each call
+            for min_coverage in MIN_COVERAGES:
+                reports = [
+                    score_answers(
+                        [
+                            AnswerCase(
+                                q,
+                                outcome_of(
+                                    extractive_answer(q.text, results, min_coverage=min_coverage)
+                                ),
+                            )
+                            for q, results in cases
+                        ]
+                    )
+                    for cases in found.values()
+                ]
+                rows.append([shared, min_coverage, *mean_metrics(reports)])
+    finally:
+        extractive.MIN_SHARED_TERMS = chosen
+    return rows
+
+
+def mean_metrics(reports: Sequence[dict[str, Any]]) -> list[float]:
+    """Each metric's mean over the sets' ``reports``, citation F1 (of the mean precision
+    and recall) after recall."""
+    means = {name: sum(r[name] for r in reports) / len(reports) for name in ANSWER_METRICS}
+    precision, recall = means["citation_precision"], means["citation_recall"]
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return [precision, recall, f1, *(means[name] for name in ANSWER_METRICS[2:])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -175,11 +248,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="local", help="Model id sent to the server.")
     parser.add_argument("--timeout", type=float, default=60.0, help="Seconds per LLM call.")
     parser.add_argument("--limit", type=int, help="Ask only the first N questions of each kind.")
+    parser.add_argument("--sweep", action="store_true", help="Extractive abstention candidates.")
     args = parser.parse_args(argv)
     if args.mode == "llm" and not args.llm_url:
         parser.error("--mode llm needs --llm-url")
     setup_django()
     print(f"Machine: {machine()}\n")
+    if args.sweep:
+        found = {name: searched(name, args.limit) for name in args.set.split(",")}
+        headers = ["MIN_SHARED_TERMS", "min_coverage", "cit. P", "cit. R", "cit. F1"]
+        print(f"Mean over {', '.join(found)}:")
+        print(table([*headers, *list(COLUMNS.values())[2:]], sweep(found)), flush=True)
+        return 0
     rows = [row(name, args.mode, run_set(name, args)) for name in args.set.split(",")]
     print_table(rows)
     return 0

@@ -144,12 +144,17 @@ DEFAULTS: dict[str, Any] = {
     # that writes them (not configured: the extractive answer, no model), results retrieved,
     # the passages' token budget (then fitted to the LLM's context_window, beside the LLM's
     # own max_tokens for the answer), the score a result needs to be used (None: any), and
-    # the sentences of an extractive answer. Keys left out keep these values.
+    # the sentences of an extractive answer. min_coverage: the extractive answer abstains
+    # when its sentences cover less than this share of the question's terms, each weighted
+    # by its IDF among the passages' sentences (a term none has weighs most); None: never.
+    # Chosen by bench/answers.py --sweep on the mean over real document sets (bench/README.md).
+    # Keys left out keep these values.
     "ANSWERS": {
         "llm": "default",
         "top_k": 8,
         "context_tokens": 2000,
         "min_score": None,
+        "min_coverage": 0.25,
         "sentences": 3,
     },
     # Alias of the chunker used for new documents.

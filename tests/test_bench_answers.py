@@ -30,7 +30,7 @@ def questions_of(name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("name", ["flask", "starlette"])
+@pytest.mark.parametrize("name", ["flask", "starlette", "git", "sphinx"])
 def test_every_question_of_a_set_has_a_short_reference_and_eight_unanswerable(bench, name):
     references, unanswerable = bench.load_answers(name)
     asked = {q["id"]: q["question"] for q in questions_of(name)}

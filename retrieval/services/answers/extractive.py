@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from retrieval.services.query.packing import sentence_boundaries
 from retrieval.services.registry import analyzers
@@ -22,6 +22,11 @@ K1, B = 1.2, 0.75
 #: A sentence scoring less than this share of the best one is not part of the answer:
 #: a word it shares with the question by chance ("support tickets" for "supported").
 RELATIVE_FLOOR = 0.5
+#: A sentence sharing fewer of the question's terms than this (itself or the heading it
+#: answers) is not part of the answer when another sentence shares this many: the word it
+#: shares is not what the question is about ("support tickets" beside "databases ...
+#: supported"). 1: off. Chosen by ``bench/answers.py --sweep`` over real document sets.
+MIN_SHARED_TERMS = 2
 #: Fewer words than this do not answer anything ("# ...", "Done.").
 MIN_WORDS = 3
 # A statement ends with . ! or : (perhaps closed by quotes or brackets), or 。！.
@@ -31,11 +36,13 @@ _WORD = re.compile(r"\w+")
 
 @dataclass(frozen=True)
 class Sentence:
-    """A sentence of passage ``number``, at ``position`` among its sentences."""
+    """A sentence of passage ``number``, at ``position`` among its sentences; ``terms``:
+    the question's terms it shares, itself or the heading or question it answers."""
 
     number: int
     position: int
     text: str
+    terms: frozenset[str] = frozenset()
 
 
 def split_sentences(text: str) -> list[str]:
@@ -54,8 +61,8 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
     earlier passage, then the earlier sentence), with their scores.
 
     A question or a heading (a line that does not end a sentence) is not an answer:
-    its score goes to the sentence after it, which answers it in an FAQ or a section.
-    Headings count as answers only in passages that have nothing else.
+    its score and terms go to the sentence after it, which answers it in an FAQ or a
+    section. Headings count as answers only in passages that have nothing else.
     """
     analyzer = analyzers["default"]
     wanted = set(analyzer.terms(question))
@@ -69,11 +76,7 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
     counts = [Counter(analyzer.terms(sentence.text)) for sentence in sentences]
     lengths = [sum(count.values()) for count in counts]
     average = sum(lengths) / len(lengths) or 1.0
-    frequency = Counter(term for count in counts for term in wanted & count.keys())
-    idf = {
-        term: math.log(1 + (len(sentences) - df + 0.5) / (df + 0.5))
-        for term, df in frequency.items()
-    }
+    idf = _idf(wanted, counts)
     own = [
         sum(
             idf[term] * count[term] * (K1 + 1) / (count[term] + K1 * (1 - B + B * length / average))
@@ -82,20 +85,50 @@ def rank_sentences(question: str, passages: Mapping[int, str]) -> list[tuple[flo
         for count, length in zip(counts, lengths, strict=True)
     ]
     answers = [not _leads(sentence.text) for sentence in sentences]
-    scored, carried = [], 0.0
+    scored, carried, carried_terms = [], 0.0, frozenset()
     for index, sentence in enumerate(sentences):
         if index and sentence.number != sentences[index - 1].number:
-            carried = 0.0  # a heading answers within its own passage only
+            carried, carried_terms = 0.0, frozenset()  # a heading answers in its passage only
+        terms = carried_terms | (wanted & counts[index].keys())
         if answers[index] or not any(
             answers[i] for i, other in enumerate(sentences) if other.number == sentence.number
         ):
-            score, carried = own[index] + carried, 0.0
+            score, carried, carried_terms = own[index] + carried, 0.0, frozenset()
             if score > 0 and not sentence.text.endswith("?"):
-                scored.append((score, sentence))
+                scored.append((score, replace(sentence, terms=terms)))
         else:
-            carried += own[index]
+            carried, carried_terms = carried + own[index], terms
     scored.sort(key=lambda pair: (-pair[0], pair[1].number, pair[1].position))
     return scored
+
+
+def coverage(question: str, passages: Mapping[int, str], *, sentences: int) -> float:
+    """Return the share of ``question``'s terms that the ``sentences`` best sentences of
+    ``passages`` (:func:`extract`'s candidates) cover, each term weighted by its IDF among
+    the passages' sentences: a term no passage has weighs most, so a question about
+    something the passages never name is barely covered however well its common words
+    match. 0.0 when no sentence shares a term with the question."""
+    analyzer = analyzers["default"]
+    wanted = set(analyzer.terms(question))
+    counts = [
+        Counter(analyzer.terms(t)) for body in passages.values() for t in split_sentences(body)
+    ]
+    idf = _idf(wanted, counts)
+    total = sum(idf.values())
+    covered = set().union(
+        *(s.terms for s in _candidates(rank_sentences(question, passages), sentences))
+    )
+    return sum(idf[term] for term in covered & wanted) / total if total else 0.0
+
+
+def _idf(wanted: set[str], counts: Sequence[Counter]) -> dict[str, float]:
+    """Return BM25's IDF of each term of ``wanted`` over the sentences' term ``counts``
+    (a term no sentence has counts too: it is the rarest)."""
+    frequency = Counter(term for count in counts for term in wanted & count.keys())
+    return {
+        term: math.log(1 + (len(counts) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+        for term in wanted
+    }
 
 
 def _leads(text: str) -> bool:
@@ -110,11 +143,21 @@ def _leads(text: str) -> bool:
 
 def extract(question: str, passages: Mapping[int, str], *, sentences: int) -> list[Sentence]:
     """Return the ``sentences`` best sentences for ``question`` (those scoring at least
-    :data:`RELATIVE_FLOOR` of the best), in passage order; an empty list when no sentence
-    shares a term with the question."""
-    ranked = rank_sentences(question, passages)[:sentences]
-    best = [s for score, s in ranked if score >= ranked[0][0] * RELATIVE_FLOOR]
+    :data:`RELATIVE_FLOOR` of the best and sharing :data:`MIN_SHARED_TERMS` of the
+    question's terms, or as many as the sentence sharing most), in passage order; an
+    empty list when no sentence shares a term with the question."""
+    ranked = rank_sentences(question, passages)
+    if not ranked:
+        return []
+    shared = min(MIN_SHARED_TERMS, max(len(s.terms) for _, s in ranked))
+    best = [s for s in _candidates(ranked, sentences) if len(s.terms) >= shared]
     return sorted(best, key=lambda sentence: (sentence.number, sentence.position))
+
+
+def _candidates(ranked: list[tuple[float, Sentence]], sentences: int) -> list[Sentence]:
+    """The ``sentences`` best of ``ranked`` that score at least :data:`RELATIVE_FLOOR` of
+    the best."""
+    return [s for score, s in ranked[:sentences] if score >= ranked[0][0] * RELATIVE_FLOOR]
 
 
 def best_quote(text: str, body: str) -> str:

@@ -24,7 +24,7 @@ from retrieval.conf import DEFAULTS, retrieval_settings
 from retrieval.exceptions import InvalidComponentError, RetrievalError
 from retrieval.models import Chunk, Collection, QueryTrace
 from retrieval.services.access import Scope, resolve_scope
-from retrieval.services.answers.extractive import best_quote, extract
+from retrieval.services.answers.extractive import best_quote, coverage, extract
 from retrieval.services.answers.grounding import (
     MarkerGate,
     build_messages,
@@ -46,7 +46,14 @@ from retrieval.services.query.search_log import current_source, record_search, t
 from retrieval.services.registry import llms
 from retrieval.services.types import RetrievalResult
 
-__all__ = ["aanswer", "answer", "answer_events", "answer_settings", "answer_stream"]
+__all__ = [
+    "aanswer",
+    "answer",
+    "answer_events",
+    "answer_settings",
+    "answer_stream",
+    "extractive_answer",
+]
 
 #: Documents listed when an answer abstains.
 CLOSEST = 5
@@ -97,6 +104,20 @@ def answer(
     for _ in answering:  # nothing is streamed: this only runs it to its end
         pass
     return asked.result
+
+
+def extractive_answer(question: str, results: list[RetrievalResult], **options: Any) -> Answer:
+    """Return the extractive answer :func:`answer` gives to ``question`` from search
+    ``results`` already found, ``ANSWERS`` overridden by ``options`` (neither searched
+    nor recorded): what ``bench/answers.py --sweep`` measures each setting with."""
+    settings = {**answer_settings(), **options}
+    with traced() as trace:
+        steps = _compose(question, results, None, settings, settings["min_score"], trace)
+        while True:  # no model: nothing is streamed, the answer is the return value
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
 
 
 def answer_stream(question: str, **options: Any) -> Iterator[tuple[str, Any]]:
@@ -374,14 +395,26 @@ def _extracted(
     rendered: dict[int, str],
     options: Mapping[str, Any],
 ) -> Answer:
-    """Return the passages' sentences that best answer ``question``, each cited."""
-    picked = extract(question, _bodies(rendered), sentences=int(options["sentences"]))
+    """Return the passages' sentences that best answer ``question``, each cited; abstain
+    when they cover less than ``options["min_coverage"]`` of the question's terms."""
+    bodies = _bodies(rendered)
+    picked = extract(question, bodies, sentences=int(options["sentences"]))
     if not picked:
         return _abstain(
             question,
             results,
             "extractive",
             "No sentence of the passages shares a word with the question.",
+        )
+    floor = options["min_coverage"]
+    covered = coverage(question, bodies, sentences=int(options["sentences"]))
+    if floor is not None and covered < floor:
+        return _abstain(
+            question,
+            results,
+            "extractive",
+            f"The best sentences cover {covered:.2f} of the question's terms, "
+            f"less than {floor} (min_coverage).",
         )
     citations = []
     for number in dict.fromkeys(sentence.number for sentence in picked):

@@ -186,24 +186,10 @@ def test_the_answer_tool_answers_with_citations(library, llm_server):
     assert [e["face"] for e in row.trace["events"] if e["stage"] == "answer"] == ["tool"]
 
 
-def test_the_sample_documents_answer_a_question_offline(
-    keyword_settings, retrieval_settings, sample_docs
-):
+def test_the_sample_documents_answer_a_question_offline(sample_handbook):
     # What ``dev.py demo`` shows: no LLM, no network, an answer with its citations; the
     # FAQ's answer is the sentence under the question, which shares none of its words.
-    retrieval_settings(
-        CHUNKERS={
-            "default": {
-                "BACKEND": "retrieval.services.chunkers.recursive.RecursiveChunker",
-                "OPTIONS": {"max_tokens": 200},
-            }
-        }
-    )
-    from retrieval.services.ingestion.collections import get_or_create_collection
-    from retrieval.services.ingestion.ingest import Source, ingest
-
-    handbook, _ = get_or_create_collection("handbook")
-    ingest(handbook, [Source.from_path(sample_docs / "faq.md", external_id="faq")])
+    sample_handbook("faq.md")
     result = answer("Which databases are supported?", collection="handbook", scope=Scope.ALL)
     assert (result.mode, result.abstained) == ("extractive", False)
     assert "PostgreSQL with the pgvector extension" in result.text
