@@ -1,6 +1,7 @@
 """PDF files via PyMuPDF: one section per page, split further at outline headings.
 
-Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`).
+Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`);
+running headers and footers printed on every page are left out (:mod:`.pdf_furniture`).
 
 A page with no text layer but images (a scan) is rendered and read by OCR when the
 ``ocr`` extra is installed (:mod:`.ocr`); without it, a PDF of nothing but such pages
@@ -33,6 +34,7 @@ from retrieval.services.parsers.layout import (
     stem_title,
 )
 from retrieval.services.parsers.pdf_bounds import check_size
+from retrieval.services.parsers.pdf_furniture import drop_running_lines
 from retrieval.services.parsers.pdf_tables import TableFinder
 from retrieval.services.types import ParsedDocument, Section
 
@@ -77,7 +79,7 @@ class PdfParser(BaseParser):
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
         content = _read(data, label, self, budget)
-        text, sections = _assemble(content.pages, content.outline)
+        text, sections = _assemble(drop_running_lines(content.pages), content.outline)
         if not text and content.repaired:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
         if not text:

@@ -39,3 +39,51 @@ def test_a_subheading_does_not_title_the_document(parser, to, tmp_path):
 def test_the_top_heading_titles_the_document(parser, to, tmp_path):
     data = pandoc("# Lifespan\n\n" + OPENS_AT_SUBHEADING, to, tmp_path)
     assert parser.parse(data, filename=f"lifespan.{to}").title == "Lifespan"
+
+
+def printed_manual(pages: list[str], *, header: str = "Acme 2.0 documentation") -> bytes:
+    """A PDF typeset as a manual is printed: its name atop each page, the number below."""
+    with pymupdf.open() as pdf:
+        for number, text in enumerate(pages, start=1):
+            page = pdf.new_page(width=595, height=842)
+            page.insert_text((56, 40), header, fontsize=8)
+            page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+            page.insert_text((297, 818), str(number), fontsize=8)
+        return pdf.tobytes()
+
+
+def test_running_headers_and_page_numbers_are_left_out_of_a_pdf():
+    pages = [
+        "Handlers can share objects created at startup.",
+        "The lifespan yields a dictionary of state.",
+        "Each request gets a shallow copy of it.",
+    ]
+    document = PdfParser().parse(printed_manual(pages), filename="lifespan.pdf")
+    assert "Acme" not in document.text
+    assert [line for line in document.text.split("\n") if line.strip().isdigit()] == []
+    assert document.title == "Handlers can share objects created at startup."
+    assert all(page in document.text for page in pages)
+
+
+def test_a_title_page_without_the_running_header_keeps_its_text():
+    pages = ["Acme Manual\nSecond edition", "Installing it.\nWith pip.", "Running it.\nTwice."]
+    with pymupdf.open() as pdf:
+        for number, text in enumerate(pages):
+            page = pdf.new_page(width=595, height=842)
+            if number:
+                page.insert_text((56, 40), "Acme Manual, chapter 1", fontsize=8)
+            page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="manual.pdf")
+    assert "chapter 1" not in document.text
+    assert document.title == "Acme Manual"
+    assert "Second edition" in document.text and "With pip." in document.text
+
+
+def test_pages_of_one_line_alike_are_kept():
+    with pymupdf.open() as pdf:
+        for text in ("Slide 1", "Slide 2"):
+            pdf.new_page(width=595, height=842).insert_text((56, 64), text, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="slides.pdf")
+    assert "Slide 1" in document.text and "Slide 2" in document.text
