@@ -70,7 +70,8 @@ def convert(source: Path, fmt: str, docs: Path, *, header: str) -> bytes:
 
 
 def typeset(html: str, *, header: str) -> bytes:
-    """Return HTML typeset as an A4 PDF, a running header and the page number on each page."""
+    """Return HTML typeset as an A4 PDF, a running header and the page number on each page,
+    and its headings as the outline (bookmarks), as LaTeX's hyperref writes them."""
     import pymupdf
 
     story = pymupdf.Story(html=_IMAGE.sub("", html), user_css=CSS)
@@ -78,21 +79,39 @@ def typeset(html: str, *, header: str) -> bytes:
     writer = pymupdf.DocumentWriter(buffer)
     page_rect = pymupdf.paper_rect("a4")
     body = page_rect + (MARGIN, MARGIN + 8, -MARGIN, -MARGIN - 8)
-    more = True
+    headings: list[tuple[int, str, int]] = []
+
+    def record(position) -> None:
+        if position.heading and position.open_close & 1 and position.text.strip():
+            headings.append((position.heading, position.text.strip(), position.page))
+
+    more, page = True, 0
     while more:
+        page += 1
         device = writer.begin_page(page_rect)
         more, _ = story.place(body)
+        story.element_positions(record, {"page": page})
         story.draw(device)
         writer.end_page()
     writer.close()
     with pymupdf.open("pdf", buffer.getvalue()) as pdf:
         for page in pdf:
             page.insert_text((MARGIN, MARGIN - 16), header, fontsize=8)
-            number = str(page.number + 1)
-            page.insert_text(
-                (page_rect.width / 2, page_rect.height - MARGIN + 24), number, fontsize=8
-            )
+            foot = (page_rect.width / 2, page_rect.height - MARGIN + 24)
+            page.insert_text(foot, str(page.number + 1), fontsize=8)
+        pdf.set_toc(_outline(headings))
         return pdf.tobytes(garbage=3, deflate=True)
+
+
+def _outline(headings: list[tuple[int, str, int]]) -> list[list]:
+    """Return headings as a table of contents whose levels start at 1 and climb one by one
+    (a page opening at a level-2 heading has it at level 1, as hyperref nests it)."""
+    toc: list[list] = []
+    top = min((level for level, _, _ in headings), default=1)
+    for level, title, page in headings:
+        depth = min(level - top + 1, (toc[-1][0] + 1) if toc else 1)
+        toc.append([depth, title, page])
+    return toc
 
 
 def scanned(pdf: bytes, page_number: int, dpi: int) -> tuple[str, bytes]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -225,7 +224,7 @@ def _scores(collection, leg: str, questions: list[dict], docs: Path) -> tuple[in
 
 def peer_process(reader: str, name: str) -> dict[str, dict[str, dict]]:
     """Run a peer's reader on the set's files in bench/.venv-peers; return its texts."""
-    from realdocs import PEERS_VENV, ensure_peers_venv
+    from realdocs import PEERS_VENV, ensure_peers_venv, run_in_peers_venv
 
     ensure_peers_venv()
     python = str(PEERS_VENV / "bin" / "python")
@@ -234,14 +233,7 @@ def peer_process(reader: str, name: str) -> dict[str, dict[str, dict]]:
     )
     if subprocess.run([python, "-c", probe], capture_output=True).returncode:
         subprocess.run([python, "-m", "pip", "install", "-q", *PEER_READER_PACKAGES], check=True)
-    output = subprocess.run(
-        [python, __file__, "--set", name, "--peer-read", reader],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"},
-    ).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    return run_in_peers_venv(__file__, "--set", name, "--peer-read", reader)
 
 
 def peer_texts(reader: str, name: str) -> dict[str, dict[str, dict]]:
