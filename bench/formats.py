@@ -14,7 +14,7 @@ they are), LlamaIndex's ``SimpleDirectoryReader`` (llama-index-readers-file) and
 Haystack's converters (``DOCXToDocument``, ``PyPDFToDocument``, ``MarkdownToDocument``,
 ``TextFileToDocument``), run in ``bench/.venv-peers`` (``peers.read_files``), whose
 text goes through the app's chunker and index as a text file of the same path. Printed
-per format and reader: files read, hit@5 and MRR@10 (``realdocs.hits_and_mrr``) and
+per format and reader: files read and indexed, hit@5 and MRR@10 (``realdocs.hits_and_mrr``) and
 the difference of MRR@10 to the app reading the source files, and seconds of reading
 per MB of the files read (the reader alone: no chunking, no embedding).
 
@@ -128,8 +128,8 @@ def same_content(name: str, readers: list[str], retrievers: list[str]) -> None:
                     rows.append([fmt, reader, "no reader"] + [""] * (3 + 2 * len(retrievers)))
                     continue
                 label = paths[0].suffix if fmt == "source" else fmt
-                collection = _ingest(f"formats-{name}-{fmt}-{reader}", sources_read)
-                row = [label, reader, f"{len(texts)}/{len(paths)}"]
+                collection, failed = _ingest(f"formats-{name}-{fmt}-{reader}", sources_read)
+                row = [label, reader, f"{len(sources_read) - failed}/{len(paths)}"]
                 row += [sum(len(t) for t, _, _ in texts.values()), *_speed(texts.values())]
                 for leg in retrievers:
                     hits, mrr = _scores(collection, leg, questions, docs)
@@ -169,12 +169,14 @@ def _peer_reading(read: dict[str, dict], paths: list[Path], ids: list[str]) -> t
         if "text" not in entry:
             print(f"{path.name}: {entry.get('error', 'not read')}", file=sys.stderr)
             continue
-        texts[external_id] = (entry["text"], entry["seconds"], path.stat().st_size)
+        # pypdf gives an emoji font's glyph as NUL, which PostgreSQL's text cannot hold.
+        text = entry["text"].replace("\x00", "")
+        texts[external_id] = (text, entry["seconds"], path.stat().st_size)
         # The file's name and path as ours get them, so that only the text differs.
         sources.append(
             Source(
                 external_id=external_id,
-                data=entry["text"].encode("utf-8"),
+                data=text.encode("utf-8"),
                 filename=f"{path.stem}.txt",
                 mime_type="text/plain",
                 source_path=str(path),
@@ -191,7 +193,8 @@ def _speed(texts) -> list:
 
 
 def _ingest(name: str, sources: list):
-    """Index ``sources`` alone into collection ``name`` (the set's default configuration)."""
+    """Index ``sources`` alone into collection ``name`` (the set's default configuration);
+    return the collection and the number of sources that failed."""
     from retrieval.models import Document
     from retrieval.services.ingestion.collections import get_or_create_collection
     from retrieval.services.ingestion.ingest import ingest
@@ -201,7 +204,7 @@ def _ingest(name: str, sources: list):
     run = ingest(collection, sources, force=True)
     for error in run.errors:
         print(f"{name}: {error}", file=sys.stderr)
-    return collection
+    return collection, run.documents_failed
 
 
 def _scores(collection, leg: str, questions: list[dict], docs: Path) -> tuple[int, float]:

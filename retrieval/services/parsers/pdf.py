@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 TEXT_FLAGS = (
     pymupdf.TEXT_DEHYPHENATE | pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
 )
+#: A first line of more words than this is a wrapped sentence, not a title: a PDF without
+#: a metadata title then takes its file's name, as a Word or Markdown file without one does.
+TITLE_MAX_WORDS = 12
 # A heading may be printed with a number the outline omits: "2.1 Installation".
 NUMBER_PREFIX_MAX_CHARS = 8
 _WHITESPACE = re.compile(r"\s+")
@@ -85,7 +88,7 @@ class PdfParser(BaseParser):
         if not text:
             found = "OCR found none on its scanned pages" if content.read_scans else "no images"
             raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
-        title = clip_title(content.title) or first_line(text) or stem_title(filename)
+        title = clip_title(content.title) or _title_line(text) or stem_title(filename)
         metadata: dict[str, object] = {"page_count": len(content.pages)}
         if content.scanned:
             key = "ocr_pages" if content.read_scans else "pages_without_text"
@@ -227,6 +230,14 @@ def _assemble(
             builder.open_section(page=number, heading_path=heading_path)
             builder.write_lines("\n".join(lines[start:end]))
     return builder.build()
+
+
+def _title_line(text: str) -> str:
+    """Return the first line if it reads as a title: short, not a sentence running on."""
+    line = first_line(text)
+    if len(line.split()) > TITLE_MAX_WORDS or line.endswith((",", ";", ":")):
+        return ""
+    return line
 
 
 def _outline(document: pymupdf.Document) -> dict[int, list[OutlineEntry]]:

@@ -87,3 +87,17 @@ def test_pages_of_one_line_alike_are_kept():
         data = pdf.tobytes()
     document = PdfParser().parse(data, filename="slides.pdf")
     assert "Slide 1" in document.text and "Slide 2" in document.text
+
+
+def test_a_pdf_opening_with_a_sentence_is_titled_by_its_name():
+    opening = (
+        "Starlette applications can register a lifespan handler for dealing with code that "
+        "needs to run before the application starts up, or when it is shutting down."
+    )
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), opening, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="lifespan.pdf")
+    assert document.title == "lifespan"
+    assert document.text.startswith("Starlette applications")
