@@ -233,9 +233,9 @@ def _assemble(
 
 
 def _title_line(text: str) -> str:
-    """Return the first line if it reads as a title: short, not a sentence running on."""
+    """Return the first line if it reads as a title: short, not a sentence or part of one."""
     line = first_line(text)
-    if len(line.split()) > TITLE_MAX_WORDS or line.endswith((",", ";", ":")):
+    if len(line.split()) > TITLE_MAX_WORDS or line.endswith((".", ",", ";", ":")):
         return ""
     return line
 

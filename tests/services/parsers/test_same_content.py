@@ -61,7 +61,7 @@ def test_running_headers_and_page_numbers_are_left_out_of_a_pdf():
     document = PdfParser().parse(printed_manual(pages), filename="lifespan.pdf")
     assert "Acme" not in document.text
     assert [line for line in document.text.split("\n") if line.strip().isdigit()] == []
-    assert document.title == "Handlers can share objects created at startup."
+    assert document.title == "lifespan"  # not the running header, nor a sentence
     assert all(page in document.text for page in pages)
 
 
@@ -101,3 +101,12 @@ def test_a_pdf_opening_with_a_sentence_is_titled_by_its_name():
     document = PdfParser().parse(data, filename="lifespan.pdf")
     assert document.title == "lifespan"
     assert document.text.startswith("Starlette applications")
+
+
+def test_a_pdf_opening_with_a_short_sentence_is_titled_by_its_name():
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        page.insert_text((56, 64), "Starlette includes a BackgroundTask class.", fontsize=11)
+        page.insert_text((56, 80), "It runs after the response is sent.", fontsize=11)
+        data = pdf.tobytes()
+    assert PdfParser().parse(data, filename="background.pdf").title == "background"
