@@ -88,7 +88,10 @@ class PdfParser(BaseParser):
         if not text:
             found = "OCR found none on its scanned pages" if content.read_scans else "no images"
             raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
-        title = clip_title(content.title) or _title_line(text) or stem_title(filename)
+        opening = _title_line(text)
+        if _one_line(opening) in content.small_lines:
+            opening = ""  # small print (a running header on a one-page file) is no title
+        title = clip_title(content.title) or opening or stem_title(filename)
         metadata: dict[str, object] = {"page_count": len(content.pages)}
         if content.scanned:
             key = "ocr_pages" if content.read_scans else "pages_without_text"
@@ -108,6 +111,7 @@ class _PdfContent(NamedTuple):
     scanned: list[int]  # 0-based: pages with no text layer but images
     read_scans: bool  # whether OCR read them
     table_pages: list[int]  # 1-based: pages whose tables were read as rows
+    small_lines: frozenset[str]  # the first page's lines set smaller than its body text
 
 
 def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
@@ -143,6 +147,7 @@ def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _P
                 scanned=scanned,
                 read_scans=read_scans,
                 table_pages=tables.pages if tables else [],
+                small_lines=_small_lines(document[0]) if document.page_count else frozenset(),
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
@@ -230,6 +235,26 @@ def _assemble(
             builder.open_section(page=number, heading_path=heading_path)
             builder.write_lines("\n".join(lines[start:end]))
     return builder.build()
+
+
+def _small_lines(page: pymupdf.Page) -> frozenset[str]:
+    """Return the lines of ``page`` set in a smaller size than most of its text."""
+    lines: list[tuple[str, float]] = []
+    sizes: dict[float, int] = {}
+    for block in page.get_text("dict", flags=TEXT_FLAGS)["blocks"]:
+        for line in block.get("lines", ()):
+            spans = [span for span in line["spans"] if span["text"].strip()]
+            if not spans:
+                continue
+            for span in spans:
+                size = round(span["size"], 1)
+                sizes[size] = sizes.get(size, 0) + len(span["text"])
+            text = _one_line("".join(span["text"] for span in line["spans"]))
+            lines.append((text, max(span["size"] for span in spans)))
+    if not sizes:
+        return frozenset()
+    body = max(sizes, key=lambda size: sizes[size])
+    return frozenset(text for text, size in lines if size < body - 0.5)
 
 
 def _title_line(text: str) -> str:

@@ -110,3 +110,18 @@ def test_a_pdf_opening_with_a_short_sentence_is_titled_by_its_name():
         page.insert_text((56, 80), "It runs after the response is sent.", fontsize=11)
         data = pdf.tobytes()
     assert PdfParser().parse(data, filename="background.pdf").title == "background"
+
+
+def test_a_one_page_pdf_is_not_titled_by_its_small_print_header():
+    pages = ["Handlers can share objects created at startup\nwith the lifespan's state."]
+    document = PdfParser().parse(printed_manual(pages), filename="applications.pdf")
+    assert document.title == "applications"
+
+
+def test_a_title_set_large_still_titles_a_pdf():
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        page.insert_text((56, 64), "Lifespan", fontsize=18)
+        page.insert_text((56, 96), "Handlers can share objects created at startup", fontsize=11)
+        data = pdf.tobytes()
+    assert PdfParser().parse(data, filename="x.pdf").title == "Lifespan"
