@@ -123,4 +123,5 @@ def scanned(pdf: bytes, page_number: int, dpi: int) -> tuple[str, bytes]:
         image = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("png")
         target = scan.new_page(width=page.rect.width, height=page.rect.height)
         target.insert_image(target.rect, stream=image)
-        return page.get_text(), scan.tobytes()
+        # In reading order: the running header, inserted last, is read first from the scan.
+        return page.get_text(sort=True), scan.tobytes()
