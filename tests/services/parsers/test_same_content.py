@@ -103,12 +103,22 @@ def test_a_pdf_opening_with_a_sentence_is_titled_by_its_name():
     assert document.text.startswith("Starlette applications")
 
 
-def test_a_pdf_opening_with_a_short_sentence_is_titled_by_its_name():
+def one_page(*lines: tuple[str, float]) -> bytes:
+    """A one-page PDF of ``(text, font size)`` lines, top down."""
     with pymupdf.open() as pdf:
         page = pdf.new_page(width=595, height=842)
-        page.insert_text((56, 64), "Starlette includes a BackgroundTask class.", fontsize=11)
-        page.insert_text((56, 80), "It runs after the response is sent.", fontsize=11)
-        data = pdf.tobytes()
+        y = 64
+        for text, size in lines:
+            page.insert_text((56, y), text, fontsize=size)
+            y += 2 * size
+        return pdf.tobytes()
+
+
+def test_a_pdf_opening_with_a_short_sentence_is_titled_by_its_name():
+    data = one_page(
+        ("Starlette includes a BackgroundTask class.", 11),
+        ("It runs after the response is sent.", 11),
+    )
     assert PdfParser().parse(data, filename="background.pdf").title == "background"
 
 
@@ -119,9 +129,5 @@ def test_a_one_page_pdf_is_not_titled_by_its_small_print_header():
 
 
 def test_a_title_set_large_still_titles_a_pdf():
-    with pymupdf.open() as pdf:
-        page = pdf.new_page(width=595, height=842)
-        page.insert_text((56, 64), "Lifespan", fontsize=18)
-        page.insert_text((56, 96), "Handlers can share objects created at startup", fontsize=11)
-        data = pdf.tobytes()
+    data = one_page(("Lifespan", 18), ("Handlers can share objects created at startup", 11))
     assert PdfParser().parse(data, filename="x.pdf").title == "Lifespan"
