@@ -198,3 +198,60 @@ def haystack(docs: Path, questions: list[str], files: list[Path], words: int, ov
             found = output[key]["documents"]
             results[leg].append(_files([d.meta["file_path"] for d in found], docs))
     return results
+
+
+#: The file types each peer's reader takes (``read_files``); the others have none.
+PEER_READERS = {
+    # SimpleDirectoryReader's default readers: MarkdownReader, DocxReader (docx2txt),
+    # EpubReader (EbookLib + html2text), PDFReader (pypdf); other files as plain text.
+    "llamaindex": (".md", ".rst", ".docx", ".epub", ".pdf"),
+    # MarkdownToDocument, TextFileToDocument, DOCXToDocument, PyPDFToDocument.
+    "haystack": (".md", ".rst", ".docx", ".pdf"),
+}
+
+
+def read_files(reader: str, paths: list[Path]) -> dict[str, dict]:
+    """Return each file's text as a peer's reader gives it, and the seconds it took."""
+    import time
+
+    read = {"llamaindex": _llamaindex_text, "haystack": _haystack_text()}[reader]
+    texts = {}
+    for path in paths:
+        started = time.perf_counter()
+        try:
+            text = read(path)
+        except Exception as error:  # a reader that fails on a file: the file is lost
+            texts[str(path)] = {"error": f"{type(error).__name__}: {error}"}
+            continue
+        texts[str(path)] = {"text": text, "seconds": time.perf_counter() - started}
+    return texts
+
+
+def _llamaindex_text(path: Path) -> str:
+    from llama_index.core import SimpleDirectoryReader
+
+    # A file's documents (a PDF's pages, a Markdown file's sections) joined again.
+    reader = SimpleDirectoryReader(input_files=[str(path)], exclude_hidden=False)
+    return "\n\n".join(document.text for document in reader.load_data())
+
+
+def _haystack_text():
+    from haystack.components.converters import (
+        DOCXToDocument,
+        MarkdownToDocument,
+        PyPDFToDocument,
+        TextFileToDocument,
+    )
+
+    converters = {
+        ".md": MarkdownToDocument(),
+        ".rst": TextFileToDocument(),
+        ".docx": DOCXToDocument(),
+        ".pdf": PyPDFToDocument(),
+    }
+
+    def read(path: Path) -> str:
+        (document,) = converters[path.suffix].run(sources=[path])["documents"]
+        return document.content or ""
+
+    return read

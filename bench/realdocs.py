@@ -279,8 +279,13 @@ def main() -> None:
 
 
 def run_peer_process(name: str, peer: str) -> dict[str, list[list[str]]]:
+    return run_in_peers_venv(__file__, "--set", name, "--peer", peer)
+
+
+def run_in_peers_venv(script: str, *args: str):
+    """Run ``script`` with ``args`` in bench/.venv-peers; return the JSON it prints last."""
     output = subprocess.run(
-        [str(PEERS_VENV / "bin" / "python"), __file__, "--set", name, "--peer", peer],
+        [str(PEERS_VENV / "bin" / "python"), script, *args],
         check=True,
         capture_output=True,
         text=True,

@@ -214,8 +214,11 @@ class _TextReader:
             return
         level = h.get(_TEXT + "outline-level", "1")
         heading = clip_title(text)
-        self.first_heading = self.first_heading or heading
-        path = nest_heading(self.stack, int(level) if level.isdigit() else 1, heading)
+        depth = int(level) if level.isdigit() else 1
+        # A document's title is its top heading, as Word's and Markdown's: a file opening at
+        # a subheading ("## Lifespan State") is titled by its name, not by that section.
+        self.first_heading = self.first_heading or (heading if depth <= 1 else "")
+        path = nest_heading(self.stack, depth, heading)
         self.builder.open_section(heading_path=path)
         self.builder.write_lines(heading)
         self.builder.block_break()

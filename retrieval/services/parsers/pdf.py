@@ -1,6 +1,7 @@
 """PDF files via PyMuPDF: one section per page, split further at outline headings.
 
-Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`).
+Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`);
+running headers and footers printed on every page are left out (:mod:`.pdf_furniture`).
 
 A page with no text layer but images (a scan) is rendered and read by OCR when the
 ``ocr`` extra is installed (:mod:`.ocr`); without it, a PDF of nothing but such pages
@@ -33,6 +34,7 @@ from retrieval.services.parsers.layout import (
     stem_title,
 )
 from retrieval.services.parsers.pdf_bounds import check_size
+from retrieval.services.parsers.pdf_furniture import drop_running_lines
 from retrieval.services.parsers.pdf_tables import TableFinder
 from retrieval.services.types import ParsedDocument, Section
 
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 TEXT_FLAGS = (
     pymupdf.TEXT_DEHYPHENATE | pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
 )
+#: A first line of more words than this is a wrapped sentence, not a title: a PDF without
+#: a metadata title then takes its file's name, as a Word or Markdown file without one does.
+TITLE_MAX_WORDS = 12
 # A heading may be printed with a number the outline omits: "2.1 Installation".
 NUMBER_PREFIX_MAX_CHARS = 8
 _WHITESPACE = re.compile(r"\s+")
@@ -77,13 +82,16 @@ class PdfParser(BaseParser):
         if not data:
             raise ParseError(f"Cannot parse {label}: it is empty.")
         content = _read(data, label, self, budget)
-        text, sections = _assemble(content.pages, content.outline)
+        text, sections = _assemble(drop_running_lines(content.pages), content.outline)
         if not text and content.repaired:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged and has no readable text.")
         if not text:
             found = "OCR found none on its scanned pages" if content.read_scans else "no images"
             raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
-        title = clip_title(content.title) or first_line(text) or stem_title(filename)
+        opening = _title_line(text)
+        if _one_line(opening) in content.small_lines:
+            opening = ""  # small print (a running header on a one-page file) is no title
+        title = clip_title(content.title) or opening or stem_title(filename)
         metadata: dict[str, object] = {"page_count": len(content.pages)}
         if content.scanned:
             key = "ocr_pages" if content.read_scans else "pages_without_text"
@@ -103,6 +111,7 @@ class _PdfContent(NamedTuple):
     scanned: list[int]  # 0-based: pages with no text layer but images
     read_scans: bool  # whether OCR read them
     table_pages: list[int]  # 1-based: pages whose tables were read as rows
+    small_lines: frozenset[str]  # the first page's lines set smaller than its body text
 
 
 def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
@@ -138,6 +147,7 @@ def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _P
                 scanned=scanned,
                 read_scans=read_scans,
                 table_pages=tables.pages if tables else [],
+                small_lines=_small_lines(document[0]) if document.page_count else frozenset(),
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
@@ -225,6 +235,34 @@ def _assemble(
             builder.open_section(page=number, heading_path=heading_path)
             builder.write_lines("\n".join(lines[start:end]))
     return builder.build()
+
+
+def _small_lines(page: pymupdf.Page) -> frozenset[str]:
+    """Return the lines of ``page`` set in a smaller size than most of its text."""
+    lines: list[tuple[str, float]] = []
+    sizes: dict[float, int] = {}
+    for block in page.get_text("dict", flags=TEXT_FLAGS)["blocks"]:
+        for line in block.get("lines", ()):
+            spans = [span for span in line["spans"] if span["text"].strip()]
+            if not spans:
+                continue
+            for span in spans:
+                size = round(span["size"], 1)
+                sizes[size] = sizes.get(size, 0) + len(span["text"])
+            text = _one_line("".join(span["text"] for span in line["spans"]))
+            lines.append((text, max(span["size"] for span in spans)))
+    if not sizes:
+        return frozenset()
+    body = max(sizes, key=lambda size: sizes[size])
+    return frozenset(text for text, size in lines if size < body - 0.5)
+
+
+def _title_line(text: str) -> str:
+    """Return the first line if it reads as a title: short, not a sentence or part of one."""
+    line = first_line(text)
+    if len(line.split()) > TITLE_MAX_WORDS or line.endswith((".", ",", ";", ":")):
+        return ""
+    return line
 
 
 def _outline(document: pymupdf.Document) -> dict[int, list[OutlineEntry]]:

@@ -1,0 +1,127 @@
+"""The same documents in other formats: pandoc writes DOCX, ODT and EPUB, pymupdf typesets PDF.
+
+Each source file (Markdown or reStructuredText) of a real-documents set is converted
+once into ``bench/.cache/formats/<set>/<format>/``, under its own relative path with the
+format's extension. pandoc (the ``pypandoc-binary`` wheel of the dev extra) writes
+DOCX, ODT and EPUB 3 directly. Its PDF writer needs a LaTeX engine, so a PDF is
+pandoc's HTML typeset by pymupdf's ``Story`` on A4 pages, with a running header (the
+set's name) and a page number on every page, as a printed manual has.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from common import CACHE
+
+FORMATS = ("docx", "odt", "epub", "pdf")
+#: pandoc's reader of each source extension: Markdown as CommonMark (GFM), as MkDocs and
+#: the app read it; pandoc's own Markdown takes ```` ```python title="main.py" ```` for no
+#: fence, and the code's ``# comments`` for headings.
+READERS = {".md": "gfm", ".rst": "rst"}
+#: pandoc's writer of each format but PDF.
+WRITERS = {"docx": "docx", "odt": "odt", "epub": "epub3"}
+MARGIN = 56  # points: 2 cm
+CSS = (
+    "body {font-family: sans-serif; font-size: 10pt;} "
+    "pre, code {font-family: monospace; font-size: 8.5pt;} "
+    "h1 {font-size: 18pt;} h2 {font-size: 14pt;} h3 {font-size: 12pt;}"
+)
+_IMAGE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+
+
+def converted(name: str, fmt: str, sources: list[Path], docs: Path, *, header: str) -> list[Path]:
+    """Return the set's files in format ``fmt``, converting those not converted yet."""
+    folder = CACHE / "formats" / name / fmt
+    paths = []
+    for source in sources:
+        target = (folder / source.relative_to(docs)).with_suffix(f".{fmt}")
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(convert(source, fmt, docs, header=header))
+        paths.append(target)
+    return paths
+
+
+def convert(source: Path, fmt: str, docs: Path, *, header: str) -> bytes:
+    """Return ``source`` written as ``fmt`` (images looked up from ``docs``)."""
+    import tempfile
+
+    import pypandoc
+
+    reader = READERS[source.suffix]
+    resources = [f"--resource-path={source.parent}:{docs}"]
+    if fmt == "pdf":
+        html = pypandoc.convert_file(
+            str(source),
+            "html5",
+            format=reader,
+            extra_args=[*resources, "--syntax-highlighting=none"],
+        )
+        return typeset(html, header=header)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"out.{fmt}"
+        pypandoc.convert_file(
+            str(source), WRITERS[fmt], format=reader, outputfile=str(out), extra_args=resources
+        )
+        return out.read_bytes()
+
+
+def typeset(html: str, *, header: str) -> bytes:
+    """Return HTML typeset as an A4 PDF, a running header and the page number on each page,
+    and its headings as the outline (bookmarks), as LaTeX's hyperref writes them."""
+    import pymupdf
+
+    story = pymupdf.Story(html=_IMAGE.sub("", html), user_css=CSS)
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    page_rect = pymupdf.paper_rect("a4")
+    body = page_rect + (MARGIN, MARGIN + 8, -MARGIN, -MARGIN - 8)
+    headings: list[tuple[int, str, int]] = []
+
+    def record(position) -> None:
+        if position.heading and position.open_close & 1 and position.text.strip():
+            headings.append((position.heading, position.text.strip(), position.page))
+
+    more, page = True, 0
+    while more:
+        page += 1
+        device = writer.begin_page(page_rect)
+        more, _ = story.place(body)
+        story.element_positions(record, {"page": page})
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    with pymupdf.open("pdf", buffer.getvalue()) as pdf:
+        for page in pdf:
+            page.insert_text((MARGIN, MARGIN - 16), header, fontsize=8)
+            foot = (page_rect.width / 2, page_rect.height - MARGIN + 24)
+            page.insert_text(foot, str(page.number + 1), fontsize=8)
+        pdf.set_toc(_outline(headings))
+        return pdf.tobytes(garbage=3, deflate=True)
+
+
+def _outline(headings: list[tuple[int, str, int]]) -> list[list]:
+    """Return headings as a table of contents whose levels start at 1 and climb one by one
+    (a page opening at a level-2 heading has it at level 1, as hyperref nests it)."""
+    toc: list[list] = []
+    top = min((level for level, _, _ in headings), default=1)
+    for level, title, page in headings:
+        depth = min(level - top + 1, (toc[-1][0] + 1) if toc else 1)
+        toc.append([depth, title, page])
+    return toc
+
+
+def scanned(pdf: bytes, page_number: int, dpi: int) -> tuple[str, bytes]:
+    """Return a PDF page's text layer, and the page scanned: an image-only PDF."""
+    import pymupdf
+
+    with pymupdf.open("pdf", pdf) as typeset_pdf, pymupdf.open() as scan:
+        page = typeset_pdf[page_number]
+        image = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("png")
+        target = scan.new_page(width=page.rect.width, height=page.rect.height)
+        target.insert_image(target.rect, stream=image)
+        # In reading order: the running header, inserted last, is read first from the scan.
+        return page.get_text(sort=True), scan.tobytes()

@@ -1,0 +1,133 @@
+"""The same document in another format gets the same title and text furniture-free.
+
+Found by ``bench/formats.py`` (a documentation set converted by pandoc to DOCX, ODT,
+EPUB and PDF): files are written here by pandoc and pymupdf as the bench writes them.
+"""
+
+from __future__ import annotations
+
+import pymupdf
+import pypandoc
+import pytest
+
+from retrieval.services.parsers.opendocument import OdtParser
+from retrieval.services.parsers.pdf import PdfParser
+from retrieval.services.parsers.word import DocxParser
+
+#: A page of documentation that opens at a subheading, as many do (their title is in
+#: the site's navigation, not in the file).
+OPENS_AT_SUBHEADING = (
+    "Handlers can share objects created at startup.\n\n"
+    "## Lifespan State\n\nThe lifespan yields a dictionary of state.\n"
+)
+
+
+def pandoc(markdown: str, to: str, tmp_path) -> bytes:
+    out = tmp_path / f"converted.{to}"
+    pypandoc.convert_text(markdown, to, format="gfm", outputfile=str(out))
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("parser, to", [(OdtParser(), "odt"), (DocxParser(), "docx")])
+def test_a_subheading_does_not_title_the_document(parser, to, tmp_path):
+    document = parser.parse(pandoc(OPENS_AT_SUBHEADING, to, tmp_path), filename=f"lifespan.{to}")
+    assert document.title == "lifespan"
+    assert document.sections[-1].heading_path == ("Lifespan State",)
+
+
+@pytest.mark.parametrize("parser, to", [(OdtParser(), "odt"), (DocxParser(), "docx")])
+def test_the_top_heading_titles_the_document(parser, to, tmp_path):
+    data = pandoc("# Lifespan\n\n" + OPENS_AT_SUBHEADING, to, tmp_path)
+    assert parser.parse(data, filename=f"lifespan.{to}").title == "Lifespan"
+
+
+def printed_manual(pages: list[str], *, header: str = "Acme 2.0 documentation") -> bytes:
+    """A PDF typeset as a manual is printed: its name atop each page, the number below."""
+    with pymupdf.open() as pdf:
+        for number, text in enumerate(pages, start=1):
+            page = pdf.new_page(width=595, height=842)
+            page.insert_text((56, 40), header, fontsize=8)
+            page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+            page.insert_text((297, 818), str(number), fontsize=8)
+        return pdf.tobytes()
+
+
+def test_running_headers_and_page_numbers_are_left_out_of_a_pdf():
+    pages = [
+        "Handlers can share objects created at startup.",
+        "The lifespan yields a dictionary of state.",
+        "Each request gets a shallow copy of it.",
+    ]
+    document = PdfParser().parse(printed_manual(pages), filename="lifespan.pdf")
+    assert "Acme" not in document.text
+    assert [line for line in document.text.split("\n") if line.strip().isdigit()] == []
+    assert document.title == "lifespan"  # not the running header, nor a sentence
+    assert all(page in document.text for page in pages)
+
+
+def test_a_title_page_without_the_running_header_keeps_its_text():
+    pages = ["Acme Manual\nSecond edition", "Installing it.\nWith pip.", "Running it.\nTwice."]
+    with pymupdf.open() as pdf:
+        for number, text in enumerate(pages):
+            page = pdf.new_page(width=595, height=842)
+            if number:
+                page.insert_text((56, 40), "Acme Manual, chapter 1", fontsize=8)
+            page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="manual.pdf")
+    assert "chapter 1" not in document.text
+    assert document.title == "Acme Manual"
+    assert "Second edition" in document.text and "With pip." in document.text
+
+
+def test_pages_of_one_line_alike_are_kept():
+    with pymupdf.open() as pdf:
+        for text in ("Slide 1", "Slide 2"):
+            pdf.new_page(width=595, height=842).insert_text((56, 64), text, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="slides.pdf")
+    assert "Slide 1" in document.text and "Slide 2" in document.text
+
+
+def test_a_pdf_opening_with_a_sentence_is_titled_by_its_name():
+    opening = (
+        "Starlette applications can register a lifespan handler for dealing with code that "
+        "needs to run before the application starts up, or when it is shutting down."
+    )
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), opening, fontsize=11)
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="lifespan.pdf")
+    assert document.title == "lifespan"
+    assert document.text.startswith("Starlette applications")
+
+
+def one_page(*lines: tuple[str, float]) -> bytes:
+    """A one-page PDF of ``(text, font size)`` lines, top down."""
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        y = 64
+        for text, size in lines:
+            page.insert_text((56, y), text, fontsize=size)
+            y += 2 * size
+        return pdf.tobytes()
+
+
+def test_a_pdf_opening_with_a_short_sentence_is_titled_by_its_name():
+    data = one_page(
+        ("Starlette includes a BackgroundTask class.", 11),
+        ("It runs after the response is sent.", 11),
+    )
+    assert PdfParser().parse(data, filename="background.pdf").title == "background"
+
+
+def test_a_one_page_pdf_is_not_titled_by_its_small_print_header():
+    pages = ["Handlers can share objects created at startup\nwith the lifespan's state."]
+    document = PdfParser().parse(printed_manual(pages), filename="applications.pdf")
+    assert document.title == "applications"
+
+
+def test_a_title_set_large_still_titles_a_pdf():
+    data = one_page(("Lifespan", 18), ("Handlers can share objects created at startup", 11))
+    assert PdfParser().parse(data, filename="x.pdf").title == "Lifespan"
