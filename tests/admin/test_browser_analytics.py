@@ -36,7 +36,7 @@ def analytics(page, live_server, collection, **form) -> str:
             page.fill(f"#id_{field}", value)
     with page.expect_navigation():
         page.click("#retrieval-analytics-form input[type=submit]")
-    return " ".join(page.locator(".retrieval-summary").inner_text().split())
+    return " ".join(page.locator(".retrieval-summary[data-searches]").inner_text().split())
 
 
 def rows(page, table: str) -> dict[str, list[str]]:
