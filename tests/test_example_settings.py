@@ -17,6 +17,9 @@ def example_manage(*args: str, data_dir, **env: str):
         "RETRIEVAL_DATA_DIR": str(data_dir),
         "DJANGO_DEBUG": "",
         "DJANGO_SECRET_KEY": "",
+        # Set in this process while the session's Chromium runs (tests/support/browser.py);
+        # a deployed site never has it, and check --deploy refuses it (async.E001).
+        "DJANGO_ALLOW_ASYNC_UNSAFE": "",
         **env,
     }
     return manage(*args, env=environment)
