@@ -29,7 +29,7 @@ from typing import Any
 from django.core import checks
 
 from retrieval.conf import retrieval_settings
-from retrieval.exceptions import InvalidComponentError, RetrievalError
+from retrieval.exceptions import InvalidComponentError
 from retrieval.models import Collection
 from retrieval.services.core.filters import Filters
 from retrieval.services.core.fusion import fusion_defaults
@@ -259,7 +259,8 @@ def _fuse_inner(
 ) -> LegResults:
     """``answered`` with each fusing run's legs fused into that run's one list.
 
-    A run all of whose legs failed is a failed run, as when it ran its legs itself.
+    A run all of whose legs failed is a failed run, as when it ran its legs itself (some
+    run answered: :func:`run_legs` raises when every leg fails).
     """
     if not inner:
         return answered
@@ -274,10 +275,6 @@ def _fuse_inner(
             ranked[run.name] = run.retriever.fuse_legs(part, top_k=depth)
         else:
             failed[run.name] = "; ".join(f"{name}: {why}" for name, why in part.failed.items())
-    if not ranked:
-        raise RetrievalError("Every retriever of the pipeline failed: " + "; ".join(
-            f"{name}: {why}" for name, why in failed.items()
-        ))  # fmt: skip
     return LegResults(
         ranked,
         {name: next(r.weight for r in runs if r.name == name) for name in ranked},
