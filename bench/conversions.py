@@ -104,13 +104,16 @@ def typeset(html: str, *, header: str) -> bytes:
 
 
 def _outline(headings: list[tuple[int, str, int]]) -> list[list]:
-    """Return headings as a table of contents whose levels start at 1 and climb one by one
-    (a page opening at a level-2 heading has it at level 1, as hyperref nests it)."""
+    """Return headings as a table of contents nested as the source nests them: a heading's
+    depth is one more than the number of headings above it of a higher rank (a page opening
+    at a level-2 heading has it at depth 1, as hyperref nests it)."""
     toc: list[list] = []
-    top = min((level for level, _, _ in headings), default=1)
+    above: list[int] = []  # the levels of the open headings
     for level, title, page in headings:
-        depth = min(level - top + 1, (toc[-1][0] + 1) if toc else 1)
-        toc.append([depth, title, page])
+        while above and above[-1] >= level:
+            above.pop()
+        above.append(level)
+        toc.append([len(above), title, page])
     return toc
 
 

@@ -1,7 +1,7 @@
 """Same content, any format: what each format's reader gets back from it.
 
     python bench/formats.py [--sections retrieval ocr] [--set starlette] [--readers ours,...]
-                            [--retrievers bm25,hybrid] [--pages N] [--dpi DPI]
+                            [--retrievers bm25,hybrid] [--formats docx,...] [--pages N] [--dpi DPI]
                             [--ocr-from pdfs|scifact|cranfield]
 
 ``retrieval``: a real-documents set (``realdocs.py``; Markdown or reStructuredText
@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from common import ROOT, corpus_entries, table
+from conversions import FORMATS
 
 FONT_SIZE = 11
 #: Characters of a document typeset on its page (a long abstract would overflow it).
@@ -67,6 +68,9 @@ def main() -> None:
     parser.add_argument("--set", default="starlette", help="A real-documents set.")
     parser.add_argument("--readers", default=",".join(READERS), help="Comma-separated.")
     parser.add_argument("--retrievers", default="bm25,hybrid", help="Comma-separated.")
+    parser.add_argument(
+        "--formats", default=",".join(FORMATS), help="Comma-separated; the source is always read."
+    )
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--dpi", type=int, default=300, help="resolution of the scans")
     parser.add_argument("--ocr-from", default="pdfs", choices=["pdfs", "scifact", "cranfield"])
@@ -80,7 +84,9 @@ def main() -> None:
 
         setup_django()
         print(f"Machine: {machine()}\n")
-        same_content(args.set, args.readers.split(","), args.retrievers.split(","))
+        same_content(
+            args.set, args.readers.split(","), args.retrievers.split(","), args.formats.split(",")
+        )
     else:
         _settings()
     if "ocr" in args.sections:
@@ -100,9 +106,9 @@ def _settings() -> None:
     django.setup()
 
 
-def same_content(name: str, readers: list[str], retrievers: list[str]) -> None:
+def same_content(name: str, readers: list[str], retrievers: list[str], formats: list[str]) -> None:
     """Print each format's and reader's scores on set ``name``, beside the source's."""
-    from conversions import FORMATS, converted
+    from conversions import converted
     from django.test.utils import override_settings
     from realdocs import DocSet, app_settings
 
@@ -112,7 +118,7 @@ def same_content(name: str, readers: list[str], retrievers: list[str]) -> None:
     sources = docset.files(docs)
     header = f"{docset.label} documentation"
     files = {"source": sources}
-    files.update({fmt: converted(name, fmt, sources, docs, header=header) for fmt in FORMATS})
+    files.update({fmt: converted(name, fmt, sources, docs, header=header) for fmt in formats})
     ids = [source.relative_to(docs.parent).as_posix() for source in sources]
     peers = {reader: peer_process(reader, name) for reader in readers if reader != "ours"}
     print(f"{name}: {docset.label}, {len(sources)} files, {len(questions)} questions\n")

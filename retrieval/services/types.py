@@ -14,13 +14,16 @@ class Section:
     """A span of parsed text with the structure a parser knows about it.
 
     ``page`` is 1-based for paged sources (PDF), else ``None``; ``heading_path``
-    lists the headings enclosing the span, outermost first.
+    lists the headings enclosing the span, outermost first. ``continues``: the span
+    goes on from the section before it with no break in the content (a page turned
+    inside one part of a PDF), so a chunk may run across the two.
     """
 
     start: int
     end: int
     page: int | None = None
     heading_path: tuple[str, ...] = ()
+    continues: bool = False
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,9 @@ class RecursiveChunker(BaseChunker):
 
     def chunk(self, text: str, *, sections: Sequence[Section] = ()) -> list[ChunkSpan]:
         """Return the chunk spans of ``text``, none crossing a boundary of ``sections``
-        except after a section that holds nothing but its heading: that heading starts
-        the first chunk of the text after it."""
+        except after a section that holds nothing but its heading (that heading starts
+        the first chunk of the text after it) and into a section that continues the one
+        before it."""
         spans: list[ChunkSpan] = []
         headings = {section.start: section.heading_path for section in sections}
         lead: tuple[int, int] | None = None  # heading-only text waiting for what follows
@@ -284,15 +285,21 @@ class RecursiveChunker(BaseChunker):
 
 
 def _regions(text: str, sections: Sequence[Section]) -> list[tuple[int, int]]:
-    """Return the stretches of ``text`` between consecutive section boundaries."""
+    """Return the stretches of ``text`` between consecutive section boundaries (none
+    between a section and the next when that one ``continues`` it)."""
     boundaries = {0, len(text)}
+    joins: set[int] = set()
+    previous: Section | None = None
     for section in sections:
         if not 0 <= section.start <= section.end <= len(text):
             raise ValueError(
                 f"{section!r} does not fit in the text (0 <= start <= end <= {len(text)})."
             )
         boundaries.update((section.start, section.end))
-    ordered = sorted(boundaries)
+        if section.continues and previous is not None:
+            joins.update((previous.end, section.start))
+        previous = section
+    ordered = sorted(boundaries - (joins - {0, len(text)}))
     return list(pairwise(ordered))
 
 

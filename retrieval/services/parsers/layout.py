@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from dataclasses import replace
 from pathlib import PurePath
 
 from retrieval.exceptions import ParseError
@@ -145,11 +146,23 @@ class TextBuilder:
             if line:
                 self._emit(line)
 
-    def open_section(self, *, heading_path: tuple[str, ...] = (), page: int | None = None) -> None:
-        """Start a section at the next line that gets text."""
+    def open_section(
+        self,
+        *,
+        heading_path: tuple[str, ...] = (),
+        page: int | None = None,
+        continues: bool = False,
+    ) -> None:
+        """Start a section at the next line that gets text.
+
+        ``continues``: it goes on from the section before (see :class:`Section`), if that
+        one has the same heading path.
+        """
         self.line_break()
         self._close_section()
-        self._pending = Section(start=0, end=0, page=page, heading_path=heading_path)
+        continues = continues and bool(self._sections)
+        continues = continues and self._sections[-1].heading_path == heading_path
+        self._pending = Section(0, 0, page, heading_path, continues)
 
     def build(self) -> tuple[str, tuple[Section, ...]]:
         """Return the text and its sections."""
@@ -167,7 +180,7 @@ class TextBuilder:
         self._parts.append(prefix)
         self._length += len(prefix)
         if self._pending is not None:
-            self._current = Section(self._length, 0, self._pending.page, self._pending.heading_path)
+            self._current = replace(self._pending, start=self._length)
             self._pending = None
         self._parts.append(text)
         self._length += len(text)
@@ -178,9 +191,6 @@ class TextBuilder:
 
     def _close_section(self) -> None:
         if self._current is not None:
-            current = self._current
-            self._sections.append(
-                Section(current.start, self._length, current.page, current.heading_path)
-            )
+            self._sections.append(replace(self._current, end=self._length))
         self._current = None
         self._pending = None

@@ -16,6 +16,7 @@ Work per file is bounded: pages and bytes before any page is read (see
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import pymupdf
@@ -89,8 +90,8 @@ class PdfParser(BaseParser):
             found = "OCR found none on its scanned pages" if content.read_scans else "no images"
             raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
         opening = _title_line(text)
-        if _one_line(opening) in content.small_lines:
-            opening = ""  # small print (a running header on a one-page file) is no title
+        if _one_line(opening) in content.not_titles or _opens_a_part(opening, content.outline):
+            opening = ""  # small print (a running header on a one-page file), a wrapped line
         title = clip_title(content.title) or opening or stem_title(filename)
         metadata: dict[str, object] = {"page_count": len(content.pages)}
         if content.scanned:
@@ -111,7 +112,7 @@ class _PdfContent(NamedTuple):
     scanned: list[int]  # 0-based: pages with no text layer but images
     read_scans: bool  # whether OCR read them
     table_pages: list[int]  # 1-based: pages whose tables were read as rows
-    small_lines: frozenset[str]  # the first page's lines set smaller than its body text
+    not_titles: frozenset[str]  # the first page's small print, and a first line running on
 
 
 def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
@@ -147,7 +148,7 @@ def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _P
                 scanned=scanned,
                 read_scans=read_scans,
                 table_pages=tables.pages if tables else [],
-                small_lines=_small_lines(document[0]) if document.page_count else frozenset(),
+                not_titles=_not_titles(document[0]) if document.page_count else frozenset(),
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
@@ -232,20 +233,43 @@ def _assemble(
         builder.block_break()
         for index, (start, heading_path) in enumerate(segments):
             end = segments[index + 1][0] if index + 1 < len(segments) else len(lines)
-            builder.open_section(page=number, heading_path=heading_path)
+            # A page turned inside a part: chunks may run on (no outline heading opens it).
+            builder.open_section(page=number, heading_path=heading_path, continues=not index)
+            start = _write_heading(builder, lines, start, end, heading_path)
             builder.write_lines("\n".join(lines[start:end]))
     return builder.build()
 
 
-def _small_lines(page: pymupdf.Page) -> frozenset[str]:
-    """Return the lines of ``page`` set in a smaller size than most of its text."""
+def _write_heading(
+    builder: TextBuilder, lines: list[str], start: int, end: int, heading_path: tuple[str, ...]
+) -> int:
+    """Write the segment's opening line as a block of its own if it shows its heading (a
+    heading printed right above its text is no part of the paragraph); return the line
+    the rest starts at."""
+    first = next((i for i in range(start, end) if lines[i].strip()), end)
+    if first == end or not heading_path:
+        return start
+    if not _shows_heading(_one_line(lines[first]).casefold(), heading_path[-1].casefold()):
+        return start
+    builder.block_break()
+    builder.write_lines(lines[first].strip())
+    builder.block_break()
+    return first + 1
+
+
+def _not_titles(page: pymupdf.Page) -> frozenset[str]:
+    """Return the lines of ``page`` that cannot title it: those set smaller than most of
+    its text (small print), and those a paragraph runs on from (a line that ends where
+    the next line's first word no longer fit)."""
     lines: list[tuple[str, float]] = []
     sizes: dict[float, int] = {}
-    for block in page.get_text("dict", flags=TEXT_FLAGS)["blocks"]:
-        for line in block.get("lines", ()):
+    blocks = [
+        [line for line in block.get("lines", ()) if any(s["text"].strip() for s in line["spans"])]
+        for block in page.get_text("dict", flags=TEXT_FLAGS, sort=True)["blocks"]
+    ]
+    for block in blocks:
+        for line in block:
             spans = [span for span in line["spans"] if span["text"].strip()]
-            if not spans:
-                continue
             for span in spans:
                 size = round(span["size"], 1)
                 sizes[size] = sizes.get(size, 0) + len(span["text"])
@@ -254,7 +278,34 @@ def _small_lines(page: pymupdf.Page) -> frozenset[str]:
     if not sizes:
         return frozenset()
     body = max(sizes, key=lambda size: sizes[size])
-    return frozenset(text for text, size in lines if size < body - 0.5)
+    small = {text for text, size in lines if size < body - 0.5}
+    running_on = {
+        _one_line("".join(span["text"] for span in line["spans"]))
+        for block in blocks
+        for line, following in pairwise(block)
+        if _runs_on(page, line, following)
+    }
+    return frozenset(small | running_on)
+
+
+def _runs_on(page: pymupdf.Page, line: dict, following: dict) -> bool:
+    """Return whether ``following``'s first word would not have fit at the end of ``line``."""
+    span = next(span for span in following["spans"] if span["text"].strip())
+    text = span["text"].lstrip()
+    word = text.split()[0]
+    x0, _, x1, _ = span["bbox"]
+    word_width = (x1 - x0) * len(word) / max(len(span["text"]), 1)
+    # The column's right edge: as far from the page's right side as its text is from the left.
+    right = max(page.rect.width - line["bbox"][0], following["bbox"][2], line["bbox"][2])
+    space = span["size"] / 3
+    return line["bbox"][2] + space + word_width > right
+
+
+def _opens_a_part(line: str, outline: dict[int, list[OutlineEntry]]) -> bool:
+    """Return whether ``line`` is one of the outline's several top headings: the first
+    part's heading, not the document's title (which the others would nest under)."""
+    tops = [title for entries in outline.values() for level, title in entries if level == 1]
+    return len(tops) > 1 and _one_line(line).casefold() in {t.casefold() for t in tops}
 
 
 def _title_line(text: str) -> str:

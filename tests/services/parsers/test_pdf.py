@@ -74,13 +74,17 @@ def test_outline_headings_split_pages_into_sections() -> None:
     toc = [[1, "Introduction", 1], [2, "Scope", 1], [1, "Usage", 2]]
 
     document = parse(build_pdf(pages, toc=toc))
-    spans = [(s.page, s.heading_path, document.text[s.start : s.end]) for s in document.sections]
+    spans = [
+        (s.page, s.heading_path, s.continues, document.text[s.start : s.end])
+        for s in document.sections
+    ]
 
+    # A heading line is a block of its own; page 2 goes on with the part page 1 ended in.
     assert spans == [
-        (1, ("Introduction",), "1 Introduction\nWhy this exists."),
-        (1, ("Introduction", "Scope"), "1.1 Scope\nWhat it covers."),
-        (2, ("Introduction", "Scope"), "More scope text."),
-        (2, ("Usage",), "2 Usage\nHow to use it."),
+        (1, ("Introduction",), False, "1 Introduction\n\nWhy this exists."),
+        (1, ("Introduction", "Scope"), False, "1.1 Scope\n\nWhat it covers."),
+        (2, ("Introduction", "Scope"), True, "More scope text."),
+        (2, ("Usage",), False, "2 Usage\n\nHow to use it."),
     ]
     assert_well_formed(document)
 
