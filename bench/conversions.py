@@ -6,6 +6,12 @@ format's extension. pandoc (the ``pypandoc-binary`` wheel of the dev extra) writ
 DOCX, ODT and EPUB 3 directly. Its PDF writer needs a LaTeX engine, so a PDF is
 pandoc's HTML typeset by pymupdf's ``Story`` on A4 pages, with a running header (the
 set's name) and a page number on every page, as a printed manual has.
+
+Markdown written for MkDocs is first put as MkDocs renders it (``as_rendered``): an
+admonition (``!!! note "Title"``) becomes its title and its body, a mkdocstrings
+directive (``::: package.Class`` and its indented options) the object's name. pandoc
+does not know that syntax, and would print the markers and the options as words in
+every format, which a PDF made from the site would not hold.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ CSS = (
     "h1 {font-size: 18pt;} h2 {font-size: 14pt;} h3 {font-size: 12pt;}"
 )
 _IMAGE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_ADMONITION = re.compile(
+    r"(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)"
+    r"(?:[ \t]+\"(?P<title>[^\"]*)\")?[ \t]*"
+)
+_AUTODOC = re.compile(r"(?P<indent>[ \t]*):::[ \t]+(?P<name>[\w.:-]+)[ \t]*")
 
 
 def converted(name: str, fmt: str, sources: list[Path], docs: Path, *, header: str) -> list[Path]:
@@ -53,20 +64,62 @@ def convert(source: Path, fmt: str, docs: Path, *, header: str) -> bytes:
 
     reader = READERS[source.suffix]
     resources = [f"--resource-path={source.parent}:{docs}"]
+    text = source.read_text(encoding="utf-8")
+    if source.suffix == ".md":
+        text = as_rendered(text)
     if fmt == "pdf":
-        html = pypandoc.convert_file(
-            str(source),
-            "html5",
-            format=reader,
-            extra_args=[*resources, "--syntax-highlighting=none"],
+        html = pypandoc.convert_text(
+            text, "html5", format=reader, extra_args=[*resources, "--syntax-highlighting=none"]
         )
         return typeset(html, header=header)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"out.{fmt}"
-        pypandoc.convert_file(
-            str(source), WRITERS[fmt], format=reader, outputfile=str(out), extra_args=resources
+        pypandoc.convert_text(
+            text, WRITERS[fmt], format=reader, outputfile=str(out), extra_args=resources
         )
         return out.read_bytes()
+
+
+def as_rendered(markdown: str) -> str:
+    """Return MkDocs Markdown with its admonitions and mkdocstrings directives as MkDocs
+    renders them: a title paragraph and the body dedented; the object's name alone."""
+    lines = markdown.split("\n")
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        found = _ADMONITION.fullmatch(line) or _AUTODOC.fullmatch(line)
+        if not found:
+            out.append(line)
+            index += 1
+            continue
+        indent = found["indent"]
+        body, index = _indented_below(lines, index + 1, len(indent))
+        if found.re is _AUTODOC:  # the options below are YAML, not words
+            out += [f"{indent}`{found['name']}`", ""]
+            continue
+        title = found["title"] or found["kind"].capitalize()
+        out += [f"{indent}**{title}**", ""]
+        out += as_rendered("\n".join(_dedent(body, len(indent) + 4))).split("\n")
+    return "\n".join(out)
+
+
+def _indented_below(lines: list[str], start: int, indent: int) -> tuple[list[str], int]:
+    """Return the lines from ``start`` indented more than ``indent`` (blank ones between
+    them included), and the index after them."""
+    end = start
+    while end < len(lines):
+        line = lines[end]
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1  # the blank lines after the block stay outside it
+    return lines[start:end], end
+
+
+def _dedent(lines: list[str], width: int) -> list[str]:
+    return [line[width:] if line[:width].isspace() else line.lstrip() for line in lines]
 
 
 def typeset(html: str, *, header: str) -> bytes:

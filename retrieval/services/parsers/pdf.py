@@ -16,14 +16,13 @@ Work per file is bounded: pages and bytes before any page is read (see
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import pymupdf
 
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError
-from retrieval.services.parsers import ocr
+from retrieval.services.parsers import ocr, pdf_lines
 from retrieval.services.parsers.base import BaseParser
 from retrieval.services.parsers.budget import ParseBudget
 from retrieval.services.parsers.layout import (
@@ -89,9 +88,9 @@ class PdfParser(BaseParser):
         if not text:
             found = "OCR found none on its scanned pages" if content.read_scans else "no images"
             raise ParseError(f"Cannot parse {label}: it has no extractable text ({found}).")
-        opening = _title_line(text)
-        if _one_line(opening) in content.not_titles or _opens_a_part(opening, content.outline):
-            opening = ""  # small print (a running header on a one-page file), a wrapped line
+        opening = _title_line(text, content.large_lines)
+        if _opens_a_part(opening, content.outline):
+            opening = ""
         title = clip_title(content.title) or opening or stem_title(filename)
         metadata: dict[str, object] = {"page_count": len(content.pages)}
         if content.scanned:
@@ -112,7 +111,7 @@ class _PdfContent(NamedTuple):
     scanned: list[int]  # 0-based: pages with no text layer but images
     read_scans: bool  # whether OCR read them
     table_pages: list[int]  # 1-based: pages whose tables were read as rows
-    not_titles: frozenset[str]  # the first page's small print, and a first line running on
+    large_lines: frozenset[str] | None  # the first page's lines set larger than its text
 
 
 def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _PdfContent:
@@ -148,7 +147,7 @@ def _read(data: bytes, label: str, parser: PdfParser, budget: ParseBudget) -> _P
                 scanned=scanned,
                 read_scans=read_scans,
                 table_pages=tables.pages if tables else [],
-                not_titles=_not_titles(document[0]) if document.page_count else frozenset(),
+                large_lines=_opening_large_lines(document, pages, scanned),
             )
         except (RuntimeError, ValueError) as e:
             raise ParseError(f"Cannot parse {label}: the PDF is damaged ({e}).") from e
@@ -168,6 +167,8 @@ def _pages(
         text = textpage.extractText()
         if len(text) <= SORTED_PAGE_MAX_CHARS:
             text = page.get_text("text", sort=True, textpage=textpage)
+            blocks = textpage.extractDICT(sort=True)["blocks"]
+            text = pdf_lines.reflow(text, pdf_lines.running_on(page, blocks))
         pages.append(text)
     return pages
 
@@ -236,7 +237,7 @@ def _assemble(
             # A page turned inside a part: chunks may run on (no outline heading opens it).
             builder.open_section(page=number, heading_path=heading_path, continues=not index)
             start = _write_heading(builder, lines, start, end, heading_path)
-            builder.write_lines("\n".join(lines[start:end]))
+            builder.write_lines(pdf_lines.dedent("\n".join(lines[start:end])))
     return builder.build()
 
 
@@ -257,48 +258,34 @@ def _write_heading(
     return first + 1
 
 
-def _not_titles(page: pymupdf.Page) -> frozenset[str]:
-    """Return the lines of ``page`` that cannot title it: those set smaller than most of
-    its text (small print), and those a paragraph runs on from (a line that ends where
-    the next line's first word no longer fit)."""
+def _opening_large_lines(
+    document: pymupdf.Document, pages: list[str], scanned: list[int]
+) -> frozenset[str] | None:
+    """Return the large lines of the first page with text (``None`` if it is a scan)."""
+    first = next((index for index, text in enumerate(pages) if text.strip()), None)
+    if first is None or first in scanned:
+        return None
+    return _large_lines(document[first])
+
+
+def _large_lines(page: pymupdf.Page) -> frozenset[str] | None:
+    """Return the lines of ``page`` set larger than most of its text, or ``None`` when it
+    has no text layer (a scan: its lines' sizes are unknown)."""
     lines: list[tuple[str, float]] = []
     sizes: dict[float, int] = {}
-    blocks = [
-        [line for line in block.get("lines", ()) if any(s["text"].strip() for s in line["spans"])]
-        for block in page.get_text("dict", flags=TEXT_FLAGS, sort=True)["blocks"]
-    ]
-    for block in blocks:
-        for line in block:
+    for block in page.get_text("dict", flags=TEXT_FLAGS)["blocks"]:
+        for line in block.get("lines", ()):
             spans = [span for span in line["spans"] if span["text"].strip()]
+            if not spans:
+                continue
             for span in spans:
                 size = round(span["size"], 1)
                 sizes[size] = sizes.get(size, 0) + len(span["text"])
-            text = _one_line("".join(span["text"] for span in line["spans"]))
-            lines.append((text, max(span["size"] for span in spans)))
+            lines.append((_one_line(pdf_lines.line_text(line)), max(s["size"] for s in spans)))
     if not sizes:
-        return frozenset()
+        return None
     body = max(sizes, key=lambda size: sizes[size])
-    small = {text for text, size in lines if size < body - 0.5}
-    running_on = {
-        _one_line("".join(span["text"] for span in line["spans"]))
-        for block in blocks
-        for line, following in pairwise(block)
-        if _runs_on(page, line, following)
-    }
-    return frozenset(small | running_on)
-
-
-def _runs_on(page: pymupdf.Page, line: dict, following: dict) -> bool:
-    """Return whether ``following``'s first word would not have fit at the end of ``line``."""
-    span = next(span for span in following["spans"] if span["text"].strip())
-    text = span["text"].lstrip()
-    word = text.split()[0]
-    x0, _, x1, _ = span["bbox"]
-    word_width = (x1 - x0) * len(word) / max(len(span["text"]), 1)
-    # The column's right edge: as far from the page's right side as its text is from the left.
-    right = max(page.rect.width - line["bbox"][0], following["bbox"][2], line["bbox"][2])
-    space = span["size"] / 3
-    return line["bbox"][2] + space + word_width > right
+    return frozenset(text for text, size in lines if size > body + 0.5)
 
 
 def _opens_a_part(line: str, outline: dict[int, list[OutlineEntry]]) -> bool:
@@ -308,9 +295,13 @@ def _opens_a_part(line: str, outline: dict[int, list[OutlineEntry]]) -> bool:
     return len(tops) > 1 and _one_line(line).casefold() in {t.casefold() for t in tops}
 
 
-def _title_line(text: str) -> str:
-    """Return the first line if it reads as a title: short, not a sentence or part of one."""
+def _title_line(text: str, large_lines: frozenset[str] | None) -> str:
+    """Return the first line if it reads as a title: set larger than the page's text (as
+    titles are, unlike an opening sentence, a label or small print); on a scanned page,
+    short and not a sentence or part of one."""
     line = first_line(text)
+    if large_lines is not None:
+        return line if _one_line(line) in large_lines else ""
     if len(line.split()) > TITLE_MAX_WORDS or line.endswith((".", ",", ";", ":")):
         return ""
     return line

@@ -109,7 +109,18 @@ def test_outline_can_be_ignored() -> None:
 
 def test_title_prefers_metadata_then_first_line() -> None:
     assert parse(build_pdf(THREE_PAGES, title="Annual report")).title == "Annual report"
-    assert parse(build_pdf(["", "  Opening line  \nbody"])).title == "Opening line"
+    with pymupdf.open() as document:
+        document.new_page()
+        page = document.new_page()
+        page.insert_text((72, 72), "  Opening line  ", fontsize=16)
+        page.insert_text((72, 100), "body text of the page", fontsize=11)
+        data = document.tobytes()
+    assert parse(data).title == "Opening line"
+
+
+def test_a_first_line_set_as_the_text_is_no_title() -> None:
+    # A label, a salutation, a sentence cut at the margin: the file's name says more.
+    assert parse(build_pdf(["", "Opening line\nbody"]), filename="minutes.pdf").title == "minutes"
 
 
 @pytest.mark.parametrize("keep", [0.1, 0.3, 0.5, 0.95])

@@ -72,7 +72,10 @@ def test_a_title_page_without_the_running_header_keeps_its_text():
             page = pdf.new_page(width=595, height=842)
             if number:
                 page.insert_text((56, 40), "Acme Manual, chapter 1", fontsize=8)
-            page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+                page.insert_textbox(pymupdf.Rect(56, 64, 539, 778), text, fontsize=11)
+            else:  # a title page: the title set large
+                page.insert_text((56, 100), "Acme Manual", fontsize=24)
+                page.insert_text((56, 140), "Second edition", fontsize=11)
         data = pdf.tobytes()
     document = PdfParser().parse(data, filename="manual.pdf")
     assert "chapter 1" not in document.text
