@@ -58,6 +58,20 @@ def test_a_section_boundary_ends_a_chunk_even_when_the_next_text_would_fit() -> 
     ]
 
 
+def test_a_chunk_runs_on_into_a_section_that_continues_the_one_before() -> None:
+    # A PDF's page turned inside one part: the page is a section (for its number), not a break.
+    text = "Cats sleep most of the day.\n\nThey purr when they are happy."
+    turn = text.index("They")
+    pages = (
+        Section(0, turn - 2, page=1, heading_path=("Cats",)),
+        Section(turn, len(text), page=2, heading_path=("Cats",), continues=True),
+    )
+    chunker = RecursiveChunker(max_tokens=64, min_tokens=0)
+    assert texts_of(text, chunker, pages) == [text]
+    apart = (pages[0], Section(turn, len(text), page=2, heading_path=("Cats",)))
+    assert texts_of(text, chunker, apart) == [text[: turn - 2], text[turn:]]
+
+
 def test_text_outside_sections_is_chunked_on_its_own() -> None:
     text = "Preface text.\n\nBody of the one section."
     body = text.index("Body")

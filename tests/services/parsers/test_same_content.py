@@ -6,10 +6,13 @@ EPUB and PDF): files are written here by pandoc and pymupdf as the bench writes 
 
 from __future__ import annotations
 
+import io
+
 import pymupdf
 import pypandoc
 import pytest
 
+from retrieval.services.chunkers.recursive import RecursiveChunker
 from retrieval.services.parsers.opendocument import OdtParser
 from retrieval.services.parsers.pdf import PdfParser
 from retrieval.services.parsers.word import DocxParser
@@ -134,3 +137,92 @@ def test_a_one_page_pdf_is_not_titled_by_its_small_print_header():
 def test_a_title_set_large_still_titles_a_pdf():
     data = one_page(("Lifespan", 18), ("Handlers can share objects created at startup", 11))
     assert PdfParser().parse(data, filename="x.pdf").title == "Lifespan"
+
+
+def story_pdf(html: str, *, pages: int = 1) -> bytes:
+    """HTML laid out by pymupdf's Story on A4 pages, as the bench typesets documentation."""
+    story = pymupdf.Story(html=html, user_css="body {font-size: 10pt;} pre {font-size: 8.5pt;}")
+    buffer = io.BytesIO()
+    writer = pymupdf.DocumentWriter(buffer)
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("a4"))
+        more, _ = story.place(pymupdf.Rect(66, 64, 529, 778))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    return buffer.getvalue()
+
+
+WRAPPED = (
+    "Starlette includes a few response classes that handle sending back the appropriate "
+    "ASGI messages on the send channel, and each of them takes some content, a status "
+    "code, headers and a media type."
+)
+
+
+def test_a_paragraph_wrapped_at_the_margin_reads_as_one_line():
+    html = (
+        f"<p>{WRAPPED}</p>"
+        "<pre>async def app(scope, receive, send):\n    await response(scope, receive, send)</pre>"
+        "<ul><li>content - A string or bytestring.</li><li>status_code - An integer.</li></ul>"
+    )
+    data = story_pdf(html)
+    with pymupdf.open("pdf", data) as pdf:
+        assert WRAPPED not in pdf[0].get_text()  # MuPDF gives it as laid out, in lines
+    lines = PdfParser().parse(data, filename="responses.pdf").text.split("\n")
+    assert WRAPPED in lines
+    # Code keeps its indentation, list items stay apart, and the page's margin is gone.
+    assert not lines[0].startswith(" ")
+    assert "async def app(scope, receive, send):" in lines
+    assert "    await response(scope, receive, send)" in lines
+    assert [line.strip() for line in lines if "content -" in line or "status_code -" in line] == [
+        "• content - A string or bytestring.",
+        "• status_code - An integer.",
+    ]
+
+
+def test_a_part_running_over_a_page_turn_is_chunked_as_one():
+    with pymupdf.open() as pdf:
+        for text in ("Usage\nHandlers can share objects", "created at startup."):
+            pdf.new_page(width=595, height=842).insert_text((56, 64), text, fontsize=11)
+        pdf.set_toc([[1, "Usage", 1]])
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="usage.pdf")
+    assert [(s.page, s.heading_path, s.continues) for s in document.sections] == [
+        (1, ("Usage",), False),
+        (2, ("Usage",), True),
+    ]
+    spans = RecursiveChunker().chunk(document.text, sections=document.sections)
+    assert [document.text[s.start : s.end] for s in spans] == [
+        "Usage\n\nHandlers can share objects\n\ncreated at startup."
+    ]
+
+
+def test_a_page_opening_at_a_new_heading_does_not_continue_the_part_before():
+    with pymupdf.open() as pdf:
+        for text in ("Usage\nHandlers share objects.", "Testing\nUse the test client."):
+            pdf.new_page(width=595, height=842).insert_text((56, 64), text, fontsize=11)
+        pdf.set_toc([[1, "Usage", 1], [1, "Testing", 2]])
+        data = pdf.tobytes()
+    document = PdfParser().parse(data, filename="guide.pdf")
+    assert [s.continues for s in document.sections] == [False, False]
+    spans = RecursiveChunker().chunk(document.text, sections=document.sections)
+    assert len(spans) == 2
+
+
+def test_a_pdf_opening_at_one_of_several_top_headings_is_titled_by_its_name():
+    # Release notes: each version a top heading, set large; the first is no title.
+    with pymupdf.open() as pdf:
+        page = pdf.new_page(width=595, height=842)
+        page.insert_text((56, 64), "1.10.0 (October 24, 2026)", fontsize=16)
+        page.insert_text((56, 96), "Compare multidicts by key.", fontsize=11)
+        page.insert_text((56, 128), "1.9.0 (October 18, 2026)", fontsize=16)
+        page.insert_text((56, 160), "Build form fields in the parser callbacks.", fontsize=11)
+        pdf.set_toc([[1, "1.10.0 (October 24, 2026)", 1], [1, "1.9.0 (October 18, 2026)", 1]])
+        data = pdf.tobytes()
+    assert PdfParser().parse(data, filename="release-notes.pdf").title == "release-notes"
+    with pymupdf.open("pdf", data) as pdf:
+        pdf.set_toc([[1, "1.10.0 (October 24, 2026)", 1]])  # one top heading: the title
+        data = pdf.tobytes()
+    assert PdfParser().parse(data, filename="x.pdf").title == "1.10.0 (October 24, 2026)"
