@@ -3,7 +3,8 @@
 ``content.xml`` is read through ``defusedxml`` under the archive limits, as the Office
 Open XML parts are (:mod:`.packages`), rather than through odfpy, which parses with the
 standard library's SAX reader and builds a second tree of its own. A text's headings
-(``text:h`` and their outline level) open sections, its lists keep their markers and its
+(``text:h`` and their outline level) open sections, its lists keep their markers, its
+code (paragraphs of a preformatted style, one a line) keeps its lines and indentation, its
 notes and comments follow the paragraph that cites them; a presentation's pages are
 sections as PowerPoint slides are (title, text, tables, notes); a spreadsheet's tables
 are sections of ``column: value`` rows as Excel sheets are, under ``MAX_SHEETS`` and
@@ -37,6 +38,10 @@ _DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 _PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 _STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
+#: The paragraph style of code (LibreOffice's "Preformatted Text", which pandoc writes).
+PREFORMATTED = "Preformatted_20_Text"
+#: Spaces one ``text:s`` gives at most in code (its count is the file's to declare).
+MAX_SPACES = 200
 #: Blocks read between checks of ``MAX_PARSE_SECONDS``.
 BLOCKS_PER_CHECK = 500
 #: Generated lists that repeat the document's own text.
@@ -69,7 +74,7 @@ class _OpenDocumentParser(PackageParser):
             styles = [content, package.xml("styles.xml")]
             meta = package.xml("meta.xml")
             writer = TableWriter(label, budget)
-            first_heading, metadata = self.read_body(body, writer, _ListStyles(styles))
+            first_heading, metadata = self.read_body(body, writer, _Styles(styles))
         text, sections = writer.builder.build()
         if not text:
             raise ParseError(f"Cannot parse {label}: it has no text.")
@@ -82,7 +87,7 @@ class _OpenDocumentParser(PackageParser):
         )
 
     def read_body(
-        self, body: Element, tables: TableWriter, lists: _ListStyles
+        self, body: Element, tables: TableWriter, styles: _Styles
     ) -> tuple[str, dict[str, object]]:
         """Write ``body`` into ``tables.builder``; return its first heading and metadata."""
         raise NotImplementedError
@@ -97,9 +102,9 @@ class OdtParser(_OpenDocumentParser):
     body = "text"
 
     def read_body(
-        self, body: Element, tables: TableWriter, lists: _ListStyles
+        self, body: Element, tables: TableWriter, styles: _Styles
     ) -> tuple[str, dict[str, object]]:
-        reader = _TextReader(tables, lists)
+        reader = _TextReader(tables, styles)
         tables.builder.open_section()
         reader.blocks(body)
         return reader.first_heading, {"format": "odt"}
@@ -114,11 +119,11 @@ class OdpParser(_OpenDocumentParser):
     body = "presentation"
 
     def read_body(
-        self, body: Element, tables: TableWriter, lists: _ListStyles
+        self, body: Element, tables: TableWriter, styles: _Styles
     ) -> tuple[str, dict[str, object]]:
         pages = body.findall(_DRAW + "page")
         check_slide_count(len(pages), tables.label)
-        reader = _TextReader(tables, lists)
+        reader = _TextReader(tables, styles)
         first_title = ""
         for number, page in enumerate(pages, start=1):
             tables.budget.check(f"before slide {number}")
@@ -148,7 +153,7 @@ class OdsParser(_OpenDocumentParser):
     body = "spreadsheet"
 
     def read_body(
-        self, body: Element, tables: TableWriter, lists: _ListStyles
+        self, body: Element, tables: TableWriter, styles: _Styles
     ) -> tuple[str, dict[str, object]]:
         sheets = body.findall(_TABLE + "table")
         max_sheets = int(retrieval_settings.MAX_SHEETS)
@@ -164,11 +169,13 @@ class OdsParser(_OpenDocumentParser):
         return "", {"format": "ods", "sheets": len(sheets)}
 
 
-class _ListStyles:
-    """Which list levels are numbered, by list style name (automatic and common styles)."""
+class _Styles:
+    """Which list levels are numbered, by list style name, and which paragraph styles are
+    preformatted text (code), from the automatic and the common styles."""
 
     def __init__(self, roots: list[Element | None]) -> None:
         self.numbered: dict[tuple[str, int], bool] = {}
+        parents: dict[str, str] = {}
         for root in roots:
             for style in root.iter(_TEXT + "list-style") if root is not None else ():
                 name = style.get(_STYLE + "name", "")
@@ -177,18 +184,37 @@ class _ListStyles:
                     if depth.isdigit():
                         numbered = level.tag == _TEXT + "list-level-style-number"
                         self.numbered[(name, int(depth) - 1)] = numbered
+            for style in root.iter(_STYLE + "style") if root is not None else ():
+                if style.get(_STYLE + "family") == "paragraph":
+                    parents[style.get(_STYLE + "name", "")] = style.get(
+                        _STYLE + "parent-style-name", ""
+                    )
+        self.preformatted = frozenset(
+            name for name in parents if _derives_from(name, PREFORMATTED, parents)
+        ) | {PREFORMATTED}
+
+
+def _derives_from(name: str, ancestor: str, parents: dict[str, str]) -> bool:
+    """Return whether style ``name`` is ``ancestor`` or inherits from it."""
+    for _ in range(len(parents) + 1):  # a circle of parents ends the walk
+        if name == ancestor:
+            return True
+        if not (name := parents.get(name, "")):
+            return False
+    return False
 
 
 class _TextReader:
     """Writes text blocks (paragraphs, headings, lists, tables) into the builder."""
 
-    def __init__(self, tables: TableWriter, lists: _ListStyles) -> None:
+    def __init__(self, tables: TableWriter, styles: _Styles) -> None:
         self.tables = tables
         self.builder = tables.builder
-        self.lists = lists
+        self.styles = styles
         self.stack: list[tuple[int, str]] = []
         self.first_heading = ""
         self.count = 0
+        self.code: str | None = None  # in a run of code lines: "" or "blank" after a blank one
 
     def blocks(self, parent: Element) -> None:
         """Write the blocks under ``parent`` in order."""
@@ -196,6 +222,12 @@ class _TextReader:
             self.count += 1
             if self.count % BLOCKS_PER_CHECK == 0:
                 self.tables.budget.check(f"at block {self.count}")
+            if child.tag == _TEXT + "p" and self._is_code(child):
+                self.code_line(child)
+                continue
+            if self.code is not None:  # the code ends
+                self.builder.block_break()
+                self.code = None
             if child.tag == _TEXT + "h":
                 self.heading(child)
             elif child.tag == _TEXT + "p":
@@ -232,10 +264,27 @@ class _TextReader:
             self.builder.block_break()
         self._after(after)
 
+    def code_line(self, p: Element) -> None:
+        """Write a line of code: spaces kept, on the line after the code line before it
+        (pandoc and office suites write code as one paragraph a line)."""
+        text = _verbatim(p).rstrip()
+        if not text:
+            self.code = "blank" if self.code is not None else None
+            return
+        if self.code == "":
+            self.builder.line_break()
+        else:
+            self.builder.block_break()
+        self.builder.write_lines(text)
+        self.code = ""
+
+    def _is_code(self, p: Element) -> bool:
+        return p.get(_TEXT + "style-name", "") in self.styles.preformatted
+
     def list(self, element: Element, *, style: str, depth: int) -> None:
         """Write a list's items, each on its line with its marker, nested lists indented."""
         style = element.get(_TEXT + "style-name", "") or style
-        numbered = self.lists.numbered.get((style, min(depth, 9)), False)
+        numbered = self.styles.numbered.get((style, min(depth, 9)), False)
         for number, item in enumerate(element.findall(_TEXT + "list-item"), start=1):
             for child in item:
                 if child.tag == _TEXT + "list":
@@ -283,6 +332,23 @@ def _collect(element: Element, pieces: list[str], after: list[str]) -> None:
         elif child.tag != _OFFICE + "annotation-end":
             _collect(child, pieces, after)
         pieces.append(child.tail or "")
+
+
+def _verbatim(element: Element) -> str:
+    """Return a paragraph's text with its runs of spaces, tabs and line breaks as written."""
+    pieces = [element.text or ""]
+    for child in element:
+        if child.tag == _TEXT + "s":
+            count = child.get(_TEXT + "c", "1")
+            pieces.append(" " * min(int(count) if count.isdigit() else 1, MAX_SPACES))
+        elif child.tag == _TEXT + "tab":
+            pieces.append("\t")
+        elif child.tag == _TEXT + "line-break":
+            pieces.append("\n")
+        elif child.tag not in (_TEXT + "note", _OFFICE + "annotation"):
+            pieces.append(_verbatim(child))
+        pieces.append(child.tail or "")
+    return "".join(pieces)
 
 
 def _text(element: Element) -> str:

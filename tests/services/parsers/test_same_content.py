@@ -226,3 +226,19 @@ def test_a_pdf_opening_at_one_of_several_top_headings_is_titled_by_its_name():
         pdf.set_toc([[1, "1.10.0 (October 24, 2026)", 1]])  # one top heading: the title
         data = pdf.tobytes()
     assert PdfParser().parse(data, filename="x.pdf").title == "1.10.0 (October 24, 2026)"
+
+
+def test_code_in_an_odt_keeps_its_lines_together_and_its_indentation(tmp_path):
+    # pandoc writes code as one "Preformatted Text" paragraph a line, indentation as text:s.
+    markdown = (
+        "Call it as an ASGI application.\n\n"
+        "```python\nasync def app(scope, receive, send):\n"
+        "    response = Response('Hello')\n\n    await response(scope, receive, send)\n```\n\n"
+        "## Set Cookie\n\nSet cookies on the response.\n"
+    )
+    text = OdtParser().parse(pandoc(markdown, "odt", tmp_path), filename="r.odt").text
+    assert (
+        "Call it as an ASGI application.\n\n"
+        "async def app(scope, receive, send):\n    response = Response('Hello')\n\n"
+        "    await response(scope, receive, send)\n\nSet Cookie\n\n"
+    ) in text
