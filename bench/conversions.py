@@ -11,7 +11,9 @@ Markdown written for MkDocs is first put as MkDocs renders it (``as_rendered``):
 admonition (``!!! note "Title"``) becomes its title and its body, a mkdocstrings
 directive (``::: package.Class`` and its indented options) the object's name. pandoc
 does not know that syntax, and would print the markers and the options as words in
-every format, which a PDF made from the site would not hold.
+every format, which a PDF made from the site would not hold. So are reStructuredText's
+Sphinx roles (``sphinx_roles``): ``:ref:`Title <label>``` is ``Title`` and
+``:func:`~flask.url_for``` is ``url_for``, as Sphinx prints them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from pathlib import Path
 
 from common import CACHE
 
-FORMATS = ("docx", "odt", "epub", "pdf")
+FORMATS = ("docx", "odt", "epub", "pdf", "scan")
+#: The extension of a format's files where it is not the format's name: a scan is a PDF
+#: of page images (the PDF's pages rendered at ``SCAN_DPI``, as a scanner gives them).
+EXTENSIONS = {"scan": "pdf"}
+SCAN_DPI = 300
 #: pandoc's reader of each source extension: Markdown as CommonMark (GFM), as MkDocs and
 #: the app read it; pandoc's own Markdown takes ```` ```python title="main.py" ```` for no
 #: fence, and the code's ``# comments`` for headings.
@@ -40,20 +46,34 @@ _ADMONITION = re.compile(
     r"(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)"
     r"(?:[ \t]+\"(?P<title>[^\"]*)\")?[ \t]*"
 )
+#: A Sphinx role: ``:func:`name```, ``:py:meth:`~a.b```, ``:ref:`Title <label>```.
+_ROLE = re.compile(r":(?:[\w-]+:)?([\w-]+):`([^`]+)`")
+#: Roles Sphinx prints as code.
+_CODE_ROLES = {"func", "meth", "class", "attr", "data", "exc", "obj", "mod", "const", "envvar"}
 _AUTODOC = re.compile(r"(?P<indent>[ \t]*):::[ \t]+(?P<name>[\w.:-]+)[ \t]*")
 
 
 def converted(name: str, fmt: str, sources: list[Path], docs: Path, *, header: str) -> list[Path]:
     """Return the set's files in format ``fmt``, converting those not converted yet."""
-    folder = CACHE / "formats" / name / fmt
     paths = []
     for source in sources:
-        target = (folder / source.relative_to(docs)).with_suffix(f".{fmt}")
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(convert(source, fmt, docs, header=header))
-        paths.append(target)
+        path = target(name, fmt, source, docs)
+        if not path.exists():
+            if fmt == "scan":
+                pdf = converted(name, "pdf", [source], docs, header=header)[0].read_bytes()
+                data = scan(pdf, SCAN_DPI)
+            else:
+                data = convert(source, fmt, docs, header=header)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        paths.append(path)
     return paths
+
+
+def target(name: str, fmt: str, source: Path, docs: Path) -> Path:
+    """Return where ``source`` (under ``docs``) is kept converted to ``fmt``."""
+    folder = CACHE / "formats" / name / fmt
+    return (folder / source.relative_to(docs)).with_suffix(f".{EXTENSIONS.get(fmt, fmt)}")
 
 
 def convert(source: Path, fmt: str, docs: Path, *, header: str) -> bytes:
@@ -67,6 +87,8 @@ def convert(source: Path, fmt: str, docs: Path, *, header: str) -> bytes:
     text = source.read_text(encoding="utf-8")
     if source.suffix == ".md":
         text = as_rendered(text)
+    elif source.suffix == ".rst":
+        text = sphinx_roles(text)
     if fmt == "pdf":
         html = pypandoc.convert_text(
             text, "html5", format=reader, extra_args=[*resources, "--syntax-highlighting=none"]
@@ -102,6 +124,21 @@ def as_rendered(markdown: str) -> str:
         out += [f"{indent}**{title}**", ""]
         out += as_rendered("\n".join(_dedent(body, len(indent) + 4))).split("\n")
     return "\n".join(out)
+
+
+def sphinx_roles(rst: str) -> str:
+    """Return reStructuredText with Sphinx's roles put as Sphinx prints them."""
+
+    def printed(match: re.Match[str]) -> str:
+        role, content = match[1], match[2].strip()
+        if content.endswith(">") and "<" in content:
+            return content[: content.rindex("<")].strip()
+        content = content.removeprefix("!")
+        if content.startswith("~"):
+            content = content[1:].rsplit(".", 1)[-1]
+        return f"``{content}``" if role in _CODE_ROLES else content
+
+    return _ROLE.sub(printed, rst)
 
 
 def _indented_below(lines: list[str], start: int, indent: int) -> tuple[list[str], int]:
@@ -174,10 +211,21 @@ def scanned(pdf: bytes, page_number: int, dpi: int) -> tuple[str, bytes]:
     """Return a PDF page's text layer, and the page scanned: an image-only PDF."""
     import pymupdf
 
-    with pymupdf.open("pdf", pdf) as typeset_pdf, pymupdf.open() as scan:
-        page = typeset_pdf[page_number]
-        image = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("png")
-        target = scan.new_page(width=page.rect.width, height=page.rect.height)
-        target.insert_image(target.rect, stream=image)
+    with pymupdf.open("pdf", pdf) as typeset_pdf:
         # In reading order: the running header, inserted last, is read first from the scan.
-        return page.get_text(sort=True), scan.tobytes()
+        text = typeset_pdf[page_number].get_text(sort=True)
+    return text, scan(pdf, dpi, pages=[page_number])
+
+
+def scan(pdf: bytes, dpi: int, *, pages: list[int] | None = None) -> bytes:
+    """Return the PDF's pages (all, or those numbered in ``pages``, 0-based) scanned in
+    grey at ``dpi``: a PDF of page images, no text layer."""
+    import pymupdf
+
+    with pymupdf.open("pdf", pdf) as typeset_pdf, pymupdf.open() as scanned_pdf:
+        for number in range(typeset_pdf.page_count) if pages is None else pages:
+            page = typeset_pdf[number]
+            image = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("png")
+            copy = scanned_pdf.new_page(width=page.rect.width, height=page.rect.height)
+            copy.insert_image(copy.rect, stream=image)
+        return scanned_pdf.tobytes()

@@ -6,17 +6,20 @@
 
 ``retrieval``: a real-documents set (``realdocs.py``; Markdown or reStructuredText
 sources) converted to DOCX, ODT, EPUB and PDF (``conversions.py``: pandoc, and pymupdf
-typesetting pandoc's HTML as PDF). Each format is read by each reader into its own
-collection, chunked, embedded and indexed the same way (the real-documents bench's
-default configuration) and asked the set's questions by the same retrievers, so only
-the reader differs. The readers: the app's parsers (``ours``: the files ingested as
-they are), LlamaIndex's ``SimpleDirectoryReader`` (llama-index-readers-file) and
-Haystack's converters (``DOCXToDocument``, ``PyPDFToDocument``, ``MarkdownToDocument``,
+typesetting pandoc's HTML as PDF), and that PDF scanned (``scan``: every page an image
+at 300 dpi, which the app reads by OCR and the peers' PDF readers cannot read). Each
+format is read by each reader into its own collection, chunked, embedded and indexed
+the same way (the real-documents bench's default configuration) and asked the set's
+questions by the same retrievers, so only the reader differs. The readers: the app's
+parsers (``ours``: the files ingested as they are), LlamaIndex's
+``SimpleDirectoryReader`` (llama-index-readers-file) and Haystack's converters
+(``DOCXToDocument``, ``PyPDFToDocument``, ``MarkdownToDocument``,
 ``TextFileToDocument``), run in ``bench/.venv-peers`` (``peers.read_files``), whose
 text goes through the app's chunker and index as a text file of the same path. Printed
-per format and reader: files read and indexed, hit@5 and MRR@10 (``realdocs.hits_and_mrr``) and
-the difference of MRR@10 to the app reading the source files, and seconds of reading
-per MB of the files read (the reader alone: no chunking, no embedding).
+per format and reader: files read and indexed, hit@5 and MRR@10
+(``realdocs.hits_and_mrr``) and the difference of MRR@10 to the app reading the source
+files, and seconds of reading per MB of the files read (the reader alone: no chunking,
+no embedding; for ``scan``, OCR included).
 
 ``ocr``: the character error rate of OCR on scanned pages. With ``--ocr-from pdfs``
 (the default), the first page of each of the first ``N`` PDFs of the set; with a
@@ -77,7 +80,7 @@ def main() -> None:
     parser.add_argument("--peer-read", help=argparse.SUPPRESS)  # the child process's role
     args = parser.parse_args()
     if args.peer_read:
-        print(json.dumps(peer_texts(args.peer_read, args.set)))
+        print(json.dumps(peer_texts(args.peer_read, args.set, args.formats.split(","))))
         return
     if "retrieval" in args.sections:
         from common import machine, setup_django
@@ -120,7 +123,7 @@ def same_content(name: str, readers: list[str], retrievers: list[str], formats: 
     files = {"source": sources}
     files.update({fmt: converted(name, fmt, sources, docs, header=header) for fmt in formats})
     ids = [source.relative_to(docs.parent).as_posix() for source in sources]
-    peers = {reader: peer_process(reader, name) for reader in readers if reader != "ours"}
+    peers = {reader: peer_process(reader, name, formats) for reader in readers if reader != "ours"}
     print(f"{name}: {docset.label}, {len(sources)} files, {len(questions)} questions\n")
     rows, baseline = [], {}
     with override_settings(RETRIEVAL=app_settings("default")):
@@ -231,7 +234,7 @@ def _scores(collection, leg: str, questions: list[dict], docs: Path) -> tuple[in
     return hits_and_mrr(rankings, questions)
 
 
-def peer_process(reader: str, name: str) -> dict[str, dict[str, dict]]:
+def peer_process(reader: str, name: str, formats: list[str]) -> dict[str, dict[str, dict]]:
     """Run a peer's reader on the set's files in bench/.venv-peers; return its texts."""
     from realdocs import PEERS_VENV, ensure_peers_venv, run_in_peers_venv
 
@@ -242,12 +245,14 @@ def peer_process(reader: str, name: str) -> dict[str, dict[str, dict]]:
     )
     if subprocess.run([python, "-c", probe], capture_output=True).returncode:
         subprocess.run([python, "-m", "pip", "install", "-q", *PEER_READER_PACKAGES], check=True)
-    return run_in_peers_venv(__file__, "--set", name, "--peer-read", reader)
+    return run_in_peers_venv(
+        __file__, "--set", name, "--formats", ",".join(formats), "--peer-read", reader
+    )
 
 
-def peer_texts(reader: str, name: str) -> dict[str, dict[str, dict]]:
+def peer_texts(reader: str, name: str, formats: list[str]) -> dict[str, dict[str, dict]]:
     """In bench/.venv-peers: a peer's text of each file it has a reader for, by format."""
-    from conversions import CACHE, FORMATS
+    from conversions import target
     from peers import PEER_READERS, read_files
     from realdocs import DocSet
 
@@ -256,13 +261,11 @@ def peer_texts(reader: str, name: str) -> dict[str, dict[str, dict]]:
     sources = docset.files(docs)
     ids = {source: source.relative_to(docs.parent).as_posix() for source in sources}
     found: dict[str, dict[str, dict]] = {}
-    for fmt in ("source", *FORMATS):
+    for fmt in ("source", *formats):
         paths = {
-            (source if fmt == "source" else
-             (CACHE / "formats" / name / fmt / source.relative_to(docs)).with_suffix(f".{fmt}")):
-            ids[source]
+            (source if fmt == "source" else target(name, fmt, source, docs)): ids[source]
             for source in sources
-        }  # fmt: skip
+        }
         if all(path.suffix in PEER_READERS[reader] for path in paths):
             read = read_files(reader, list(paths))
             found[fmt] = {external_id: read[str(path)] for path, external_id in paths.items()}

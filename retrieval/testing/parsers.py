@@ -22,12 +22,14 @@ __all__ = ["ParserSuite", "assert_well_formed"]
 
 
 def assert_well_formed(document: ParsedDocument) -> None:
-    """Fail unless the text is normalised and the sections are ordered, disjoint line spans."""
+    """Fail unless the text is normalised and the sections are ordered, disjoint line spans
+    (one that continues the section before it under the same headings)."""
     text = document.text
     assert text == text.strip()
     assert "\n\n\n" not in text
     assert all(line == line.rstrip() for line in text.split("\n"))
     previous_end = 0
+    previous_path: tuple[str, ...] | None = None
     for section in document.sections:
         assert previous_end <= section.start < section.end <= len(text), section
         assert section.start == 0 or text[section.start - 1] == "\n", section
@@ -35,7 +37,9 @@ def assert_well_formed(document: ParsedDocument) -> None:
         assert span.strip() and span == span.rstrip(), section  # may start with indentation
         assert section.page is None or section.page >= 1
         assert all(heading.strip() for heading in section.heading_path), section
-        previous_end = section.end
+        # A section goes on from the one before only under the same headings.
+        assert not section.continues or previous_path == section.heading_path, section
+        previous_end, previous_path = section.end, section.heading_path
 
 
 NOISE = st.one_of(
