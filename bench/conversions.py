@@ -29,6 +29,7 @@ FORMATS = ("docx", "odt", "epub", "pdf", "scan")
 #: of page images (the PDF's pages rendered at ``SCAN_DPI``, as a scanner gives them).
 EXTENSIONS = {"scan": "pdf"}
 SCAN_DPI = 300
+JPEG_QUALITY = 80
 #: pandoc's reader of each source extension: Markdown as CommonMark (GFM), as MkDocs and
 #: the app read it; pandoc's own Markdown takes ```` ```python title="main.py" ```` for no
 #: fence, and the code's ``# comments`` for headings.
@@ -219,13 +220,14 @@ def scanned(pdf: bytes, page_number: int, dpi: int) -> tuple[str, bytes]:
 
 def scan(pdf: bytes, dpi: int, *, pages: list[int] | None = None) -> bytes:
     """Return the PDF's pages (all, or those numbered in ``pages``, 0-based) scanned in
-    grey at ``dpi``: a PDF of page images, no text layer."""
+    grey at ``dpi``: a PDF of page images (JPEG, as scanners store them), no text layer."""
     import pymupdf
 
     with pymupdf.open("pdf", pdf) as typeset_pdf, pymupdf.open() as scanned_pdf:
         for number in range(typeset_pdf.page_count) if pages is None else pages:
             page = typeset_pdf[number]
-            image = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("png")
+            pixmap = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
+            image = pixmap.tobytes("jpg", jpg_quality=JPEG_QUALITY)
             copy = scanned_pdf.new_page(width=page.rect.width, height=page.rect.height)
             copy.insert_image(copy.rect, stream=image)
         return scanned_pdf.tobytes()

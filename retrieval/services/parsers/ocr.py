@@ -34,6 +34,9 @@ MAX_SIDE = 3000
 PARAGRAPH_GAP = 0.5
 #: A blank strip at least this many line heights wide, top to bottom, separates columns.
 COLUMN_GAP = 1.5
+#: A row ending further than this many characters' width from its paragraph's right edge
+#: ends a line (a list item, a line of code) rather than wrapping into the next row.
+RUN_ON_CHARACTERS = 8
 #: Lines whose middles are closer than this many line heights are one row of text.
 ROW_TOLERANCE = 0.5
 #: Recognised text scored lower than this is dropped (specks read as letters).
@@ -42,6 +45,8 @@ MIN_SCORE = 0.5
 _LOCK = threading.Lock()
 _engine: Any = None
 _HYPHENATED = re.compile(r"[^\W\d_]-$")
+#: A row opening as a list item does: a bullet, a dash, a number or letter and a stop.
+_LIST_ITEM = re.compile(r"[\u2022\u00b7\u25e6\u25aa*\-\u2013](?:\s|$)|\d{1,3}[.)]\s|[a-z][.)]\s")
 
 
 class Line(NamedTuple):
@@ -144,14 +149,30 @@ def _join(lines: list[Line], height: float) -> str:
             rows[-1].append(line)
         else:
             rows.append([line])
+    right = max(line.right for line in lines)
     text = ""
+    runs_on = True
     for row in rows:
-        row_text = " ".join(line.text for line in sorted(row, key=lambda line: line.left))
+        row = sorted(row, key=lambda line: line.left)
+        row_text = " ".join(line.text for line in row)
         if _HYPHENATED.search(text) and row_text[:1].islower():
             text = text[:-1] + row_text  # a word hyphenated across lines
-        else:
-            text = f"{text} {row_text}" if text else row_text
+        elif not text:
+            text = row_text
+        elif runs_on and not _LIST_ITEM.match(row_text):
+            text = f"{text} {row_text}"
+        else:  # the row above ended short of the margin: a list item's or code line's end
+            text = f"{text}\n{row_text}"
+        runs_on = _runs_on(row, right)
     return text
+
+
+def _runs_on(row: list[Line], right: float) -> bool:
+    """Return whether a row reaches the paragraph's right edge: another word would not
+    have fit after it, so the text goes on in the next row."""
+    last = row[-1]
+    character = (last.right - last.left) / max(len(last.text), 1)
+    return last.right + RUN_ON_CHARACTERS * character >= right
 
 
 def _middle(row: list[Line]) -> float:

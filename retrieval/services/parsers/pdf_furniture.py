@@ -17,10 +17,11 @@ _DIGITS = re.compile(r"\d+")
 def drop_running_lines(pages: list[str]) -> list[str]:
     """Return the pages without the lines that open or close each of them alike.
 
-        Lines are alike when they differ in their numbers alone ("Page 3 of 9"). A line is
-        running when every page with text shows it at the same edge, or every page but the
-        first (a title page) when there are three or more, and none of them is left without
-    text. A document of one page keeps all.
+    Lines are alike when they differ in their numbers and spaces alone ("Page 3 of 9"; a
+    header OCR read with a space fewer). A line is running when every page with text
+    shows it at the same edge, or every page but the first (a title page) when there are
+    three or more, and none of them is left without text. A document of one page keeps
+    all.
     """
     pages = [page.split("\n") for page in pages]
     for edge in (0, -1):
@@ -53,4 +54,5 @@ def _edge_index(lines: list[str], edge: int) -> int | None:
 
 
 def _key(line: str) -> str:
-    return " ".join(_DIGITS.sub("#", line).casefold().split())
+    # Spaces aside too: OCR reads the same header with and without them ("starlette1.10").
+    return "".join(_DIGITS.sub("#", line).casefold().split())

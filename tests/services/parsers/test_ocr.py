@@ -72,6 +72,25 @@ def test_lines_are_read_column_by_column_and_joined_into_paragraphs():
     ]
 
 
+def test_rows_ending_short_of_the_margin_end_their_line():
+    # 10 pixels a character: a row ending 8 characters or more before the edge ends a line.
+    lines = [
+        line(0, 0, "Wrapped prose runs to the margin", width=320),
+        line(0, 12, "and on to the next row.", width=230),
+        line(0, 24, "async def app(scope):", width=210),
+        line(0, 36, "await send(scope)", width=170),
+        line(0, 48, "\u00b7 content - A string or bytes, or", width=320),
+        line(0, 60, "a stream.", width=90),
+        line(0, 72, "\u00b7 status_code - An integer.", width=280),
+    ]
+    assert paragraphs(lines) == [
+        "Wrapped prose runs to the margin and on to the next row.\n"
+        "async def app(scope):\nawait send(scope)\n"
+        "\u00b7 content - A string or bytes, or a stream.\n"
+        "\u00b7 status_code - An integer."
+    ]
+
+
 def test_boxes_on_one_row_are_read_left_to_right():
     assert paragraphs([line(150, 1, "world"), line(0, 0, "hello", width=140)]) == ["hello world"]
     assert paragraphs([]) == []

@@ -15,6 +15,7 @@ import pytest
 from retrieval.services.chunkers.recursive import RecursiveChunker
 from retrieval.services.parsers.opendocument import OdtParser
 from retrieval.services.parsers.pdf import PdfParser
+from retrieval.services.parsers.pdf_furniture import drop_running_lines
 from retrieval.services.parsers.word import DocxParser
 
 #: A page of documentation that opens at a subheading, as many do (their title is in
@@ -242,3 +243,16 @@ def test_code_in_an_odt_keeps_its_lines_together_and_its_indentation(tmp_path):
         "async def app(scope, receive, send):\n    response = Response('Hello')\n\n"
         "    await response(scope, receive, send)\n\nSet Cookie\n\n"
     ) in text
+
+
+def test_a_running_header_ocr_read_with_a_space_fewer_is_still_left_out():
+    pages = [
+        "starlette1.10.0 documentation\nResponses send ASGI messages.\n1",
+        "starlette 1.10.0 documentation\nA cookie is set on the response.\n2",
+        "starlette 1.10.0 documentation\nA file is streamed.\n3",
+    ]
+    assert drop_running_lines(pages) == [
+        "Responses send ASGI messages.",
+        "A cookie is set on the response.",
+        "A file is streamed.",
+    ]
