@@ -226,11 +226,14 @@ def test_openapi_schema_and_docs(api, client):
 
 
 def pdf_bytes(*pages: str) -> bytes:
+    """A PDF of a chapter a page, each headed by its first word (chunks keep their pages:
+    one would run on over a page turn inside a chapter)."""
     import pymupdf
 
     document = pymupdf.open()
     for text in pages:
-        document.new_page().insert_text((72, 72), text)
+        document.new_page().insert_text((72, 72), f"{text.split()[0]}\n{text}")
+    document.set_toc([[1, text.split()[0], number] for number, text in enumerate(pages, 1)])
     return document.tobytes()
 
 

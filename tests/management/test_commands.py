@@ -34,9 +34,10 @@ def library(tmp_path: Path) -> Path:
     (root / "nested" / "east.md").write_text(
         "# Directions\n\n## East\n\nThe sun rises in the east."
     )
-    pdf = pymupdf.open()
-    for text in ("Page one points north.", "Page two looks up."):
+    pdf = pymupdf.open()  # a chapter a page: a chunk would run on over a page turn inside one
+    for text in ("North\nPage one points north.", "Up\nPage two looks up."):
         pdf.new_page().insert_text((72, 72), text)
+    pdf.set_toc([[1, "North", 1], [1, "Up", 2]])
     (root / "nested" / "atlas.pdf").write_bytes(pdf.tobytes())
     (root / "nested" / "corrupt.pdf").write_bytes(b"%PDF-1.4 truncated")
     (root / ".hidden.txt").write_text("north north north")
@@ -176,7 +177,7 @@ def test_search_prints_ranked_chunks_and_json(keyword_settings, library):
     assert required <= set(results[0])
     top = results[0]
     assert top["rank"] == 1 and top["document"] == "library/nested/atlas.pdf" and top["page"] == 2
-    assert top["text"] == "Page two looks up."
+    assert top["text"] == "Up\n\nPage two looks up."
     document = Document.objects.get(external_id=top["document"])
     assert document.content[top["start"] : top["end"]] == top["text"]
     md = json.loads(
