@@ -142,5 +142,3 @@ def source_line(source: str) -> str:
     if not ("/" in source or "\\" in source or _EXTENSION.search(source)):
         return ""
     return " ".join(_EXTENSION.sub("", source).replace("/", " ").replace("\\", " ").split())
-
-
