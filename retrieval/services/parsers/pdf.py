@@ -1,7 +1,10 @@
 """PDF files via PyMuPDF: one section per page, split further at outline headings.
 
 Tables ruled on a page are read as rows of ``column: value`` lines (:mod:`.pdf_tables`);
-running headers and footers printed on every page are left out (:mod:`.pdf_furniture`).
+running headers and footers printed on every page are left out (:mod:`.pdf_furniture`);
+a paragraph wrapped at the margin is one line, and the page's margin no indentation
+(:mod:`.pdf_lines`). A page that goes on inside the part the page before ended in
+continues its section, so a chunk may run on over the page turn.
 
 A page with no text layer but images (a scan) is rendered and read by OCR when the
 ``ocr`` extra is installed (:mod:`.ocr`); without it, a PDF of nothing but such pages
