@@ -66,7 +66,8 @@ class ImageParser(BaseParser):
                 text = ocr.read_text(page)
                 if text:
                     builder.block_break()
-                    builder.open_section(page=number)
+                    # A scanned document's pages: a chunk may run on over a page turn.
+                    builder.open_section(page=number, continues=True)
                     builder.write_lines(text)
         text, sections = builder.build()
         if not text:

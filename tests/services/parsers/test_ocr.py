@@ -137,6 +137,8 @@ def test_a_tiff_s_pages_are_sections():
     assert_well_formed(document)
     assert [s.page for s in document.sections] == [1, 2]
     assert [document.text[s.start : s.end] for s in document.sections] == [STORMS, ZEBRAS]
+    # One scanned document: the second page goes on from the first, as a PDF's pages do.
+    assert [s.continues for s in document.sections] == [False, True]
 
 
 @pytest.mark.parametrize(
