@@ -13,6 +13,10 @@ from retrieval.services.types import Section
 TITLE_MAX_CHARS = 200
 
 _WHITESPACE = re.compile(r"\s+")
+#: A word that opens a list item: a bullet or dash, or a number or letter and a stop.
+LIST_MARKER = re.compile(
+    r"[\u2022\u00b7\u2023\u25e6\u2043\u2219\u25aa\u25cf*\-\u2013]|\d{1,3}[.)]|[a-z][.)]"
+)
 _NEWLINES = re.compile(r"\r\n?")
 # A BOM settles the encoding; UTF-32 comes first because its LE BOM starts with UTF-16's.
 _BOMS = (

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from retrieval.conf import retrieval_settings
 from retrieval.exceptions import ParseError
 from retrieval.services.parsers.budget import ParseBudget
+from retrieval.services.parsers.layout import LIST_MARKER
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -45,8 +46,6 @@ MIN_SCORE = 0.5
 _LOCK = threading.Lock()
 _engine: Any = None
 _HYPHENATED = re.compile(r"[^\W\d_]-$")
-#: A row opening as a list item does: a bullet, a dash, a number or letter and a stop.
-_LIST_ITEM = re.compile(r"[\u2022\u00b7\u25e6\u25aa*\-\u2013](?:\s|$)|\d{1,3}[.)]\s|[a-z][.)]\s")
 
 
 class Line(NamedTuple):
@@ -159,7 +158,7 @@ def _join(lines: list[Line], height: float) -> str:
             text = text[:-1] + row_text  # a word hyphenated across lines
         elif not text:
             text = row_text
-        elif runs_on and not _LIST_ITEM.match(row_text):
+        elif runs_on and not LIST_MARKER.fullmatch(row_text.split()[0]):
             text = f"{text} {row_text}"
         else:  # the row above ended short of the margin: a list item's or code line's end
             text = f"{text}\n{row_text}"

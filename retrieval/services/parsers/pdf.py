@@ -18,7 +18,7 @@ Work per file is bounded: pages and bytes before any page is read (see
 
 from __future__ import annotations
 
-import re
+import textwrap
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import pymupdf
@@ -38,6 +38,7 @@ from retrieval.services.parsers.layout import (
 )
 from retrieval.services.parsers.pdf_bounds import check_size
 from retrieval.services.parsers.pdf_furniture import drop_running_lines
+from retrieval.services.parsers.pdf_lines import one_line
 from retrieval.services.parsers.pdf_tables import TableFinder
 from retrieval.services.types import ParsedDocument, Section
 
@@ -53,7 +54,6 @@ TEXT_FLAGS = (
 TITLE_MAX_WORDS = 12
 # A heading may be printed with a number the outline omits: "2.1 Installation".
 NUMBER_PREFIX_MAX_CHARS = 8
-_WHITESPACE = re.compile(r"\s+")
 #: A page with more text than this keeps MuPDF's reading order instead of being sorted by
 #: position: sorting is Python work per word (about 0.3 s for a page this full).
 SORTED_PAGE_MAX_CHARS = 50_000
@@ -240,7 +240,7 @@ def _assemble(
             # A page turned inside a part: chunks may run on (no outline heading opens it).
             builder.open_section(page=number, heading_path=heading_path, continues=not index)
             start = _write_heading(builder, lines, start, end, heading_path)
-            builder.write_lines(pdf_lines.dedent("\n".join(lines[start:end])))
+            builder.write_lines(textwrap.dedent("\n".join(lines[start:end])))
     return builder.build()
 
 
@@ -253,7 +253,7 @@ def _write_heading(
     first = next((i for i in range(start, end) if lines[i].strip()), end)
     if first == end or not heading_path:
         return start
-    if not _shows_heading(_one_line(lines[first]).casefold(), heading_path[-1].casefold()):
+    if not _shows_heading(one_line(lines[first]).casefold(), heading_path[-1].casefold()):
         return start
     builder.block_break()
     builder.write_lines(lines[first].strip())
@@ -284,7 +284,7 @@ def _large_lines(page: pymupdf.Page) -> frozenset[str] | None:
             for span in spans:
                 size = round(span["size"], 1)
                 sizes[size] = sizes.get(size, 0) + len(span["text"])
-            lines.append((_one_line(pdf_lines.line_text(line)), max(s["size"] for s in spans)))
+            lines.append((one_line(pdf_lines.line_text(line)), max(s["size"] for s in spans)))
     if not sizes:
         return None
     body = max(sizes, key=lambda size: sizes[size])
@@ -295,7 +295,7 @@ def _opens_a_part(line: str, outline: dict[int, list[OutlineEntry]]) -> bool:
     """Return whether ``line`` is one of the outline's several top headings: the first
     part's heading, not the document's title (which the others would nest under)."""
     tops = [title for entries in outline.values() for level, title in entries if level == 1]
-    return len(tops) > 1 and _one_line(line).casefold() in {t.casefold() for t in tops}
+    return len(tops) > 1 and one_line(line).casefold() in {t.casefold() for t in tops}
 
 
 def _title_line(text: str, large_lines: frozenset[str] | None) -> str:
@@ -304,7 +304,7 @@ def _title_line(text: str, large_lines: frozenset[str] | None) -> str:
     short and not a sentence or part of one."""
     line = first_line(text)
     if large_lines is not None:
-        return line if _one_line(line) in large_lines else ""
+        return line if one_line(line) in large_lines else ""
     if len(line.split()) > TITLE_MAX_WORDS or line.endswith((".", ",", ";", ":")):
         return ""
     return line
@@ -314,7 +314,7 @@ def _outline(document: pymupdf.Document) -> dict[int, list[OutlineEntry]]:
     """Return the outline's ``(level, title)`` entries by 1-based page, in order."""
     by_page: dict[int, list[OutlineEntry]] = {}
     for level, title, page, *_ in document.get_toc(simple=True):
-        if 1 <= page <= document.page_count and (heading := _one_line(title)):
+        if 1 <= page <= document.page_count and (heading := one_line(title)):
             by_page.setdefault(page, []).append((level, heading))
     return by_page
 
@@ -349,7 +349,7 @@ def _find_heading(lines: list[str], title: str, start: int) -> int | None:
     """Return the index of the first line from ``start`` that shows ``title``."""
     key = title.casefold()
     for index in range(start, len(lines)):
-        if _shows_heading(_one_line(lines[index]).casefold(), key):
+        if _shows_heading(one_line(lines[index]).casefold(), key):
             return index
     return None
 
@@ -364,7 +364,3 @@ def _shows_heading(line: str, key: str) -> bool:
         return len(line) - len(key) <= NUMBER_PREFIX_MAX_CHARS
     # The first line of a heading wrapped onto two lines.
     return key.startswith(line + " ") and len(line) * 2 >= len(key)
-
-
-def _one_line(text: str) -> str:
-    return _WHITESPACE.sub(" ", text).strip()

@@ -12,16 +12,13 @@ lines share is removed; indentation within (code, nested lists) stays.
 from __future__ import annotations
 
 import re
-import textwrap
 from itertools import pairwise
 
 import pymupdf
 
+from retrieval.services.parsers.layout import LIST_MARKER
+
 _WHITESPACE = re.compile(r"\s+")
-#: A line opening with one of these starts a list item: the line above ended its own.
-_LIST_MARKER = re.compile(
-    r"[\u2022\u2023\u25e6\u2043\u2219\u25aa\u25cf*\-\u2013]|\d{1,3}[.)]|[a-z][.)]"
-)
 
 
 def reflow(text: str, running_on: frozenset[str]) -> str:
@@ -36,11 +33,6 @@ def reflow(text: str, running_on: frozenset[str]) -> str:
             joined.append(line)
         runs_on = bool(line.strip()) and one_line(line) in running_on
     return "\n".join(joined)
-
-
-def dedent(text: str) -> str:
-    """Return ``text`` without the indentation all its lines share."""
-    return textwrap.dedent(text)
 
 
 def running_on(page: pymupdf.Page, blocks: list[dict]) -> frozenset[str]:
@@ -58,7 +50,7 @@ def runs_on(page: pymupdf.Page, line: dict, following: dict) -> bool:
     """Return whether ``following``'s first word would not have fit at the end of ``line``."""
     span = next(span for span in following["spans"] if span["text"].strip())
     word = span["text"].split()[0]
-    if _LIST_MARKER.fullmatch(word):
+    if LIST_MARKER.fullmatch(word):  # a list item starts: the line above ended its own
         return False
     x0, _, x1, _ = span["bbox"]
     word_width = (x1 - x0) * len(word) / max(len(span["text"]), 1)
